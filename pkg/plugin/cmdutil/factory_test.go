@@ -1,0 +1,101 @@
+package cmdutil
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"k8s.io/cli-runtime/pkg/genericclioptions"
+
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/exitcode"
+)
+
+const kubeconfig = `apiVersion: v1
+kind: Config
+current-context: ctx-a
+clusters:
+- name: c
+  cluster: {server: "https://127.0.0.1:1"}
+users:
+- name: u
+  user: {token: "t"}
+contexts:
+- name: ctx-a
+  context: {cluster: c, user: u, namespace: team-a}
+- name: ctx-b
+  context: {cluster: c, user: u, namespace: team-b}
+- name: ctx-none
+  context: {cluster: c, user: u}
+`
+
+func TestNamespacePrecedence(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "config")
+	if err := os.WriteFile(path, []byte(kubeconfig), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name            string
+		flagNS, flagCtx string
+		envNS, envCtx   string
+		wantNS          string
+	}{
+		{"kubeconfig's current context", "", "", "", "", "team-a"},
+		{"env namespace beats kubeconfig", "", "", "env-ns", "", "env-ns"},
+		{"flag namespace beats env", "flag-ns", "", "env-ns", "", "flag-ns"},
+		{"env context picks its namespace", "", "", "", "ctx-b", "team-b"},
+		{"flag context beats env context", "", "ctx-a", "", "ctx-b", "team-a"},
+		{"context without namespace falls back to default", "", "ctx-none", "", "", "default"},
+		{"env namespace beats the env context's", "", "", "env-ns", "ctx-b", "env-ns"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			flags := genericclioptions.NewConfigFlags(true)
+			*flags.KubeConfig, *flags.Namespace, *flags.Context = path, tc.flagNS, tc.flagCtx
+			env := map[string]string{EnvNamespace: tc.envNS, EnvContext: tc.envCtx}
+			ns, err := NewFactory(flags, func(k string) string { return env[k] }).Namespace()
+			if err != nil || ns != tc.wantNS {
+				t.Fatalf("Namespace() = %q, %v; want %q", ns, err, tc.wantNS)
+			}
+		})
+	}
+}
+
+func TestNoKubeconfigIsAClearError(t *testing.T) {
+	t.Setenv("HOME", t.TempDir())
+	t.Setenv("KUBECONFIG", "")
+	t.Setenv("KUBERNETES_SERVICE_HOST", "")
+	t.Setenv("KUBERNETES_SERVICE_PORT", "")
+	f := NewFactory(genericclioptions.NewConfigFlags(true), func(string) string { return "" })
+	if ns, err := f.Namespace(); err != nil || ns != "default" {
+		t.Errorf("Namespace() = %q, %v; want default without a kubeconfig", ns, err)
+	}
+	_, err := f.KubernetesClient()
+	if exitcode.Of(err) != exitcode.NoCluster || !strings.Contains(err.Error(), "Could not authenticate to a Kubernetes cluster") ||
+		!strings.Contains(err.Error(), "kubectl get nodes") {
+		t.Fatalf("KubernetesClient() = %v (exit %d), want the contract's message and exit 5", err, exitcode.Of(err))
+	}
+}
+
+func TestServerFlagNeedsNoKubeconfig(t *testing.T) {
+	t.Setenv("HOME", t.TempDir())
+	t.Setenv("KUBECONFIG", "")
+	flags := genericclioptions.NewConfigFlags(true)
+	*flags.APIServer = "https://127.0.0.1:6443"
+	if _, err := NewFactory(flags, func(string) string { return "" }).KubernetesClient(); err != nil {
+		t.Fatalf("KubernetesClient() with --server = %v", err)
+	}
+}
+
+func TestParseDryRun(t *testing.T) {
+	for _, ok := range []string{"none", "client", "server"} {
+		if d, err := ParseDryRun(ok); err != nil || string(d) != ok {
+			t.Errorf("ParseDryRun(%q) = %q, %v", ok, d, err)
+		}
+	}
+	for _, bad := range []string{"", "true", "Client", "all"} {
+		if _, err := ParseDryRun(bad); exitcode.Of(err) != exitcode.Usage {
+			t.Errorf("ParseDryRun(%q) = %v, want a usage error", bad, err)
+		}
+	}
+}

@@ -1,0 +1,188 @@
+package jobspec
+
+import (
+	"strconv"
+	"strings"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+)
+
+// Objects are what one submit creates: the Job, and the children that live and die with it.
+type Objects struct {
+	Job *batchv1.Job
+	// Children are created after the Job, owned by it (see SetOwner), in this order.
+	Children []runtime.Object
+}
+
+// All returns the Job followed by its children, the order in which they are created and printed.
+func (o Objects) All() []runtime.Object {
+	return append([]runtime.Object{o.Job}, o.Children...)
+}
+
+// Build turns a validated spec into objects. It does not validate: call Spec.Validate first.
+func Build(s Spec) Objects {
+	labels := objectLabels(s)
+	job := &batchv1.Job{
+		TypeMeta: metav1.TypeMeta{APIVersion: "batch/v1", Kind: "Job"},
+		ObjectMeta: metav1.ObjectMeta{
+			Name:        s.Name,
+			Namespace:   s.Namespace,
+			Labels:      labels,
+			Annotations: toMap(s.Annotations),
+		},
+		Spec: batchv1.JobSpec{
+			// Failures surface instead of being retried silently (the SDK's contract).
+			BackoffLimit: ptr.To[int32](0),
+			Parallelism:  ptr.To(int32(s.Nodes)),
+			Completions:  ptr.To(int32(s.Nodes)),
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{
+					Labels:      objectLabels(s),
+					Annotations: toMap(s.Annotations),
+				},
+				Spec: corev1.PodSpec{
+					RestartPolicy:    corev1.RestartPolicyNever,
+					ImagePullSecrets: pullSecrets(s.ImagePullSecrets),
+					NodeSelector:     toMap(s.NodeSelector),
+					Containers: []corev1.Container{{
+						Name:      ContainerName,
+						Image:     s.Image,
+						Command:   ContainerCommand(s),
+						Env:       containerEnv(s),
+						EnvFrom:   envFrom(s.EnvFromSecrets),
+						Resources: resources(s.GPUs),
+					}},
+				},
+			},
+		},
+	}
+	if s.TTL != nil {
+		job.Spec.TTLSecondsAfterFinished = ptr.To(int32(s.TTL.Seconds()))
+	}
+	objs := Objects{Job: job}
+	if !s.MultiNode() {
+		return objs
+	}
+	job.Spec.CompletionMode = ptr.To(batchv1.IndexedCompletion)
+	// With a subdomain matching the headless Service, pod NAME-i resolves as NAME-i.NAME.
+	job.Spec.Template.Spec.Subdomain = s.Name
+	objs.Children = append(objs.Children, rendezvousService(s))
+	return objs
+}
+
+func rendezvousService(s Spec) *corev1.Service {
+	return &corev1.Service{
+		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
+		ObjectMeta: metav1.ObjectMeta{
+			Name:      s.Name,
+			Namespace: s.Namespace,
+			Labels:    objectLabels(s),
+		},
+		Spec: corev1.ServiceSpec{
+			ClusterIP: corev1.ClusterIPNone,
+			Selector:  map[string]string{JobNameLabel: s.Name},
+			// Ranks rendezvous before any of them is Ready, so their DNS records must exist early.
+			PublishNotReadyAddresses: true,
+			Ports: []corev1.ServicePort{{
+				Name:       "rendezvous",
+				Protocol:   corev1.ProtocolTCP,
+				Port:       int32(s.MasterPort),
+				TargetPort: intstr.FromInt32(int32(s.MasterPort)),
+			}},
+		},
+	}
+}
+
+// SetOwner makes job the controlling owner of child, so that deleting the Job deletes the child,
+// and a foreground delete of the Job waits for it (blockOwnerDeletion).
+func SetOwner(child metav1.Object, job *batchv1.Job) {
+	child.SetOwnerReferences([]metav1.OwnerReference{{
+		APIVersion:         "batch/v1",
+		Kind:               "Job",
+		Name:               job.Name,
+		UID:                job.UID,
+		Controller:         ptr.To(true),
+		BlockOwnerDeletion: ptr.To(true),
+	}})
+}
+
+func objectLabels(s Spec) map[string]string {
+	m := toMap(s.Labels)
+	if m == nil {
+		m = map[string]string{}
+	}
+	m[ManagedByLabel] = ManagedByValue
+	return m
+}
+
+func resources(gpus int) corev1.ResourceRequirements {
+	if gpus == 0 {
+		return corev1.ResourceRequirements{}
+	}
+	return corev1.ResourceRequirements{
+		Limits: corev1.ResourceList{GPUResource: *resource.NewQuantity(int64(gpus), resource.DecimalSI)},
+	}
+}
+
+func containerEnv(s Spec) []corev1.EnvVar {
+	var env []corev1.EnvVar
+	if s.MultiNode() {
+		// NODE_RANK is derived from JOB_COMPLETION_INDEX by the wrapper at run time: the Job
+		// controller appends that variable last, so a $(JOB_COMPLETION_INDEX) reference here
+		// would stay literal.
+		env = append(env,
+			corev1.EnvVar{Name: EnvWorldSize, Value: strconv.Itoa(s.Nodes)},
+			corev1.EnvVar{Name: EnvNumGPUPerNode, Value: strconv.Itoa(s.GPUs)},
+			corev1.EnvVar{Name: EnvNNodes, Value: strconv.Itoa(s.Nodes)},
+			corev1.EnvVar{Name: EnvNProcPerNode, Value: strconv.Itoa(s.GPUs)},
+			corev1.EnvVar{Name: EnvMasterAddr, Value: s.Name + "-0." + s.Name},
+			corev1.EnvVar{Name: EnvMasterPort, Value: strconv.Itoa(s.MasterPort)},
+		)
+	}
+	for _, kv := range s.Env {
+		env = append(env, corev1.EnvVar{Name: kv.Key, Value: EscapeKubelet(kv.Value)})
+	}
+	return env
+}
+
+func envFrom(secrets []string) []corev1.EnvFromSource {
+	var out []corev1.EnvFromSource
+	for _, name := range secrets {
+		out = append(out, corev1.EnvFromSource{
+			SecretRef: &corev1.SecretEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: name}},
+		})
+	}
+	return out
+}
+
+func pullSecrets(names []string) []corev1.LocalObjectReference {
+	var out []corev1.LocalObjectReference
+	for _, n := range names {
+		out = append(out, corev1.LocalObjectReference{Name: n})
+	}
+	return out
+}
+
+func toMap(kvs []KeyValue) map[string]string {
+	if len(kvs) == 0 {
+		return nil
+	}
+	m := make(map[string]string, len(kvs))
+	for _, kv := range kvs {
+		m[kv.Key] = kv.Value
+	}
+	return m
+}
+
+// EscapeKubelet protects a string from the kubelet's variable expansion, which rewrites
+// $(VAR) to VAR's value and $$ to $ in command, args and env values: doubling every "$" makes
+// the string arrive exactly as written.
+func EscapeKubelet(s string) string {
+	return strings.ReplaceAll(s, "$", "$$")
+}

@@ -1,0 +1,113 @@
+package jobspec
+
+import (
+	"bytes"
+	"flag"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"sigs.k8s.io/yaml"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
+
+func TestBuildGolden(t *testing.T) {
+	ttl := 90 * time.Minute
+	tests := map[string]Spec{
+		"single-node": validSpec(),
+		"single-node-argv": func() Spec {
+			s := validSpec()
+			s.Command = []string{"python", "-c", `print("$(HOME) costs $5")`}
+			return s
+		}(),
+		"no-gpus": func() Spec { s := validSpec(); s.GPUs = 0; return s }(),
+		"multi-node": func() Spec {
+			s := validSpec()
+			s.Name, s.Nodes = "ddp", 4
+			s.Command = []string{"torchrun --nnodes $NNODES --nproc-per-node $NPROC_PER_NODE train.py"}
+			return s
+		}(),
+		"every-flag": {
+			Name: "full", Namespace: "research", Image: "pytorch/pytorch:2.9.0-cuda13.0",
+			Command: []string{"python", "train.py", "--lr", "3e-4"},
+			GPUs:    8, Nodes: 2, MasterPort: 23456, TTL: &ttl,
+			Env:              []KeyValue{{"NCCL_SOCKET_IFNAME", "eth0"}, {"LITERAL", "$(NOT_EXPANDED) $$"}},
+			EnvFromSecrets:   []string{"wandb", "hf-token"},
+			ImagePullSecrets: []string{"ngc"},
+			NodeSelector:     []KeyValue{{"nvidia.com/gpu.product", "NVIDIA-H100-80GB-HBM3"}},
+			Labels:           []KeyValue{{"team", "vision"}},
+			Annotations:      []KeyValue{{"sim.kubectl-tao.dev/fate", "oom"}},
+		},
+	}
+	for name, spec := range tests {
+		t.Run(name, func(t *testing.T) {
+			if err := spec.Validate(); err != nil {
+				t.Fatalf("golden spec is invalid: %v", err)
+			}
+			var buf bytes.Buffer
+			for _, obj := range Build(spec).All() {
+				b, err := yaml.Marshal(obj)
+				if err != nil {
+					t.Fatal(err)
+				}
+				buf.WriteString("---\n")
+				buf.Write(b)
+			}
+			golden := filepath.Join("testdata", name+".yaml")
+			if *update {
+				if err := os.WriteFile(golden, buf.Bytes(), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want, err := os.ReadFile(golden)
+			if err != nil {
+				t.Fatalf("%v (run go test ./... -update to create it)", err)
+			}
+			if !bytes.Equal(buf.Bytes(), want) {
+				t.Errorf("Build(%s) differs from %s (run go test ./... -update after checking):\n%s", name, golden, buf.String())
+			}
+		})
+	}
+}
+
+// The contract's invariants, checked on the objects rather than on the golden text, so that a
+// careless -update cannot bless a broken manifest.
+func TestBuildContract(t *testing.T) {
+	s := validSpec()
+	s.Name, s.Nodes, s.GPUs = "ddp", 3, 4
+	objs := Build(s)
+	job := objs.Job
+	if *job.Spec.BackoffLimit != 0 || job.Spec.Template.Spec.RestartPolicy != "Never" {
+		t.Errorf("backoffLimit %d, restartPolicy %s; want 0, Never", *job.Spec.BackoffLimit, job.Spec.Template.Spec.RestartPolicy)
+	}
+	if *job.Spec.Parallelism != 3 || *job.Spec.Completions != 3 || *job.Spec.CompletionMode != "Indexed" {
+		t.Errorf("parallelism/completions/mode = %d/%d/%s", *job.Spec.Parallelism, *job.Spec.Completions, *job.Spec.CompletionMode)
+	}
+	if job.Spec.Template.Spec.Subdomain != "ddp" {
+		t.Errorf("subdomain = %q", job.Spec.Template.Spec.Subdomain)
+	}
+	if job.Spec.Suspend != nil || job.Spec.TTLSecondsAfterFinished != nil {
+		t.Errorf("suspend %v, ttl %v: want both unset", job.Spec.Suspend, job.Spec.TTLSecondsAfterFinished)
+	}
+	c := job.Spec.Template.Spec.Containers[0]
+	if q := c.Resources.Limits[GPUResource]; q.Value() != 4 {
+		t.Errorf("gpu limit = %s", q.String())
+	}
+	if len(objs.Children) != 1 {
+		t.Fatalf("children = %d, want the Service", len(objs.Children))
+	}
+	for _, obj := range objs.All() {
+		if l := obj.(interface{ GetLabels() map[string]string }).GetLabels(); l[ManagedByLabel] != ManagedByValue {
+			t.Errorf("%T lacks the managed-by label: %v", obj, l)
+		}
+	}
+	single := Build(validSpec())
+	if len(single.Children) != 0 || single.Job.Spec.CompletionMode != nil || single.Job.Spec.Template.Spec.Subdomain != "" {
+		t.Errorf("single-node job has multi-node parts: %+v", single.Job.Spec)
+	}
+	if got := single.Job.Spec.Template.Spec.Containers[0].Command; len(got) != 3 || got[0] != "/bin/bash" || got[1] != "-c" || got[2] != "python train.py" {
+		t.Errorf("single-node command = %q, want the SDK's [/bin/bash -c COMMAND]", got)
+	}
+}

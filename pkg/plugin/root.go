@@ -1,0 +1,90 @@
+// Package plugin assembles the `kubectl tao` command tree and turns errors into exit codes.
+package plugin
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+
+	// Linked in so kubeconfigs that use auth-provider plugins (OIDC) work as with kubectl.
+	_ "k8s.io/client-go/plugin/pkg/client/auth"
+
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmdutil"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/exitcode"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/submit"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/version"
+)
+
+// Deps are what the command tree needs from the outside world, injected so tests can replace
+// each one.
+type Deps struct {
+	Streams genericiooptions.IOStreams
+	Getenv  func(string) string
+	// Factory, when set, replaces the one built from kubectl's flags (tests use a fake clientset).
+	Factory cmdutil.Factory
+	// RandomName makes the suffix of generated Job names.
+	RandomName func() string
+}
+
+// NewRootCmd builds `kubectl tao` and its subcommands.
+func NewRootCmd(d Deps) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "kubectl-tao",
+		Short: "Run GPU training jobs (NVIDIA TAO, PyTorch, torchrun) on Kubernetes",
+		Long: "kubectl tao runs GPU training containers, single or multi-node, as Kubernetes Jobs,\n" +
+			"and tells you what happened to them.",
+		Annotations: map[string]string{
+			cobra.CommandDisplayNameAnnotation: "kubectl tao",
+		},
+		SilenceErrors: true,
+		SilenceUsage:  true,
+		Args:          cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return cmd.Help()
+		},
+	}
+	cmd.SetIn(d.Streams.In)
+	cmd.SetOut(d.Streams.Out)
+	cmd.SetErr(d.Streams.ErrOut)
+	cmd.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		return exitcode.WithCode(exitcode.Usage, err)
+	})
+
+	flags := genericclioptions.NewConfigFlags(true)
+	flags.AddFlags(cmd.PersistentFlags())
+	f := d.Factory
+	if f == nil {
+		f = cmdutil.NewFactory(flags, d.Getenv)
+	}
+
+	cmd.AddCommand(
+		submit.NewCmd(f, d.Streams, d.RandomName),
+		version.NewCmd(d.Streams),
+	)
+	return cmd
+}
+
+// Execute runs the command line args and returns the process exit code. Errors are printed the
+// way kubectl prints them: "error: ..." on stderr, plus a pointer to --help for usage errors.
+func Execute(ctx context.Context, d Deps, args []string) int {
+	root := NewRootCmd(d)
+	root.SetArgs(args)
+	cmd, err := root.ExecuteContextC(ctx)
+	if err == nil {
+		return int(exitcode.OK)
+	}
+	// cobra reports an unknown subcommand as a plain error; it is a usage error all the same.
+	if strings.HasPrefix(err.Error(), "unknown command") {
+		err = exitcode.WithCode(exitcode.Usage, err)
+	}
+	err = exitcode.Explain(err)
+	fmt.Fprintf(d.Streams.ErrOut, "error: %v\n", err)
+	if exitcode.IsUsage(err) && cmd != nil {
+		fmt.Fprintf(d.Streams.ErrOut, "See '%s --help' for usage.\n", cmd.CommandPath())
+	}
+	return int(exitcode.Of(err))
+}

@@ -1,0 +1,58 @@
+package plugin
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmdutil"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/version"
+)
+
+func execute(args ...string) (int, string, string) {
+	var out, errOut bytes.Buffer
+	code := Execute(context.Background(), Deps{
+		Streams:    genericiooptions.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut},
+		Getenv:     func(string) string { return "" },
+		Factory:    &cmdutil.FakeFactory{},
+		RandomName: func() string { return "abcde" },
+	}, args)
+	return code, out.String(), errOut.String()
+}
+
+func TestHelpShowsKubectlTao(t *testing.T) {
+	code, out, _ := execute("--help")
+	if code != 0 || !strings.Contains(out, "kubectl tao [command]") || !strings.Contains(out, "--kubeconfig") ||
+		!strings.Contains(out, "-n, --namespace") || !strings.Contains(out, "--as string") {
+		t.Fatalf("exit %d, help:\n%s", code, out)
+	}
+	code, out, _ = execute("submit", "--help")
+	if code != 0 || !strings.Contains(out, "kubectl tao submit [NAME] --image IMAGE") {
+		t.Fatalf("exit %d, submit help:\n%s", code, out)
+	}
+}
+
+func TestUnknownCommandIsAUsageError(t *testing.T) {
+	code, out, errOut := execute("sumbit")
+	if code != 2 || out != "" || !strings.Contains(errOut, `unknown command "sumbit"`) {
+		t.Fatalf("exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+}
+
+func TestVersion(t *testing.T) {
+	code, out, errOut := execute("version", "-o", "json")
+	var info version.Info
+	if code != 0 || errOut != "" || json.Unmarshal([]byte(out), &info) != nil || info.Version == "" || info.GoVersion == "" {
+		t.Fatalf("exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	if code, _, errOut := execute("version", "-o", "xml"); code != 2 || !strings.Contains(errOut, `invalid --output "xml"`) {
+		t.Fatalf("version -o xml: exit %d, %q", code, errOut)
+	}
+	if code, out, _ := execute("version"); code != 0 || !strings.HasPrefix(out, "kubectl-tao v") {
+		t.Fatalf("version: exit %d, %q", code, out)
+	}
+}

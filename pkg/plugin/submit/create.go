@@ -1,0 +1,201 @@
+package submit
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
+
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/exitcode"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/gpufit"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/jobspec"
+)
+
+// nodePageSize bounds one node list response; big clusters are read in pages.
+const nodePageSize = 500
+
+// rollbackTimeout bounds the cleanup after a failed submit. It runs on a fresh context because
+// the user's may be the very thing that was canceled (Ctrl-C).
+const rollbackTimeout = 30 * time.Second
+
+// listNodes reads every node, a page at a time.
+func listNodes(ctx context.Context, client kubernetes.Interface) ([]corev1.Node, error) {
+	var nodes []corev1.Node
+	opts := metav1.ListOptions{Limit: nodePageSize}
+	for {
+		page, err := client.CoreV1().Nodes().List(ctx, opts)
+		if err != nil {
+			return nil, err
+		}
+		nodes = append(nodes, page.Items...)
+		if page.Continue == "" {
+			return nodes, nil
+		}
+		opts.Continue = page.Continue
+	}
+}
+
+// checkCapacity refuses a job the cluster's allocatable GPUs can never hold. Users who may not
+// list nodes (common for namespace-scoped users) get a warning and go on.
+func checkCapacity(ctx context.Context, client kubernetes.Interface, s jobspec.Spec, warn io.Writer) error {
+	nodes, err := listNodes(ctx, client)
+	if apierrors.IsForbidden(err) {
+		fmt.Fprintf(warn, "Warning: capacity check skipped: you may not list nodes (%v)\n", apierrors.ReasonForError(err))
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("listing nodes for the capacity check (skip it with --no-capacity-check): %w", err)
+	}
+	req := gpufit.Request{GPUsPerPod: int64(s.GPUs), Pods: int64(s.Nodes), Selector: selector(s)}
+	if err := gpufit.Check(gpufit.Summarize(nodes, req), req); err != nil {
+		return exitcode.WithCode(exitcode.NoCapacity, err)
+	}
+	return nil
+}
+
+// create makes the objects atomically: the Job suspended (so no pod starts before its
+// children exist), then each child owned by the Job, then the Job resumed. If any step fails,
+// whatever was created is deleted again, by UID, and the error returned.
+//
+// A server dry run sends every object with DryRunAll and stops there: nothing was stored, so
+// nothing is resumed or rolled back, and the Job is shown as it would run (not suspended).
+func create(ctx context.Context, client kubernetes.Interface, objs jobspec.Objects, serverDryRun bool) (out jobspec.Objects, err error) {
+	opts := metav1.CreateOptions{FieldManager: "kubectl-tao"}
+	if serverDryRun {
+		opts.DryRun = []string{metav1.DryRunAll}
+	}
+	job := objs.Job.DeepCopy()
+	job.Spec.Suspend = ptr.To(!serverDryRun)
+	jobs := client.BatchV1().Jobs(job.Namespace)
+	created, err := jobs.Create(ctx, job, opts)
+	if err != nil {
+		return out, explainCreate(job.Namespace, "job.batch/"+job.Name, err)
+	}
+	var made []runtime.Object
+	defer func() {
+		if err != nil && !serverDryRun {
+			if rbErr := rollback(client, created, made); rbErr != nil {
+				err = fmt.Errorf("%w\nremoving what was already created also failed, delete it by hand "+
+					"(kubectl delete job %s -n %s): %w", err, created.Name, created.Namespace, rbErr)
+			}
+		}
+	}()
+
+	out.Job = created
+	for _, child := range objs.Children {
+		c, err := createChild(ctx, client, child, created, opts)
+		if err != nil {
+			return out, err
+		}
+		made = append(made, c)
+		out.Children = append(out.Children, c)
+	}
+	if serverDryRun {
+		out.Job.Spec.Suspend = objs.Job.Spec.Suspend
+		return withTypes(out), nil
+	}
+	// The UID in the patch is a precondition: it fails instead of resuming a same-name Job that
+	// replaced ours.
+	patch, _ := json.Marshal(map[string]any{
+		"metadata": map[string]any{"uid": created.UID},
+		"spec":     map[string]any{"suspend": false},
+	})
+	resumed, err := jobs.Patch(ctx, created.Name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: "kubectl-tao"})
+	if err != nil {
+		return out, fmt.Errorf("starting job.batch/%s: %w", created.Name, err)
+	}
+	out.Job = resumed
+	return withTypes(out), nil
+}
+
+func createChild(ctx context.Context, client kubernetes.Interface, child runtime.Object, owner *batchv1.Job, opts metav1.CreateOptions) (runtime.Object, error) {
+	switch c := child.(type) {
+	case *corev1.Service:
+		c = c.DeepCopy()
+		jobspec.SetOwner(c, owner)
+		made, err := client.CoreV1().Services(c.Namespace).Create(ctx, c, opts)
+		if err != nil {
+			return nil, explainCreate(c.Namespace, "service/"+c.Name, err)
+		}
+		return made, nil
+	}
+	return nil, fmt.Errorf("internal error: no create for %T", child)
+}
+
+// rollback deletes what a failed submit made, newest first. Each delete carries the object's
+// UID as a precondition, so an object of the same name made by someone else is never touched.
+// The Job goes in the foreground: its children and pods are removed before it disappears.
+func rollback(client kubernetes.Interface, job *batchv1.Job, children []runtime.Object) error {
+	ctx, cancel := context.WithTimeout(context.Background(), rollbackTimeout)
+	defer cancel()
+	var errs []error
+	for i := len(children) - 1; i >= 0; i-- {
+		if svc, ok := children[i].(*corev1.Service); ok {
+			err := client.CoreV1().Services(svc.Namespace).Delete(ctx, svc.Name, deleteOptions(svc.UID))
+			if err != nil && !apierrors.IsNotFound(err) {
+				errs = append(errs, err)
+			}
+		}
+	}
+	err := client.BatchV1().Jobs(job.Namespace).Delete(ctx, job.Name, deleteOptions(job.UID))
+	if err != nil && !apierrors.IsNotFound(err) {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+func deleteOptions(uid types.UID) metav1.DeleteOptions {
+	return metav1.DeleteOptions{
+		Preconditions:     &metav1.Preconditions{UID: &uid},
+		PropagationPolicy: ptr.To(metav1.DeletePropagationForeground),
+	}
+}
+
+// explainCreate names the object a failed create was for, and turns a missing namespace into a
+// message that says so (the raw error speaks of the object, not the namespace).
+func explainCreate(namespace, what string, err error) error {
+	if apierrors.IsNotFound(err) {
+		if st, ok := err.(apierrors.APIStatus); ok && st.Status().Details != nil && st.Status().Details.Kind == "namespaces" {
+			return exitcode.WithCode(exitcode.NotFound, fmt.Errorf("namespace %q not found: create it or pick another with -n", namespace))
+		}
+	}
+	if apierrors.IsAlreadyExists(err) {
+		return exitcode.WithCode(exitcode.AlreadyExists, fmt.Errorf("%s already exists in namespace %q: choose another NAME (nothing was changed)", what, namespace))
+	}
+	return fmt.Errorf("creating %s: %w", what, err)
+}
+
+// withTypes restores apiVersion and kind, which the typed client leaves empty on returned objects.
+func withTypes(o jobspec.Objects) jobspec.Objects {
+	o.Job.APIVersion, o.Job.Kind = "batch/v1", "Job"
+	for _, c := range o.Children {
+		if svc, ok := c.(*corev1.Service); ok {
+			svc.APIVersion, svc.Kind = "v1", "Service"
+		}
+	}
+	return o
+}
+
+// toList wraps objects in a v1 List, the shape kubectl prints for several objects.
+func toList(objs []runtime.Object) (*corev1.List, error) {
+	list := &corev1.List{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "List"}}
+	for _, obj := range objs {
+		raw, err := json.Marshal(obj)
+		if err != nil {
+			return nil, err
+		}
+		list.Items = append(list.Items, runtime.RawExtension{Raw: raw, Object: obj})
+	}
+	return list, nil
+}

@@ -1,0 +1,340 @@
+package submit_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmdutil"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/exitcode"
+)
+
+func gpuNode(name string, gpus int64) *corev1.Node {
+	return &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Status: corev1.NodeStatus{Allocatable: corev1.ResourceList{
+			"nvidia.com/gpu": *resource.NewQuantity(gpus, resource.DecimalSI),
+		}},
+	}
+}
+
+// newClient is a fake clientset that, like the API server, gives created objects a UID.
+func newClient(objs ...runtime.Object) *fake.Clientset {
+	c := fake.NewClientset(objs...)
+	n := 0
+	c.PrependReactor("create", "*", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if obj, ok := a.(k8stesting.CreateAction).GetObject().(metav1.Object); ok && obj.GetUID() == "" {
+			n++
+			obj.SetUID(types.UID(fmt.Sprintf("uid-%d", n)))
+		}
+		return false, nil, nil
+	})
+	return c
+}
+
+type result struct {
+	code           int
+	stdout, stderr string
+}
+
+func run(t *testing.T, f cmdutil.Factory, args ...string) result {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	code := plugin.Execute(context.Background(), plugin.Deps{
+		Streams:    genericiooptions.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut},
+		Getenv:     func(string) string { return "" },
+		Factory:    f,
+		RandomName: func() string { return "x7k2p" },
+	}, append([]string{"submit"}, args...))
+	return result{code, out.String(), errOut.String()}
+}
+
+func mutations(c *fake.Clientset) []string {
+	var out []string
+	for _, a := range c.Actions() {
+		if a.GetVerb() != "get" && a.GetVerb() != "list" && a.GetVerb() != "watch" {
+			out = append(out, a.GetVerb()+" "+a.GetResource().Resource)
+		}
+	}
+	return out
+}
+
+func TestSubmitSingleNode(t *testing.T) {
+	c := newClient(gpuNode("n1", 8))
+	r := run(t, &cmdutil.FakeFactory{NS: "ml", Client: c}, "train", "--image", "img", "--gpus", "8", "--", "python train.py")
+	if r.code != 0 || r.stdout != "job.batch/train created\n" || r.stderr != "" {
+		t.Fatalf("got %+v", r)
+	}
+	job, err := c.BatchV1().Jobs("ml").Get(context.Background(), "train", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if job.Spec.Suspend == nil || *job.Spec.Suspend {
+		t.Errorf("job left suspended: %v", job.Spec.Suspend)
+	}
+	if got := strings.Join(mutations(c), ","); got != "create jobs,patch jobs" {
+		t.Errorf("mutations = %s, want the Job created suspended, then resumed", got)
+	}
+}
+
+func TestSubmitMultiNodeOwnsItsService(t *testing.T) {
+	c := newClient(gpuNode("n1", 8), gpuNode("n2", 8))
+	r := run(t, &cmdutil.FakeFactory{Client: c}, "ddp", "--image", "img", "--gpus", "8", "--nodes", "2", "--", "torchrun", "train.py")
+	if r.code != 0 || r.stdout != "job.batch/ddp created\nservice/ddp created\n" || r.stderr != "" {
+		t.Fatalf("got %+v", r)
+	}
+	job, _ := c.BatchV1().Jobs("default").Get(context.Background(), "ddp", metav1.GetOptions{})
+	svc, err := c.CoreV1().Services("default").Get(context.Background(), "ddp", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	refs := svc.OwnerReferences
+	if len(refs) != 1 || refs[0].UID != job.UID || refs[0].Kind != "Job" || !*refs[0].BlockOwnerDeletion || !*refs[0].Controller {
+		t.Errorf("service owner references = %+v, want the Job (uid %s), blocking", refs, job.UID)
+	}
+	if got := strings.Join(mutations(c), ","); got != "create jobs,create services,patch jobs" {
+		t.Errorf("mutations = %s", got)
+	}
+}
+
+func TestSubmitFailedServiceCreateLeavesNothing(t *testing.T) {
+	c := newClient(gpuNode("n1", 8), gpuNode("n2", 8))
+	c.PrependReactor("create", "services", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewForbidden(schema.GroupResource{Resource: "services"}, "ddp", errors.New("RBAC: denied"))
+	})
+	r := run(t, &cmdutil.FakeFactory{Client: c}, "ddp", "--image", "img", "--nodes", "2", "--", "true")
+	if r.code != int(exitcode.Forbidden) || r.stdout != "" || !strings.Contains(r.stderr, "creating service/ddp") {
+		t.Fatalf("got %+v", r)
+	}
+	if _, err := c.BatchV1().Jobs("default").Get(context.Background(), "ddp", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("the Job survived a failed submit: %v", err)
+	}
+	for _, a := range c.Actions() {
+		if d, ok := a.(k8stesting.DeleteAction); ok {
+			o := d.GetDeleteOptions()
+			if o.Preconditions == nil || o.Preconditions.UID == nil || *o.PropagationPolicy != metav1.DeletePropagationForeground {
+				t.Errorf("rollback delete without UID precondition or foreground: %+v", o)
+			}
+		}
+	}
+}
+
+func TestSubmitFailedRollbackIsReported(t *testing.T) {
+	c := newClient(gpuNode("n1", 8), gpuNode("n2", 8))
+	c.PrependReactor("create", "services", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, errors.New("boom")
+	})
+	c.PrependReactor("delete", "jobs", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, errors.New("also boom")
+	})
+	r := run(t, &cmdutil.FakeFactory{Client: c}, "ddp", "--image", "img", "--nodes", "2", "--", "true")
+	if r.code != int(exitcode.Error) || !strings.Contains(r.stderr, "delete it by hand (kubectl delete job ddp -n default)") {
+		t.Fatalf("got %+v", r)
+	}
+}
+
+func TestSubmitCapacityGuard(t *testing.T) {
+	tests := []struct {
+		name  string
+		nodes []runtime.Object
+		args  []string
+		want  string
+	}{
+		{"no GPUs at all", nil, []string{"--gpus", "1"}, "No nvidia.com/gpu resources allocatable on the cluster"},
+		{"too few", []runtime.Object{gpuNode("a", 8)}, []string{"--gpus", "8", "--nodes", "2"}, "needs 16 nvidia.com/gpu (8 per node x 2 nodes) but the cluster has only 8"},
+		{"rank spans nodes", []runtime.Object{gpuNode("a", 8), gpuNode("b", 8)}, []string{"--gpus", "16"}, "a rank cannot span nodes"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newClient(tc.nodes...)
+			args := append([]string{"j", "--image", "img"}, tc.args...)
+			r := run(t, &cmdutil.FakeFactory{Client: c}, append(args, "--", "true")...)
+			if r.code != int(exitcode.NoCapacity) || r.stdout != "" || !strings.Contains(r.stderr, tc.want) {
+				t.Fatalf("got %+v, want exit 7 and %q", r, tc.want)
+			}
+			if m := mutations(c); len(m) != 0 {
+				t.Fatalf("refused submit still did %v", m)
+			}
+		})
+	}
+	t.Run("skipped with --no-capacity-check and with --gpus 0", func(t *testing.T) {
+		for _, flag := range []string{"--no-capacity-check", "--gpus=0"} {
+			c := newClient()
+			if r := run(t, &cmdutil.FakeFactory{Client: c}, "j", "--image", "img", flag, "--", "true"); r.code != 0 {
+				t.Fatalf("%s: got %+v", flag, r)
+			}
+		}
+	})
+}
+
+func TestSubmitNodeListForbiddenWarnsAndGoesOn(t *testing.T) {
+	c := newClient()
+	c.PrependReactor("list", "nodes", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewForbidden(schema.GroupResource{Resource: "nodes"}, "", errors.New("no"))
+	})
+	r := run(t, &cmdutil.FakeFactory{Client: c}, "j", "--image", "img", "--", "true")
+	if r.code != 0 || r.stdout != "job.batch/j created\n" || !strings.Contains(r.stderr, "Warning: capacity check skipped") {
+		t.Fatalf("got %+v", r)
+	}
+}
+
+func TestSubmitPagesThroughNodes(t *testing.T) {
+	c := newClient()
+	calls := 0
+	c.PrependReactor("list", "nodes", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		calls++
+		opts := a.(k8stesting.ListActionImpl).ListOptions
+		if opts.Limit == 0 || opts.Limit > 500 {
+			t.Errorf("node list without a page size: %+v", opts)
+		}
+		list := &corev1.NodeList{Items: []corev1.Node{*gpuNode(fmt.Sprintf("n%d", calls), 8)}}
+		if calls < 3 {
+			list.Continue = fmt.Sprintf("page-%d", calls)
+		}
+		return true, list, nil
+	})
+	r := run(t, &cmdutil.FakeFactory{Client: c}, "j", "--image", "img", "--gpus", "8", "--nodes", "3", "--", "true")
+	if r.code != 0 || calls != 3 {
+		t.Fatalf("got %+v after %d list calls; want success after 3 pages", r, calls)
+	}
+}
+
+func TestSubmitExistingJobIsUntouched(t *testing.T) {
+	existing := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "j", Namespace: "default", UID: "theirs", Labels: map[string]string{"owner": "someone"}}}
+	c := newClient(gpuNode("a", 8), existing)
+	r := run(t, &cmdutil.FakeFactory{Client: c}, "j", "--image", "img", "--", "true")
+	if r.code != int(exitcode.AlreadyExists) || !strings.Contains(r.stderr, `job.batch/j already exists in namespace "default"`) {
+		t.Fatalf("got %+v", r)
+	}
+	if got := strings.Join(mutations(c), ","); got != "create jobs" {
+		t.Fatalf("mutations = %s, want only the refused create", got)
+	}
+}
+
+func TestSubmitMissingNamespace(t *testing.T) {
+	c := newClient(gpuNode("a", 8))
+	c.PrependReactor("create", "jobs", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewNotFound(schema.GroupResource{Resource: "namespaces"}, "nope")
+	})
+	r := run(t, &cmdutil.FakeFactory{NS: "nope", Client: c}, "j", "--image", "img", "--", "true")
+	if r.code != int(exitcode.NotFound) || !strings.Contains(r.stderr, `namespace "nope" not found`) {
+		t.Fatalf("got %+v", r)
+	}
+}
+
+func TestSubmitServerDryRunStoresNothing(t *testing.T) {
+	c := newClient(gpuNode("a", 8), gpuNode("b", 8))
+	r := run(t, &cmdutil.FakeFactory{Client: c}, "ddp", "--image", "img", "--nodes", "2", "--dry-run=server", "--", "true")
+	if r.code != 0 || r.stdout != "job.batch/ddp created (server dry run)\nservice/ddp created (server dry run)\n" {
+		t.Fatalf("got %+v", r)
+	}
+	for _, a := range c.Actions() {
+		switch a := a.(type) {
+		case k8stesting.CreateActionImpl:
+			if d := a.CreateOptions.DryRun; len(d) != 1 || d[0] != metav1.DryRunAll {
+				t.Errorf("create %s without DryRunAll", a.Resource.Resource)
+			}
+			if job, ok := a.Object.(*batchv1.Job); ok && job.Spec.Suspend != nil && *job.Spec.Suspend {
+				t.Errorf("server dry run sent a suspended Job")
+			}
+		case k8stesting.PatchActionImpl, k8stesting.DeleteActionImpl:
+			t.Errorf("server dry run did %s", a.GetVerb())
+		}
+	}
+}
+
+func TestSubmitClientDryRunNeedsNoCluster(t *testing.T) {
+	f := &cmdutil.FakeFactory{ClientErr: errors.New("must not be called")}
+	r := run(t, f, "--image", "img", "--nodes", "2", "--dry-run=client", "-o", "json", "--", "true")
+	if r.code != 0 || r.stderr != "" {
+		t.Fatalf("got %+v", r)
+	}
+	var list struct {
+		Kind  string `json:"kind"`
+		Items []struct {
+			Kind     string            `json:"kind"`
+			Metadata metav1.ObjectMeta `json:"metadata"`
+		} `json:"items"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &list); err != nil {
+		t.Fatalf("stdout is not JSON: %v\n%s", err, r.stdout)
+	}
+	if list.Kind != "List" || len(list.Items) != 2 || list.Items[0].Kind != "Job" || list.Items[1].Kind != "Service" ||
+		list.Items[0].Metadata.Name != "tao-x7k2p" {
+		t.Fatalf("unexpected list: %+v", list)
+	}
+}
+
+func TestSubmitOutputName(t *testing.T) {
+	c := newClient(gpuNode("a", 8), gpuNode("b", 8))
+	r := run(t, &cmdutil.FakeFactory{Client: c}, "ddp", "--image", "img", "--nodes", "2", "-o", "name", "--", "true")
+	if r.code != 0 || r.stdout != "job.batch/ddp\nservice/ddp\n" {
+		t.Fatalf("got %+v", r)
+	}
+}
+
+func TestSubmitOutputJSONPath(t *testing.T) {
+	c := newClient(gpuNode("a", 8))
+	r := run(t, &cmdutil.FakeFactory{Client: c}, "j", "--image", "img", "-o", "jsonpath={.items[0].metadata.uid}", "--", "true")
+	if r.code != 0 || r.stdout != "uid-1" {
+		t.Fatalf("got %+v", r)
+	}
+}
+
+func TestSubmitUsageErrorsTouchNothing(t *testing.T) {
+	tests := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"j", "--", "true"}, "--image is required"},
+		{[]string{"j", "--image", "img"}, `command is required after "--"`},
+		{[]string{"j", "k", "--image", "img", "--", "true"}, "expected at most one NAME"},
+		{[]string{"j", "--image", "img", "--gpus", "two", "--", "true"}, `invalid argument "two" for "--gpus"`},
+		{[]string{"j", "--image", "img", "--gpus", "1.5", "--", "true"}, `invalid argument "1.5" for "--gpus"`},
+		{[]string{"j", "--image", "img", "--ttl", "soon", "--", "true"}, `invalid argument "soon" for "--ttl"`},
+		{[]string{"j", "--image", "img", "--env", "NOEQUALS", "--", "true"}, `--env "NOEQUALS": expected KEY=VALUE`},
+		{[]string{"j", "--image", "img", "--label", "a=1", "--label", "a=2", "--", "true"}, `"a" is given more than once`},
+		{[]string{"j", "--image", "img", "-o", "xml", "--", "true"}, `unable to match a printer suitable for the output format "xml"`},
+		{[]string{"j", "--image", "img", "--dry-run=maybe", "--", "true"}, `invalid --dry-run value "maybe"`},
+		{[]string{"j", "--image", "img", "--bogus", "--", "true"}, "unknown flag: --bogus"},
+		{[]string{"Bad", "--image", "img", "--", "true"}, `invalid job name "Bad"`},
+	}
+	for _, tc := range tests {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			c := newClient(gpuNode("a", 8))
+			r := run(t, &cmdutil.FakeFactory{Client: c}, tc.args...)
+			if r.code != int(exitcode.Usage) || r.stdout != "" || !strings.Contains(r.stderr, tc.want) ||
+				!strings.Contains(r.stderr, "See 'kubectl tao submit --help' for usage.") {
+				t.Fatalf("got %+v, want exit 2 and %q", r, tc.want)
+			}
+			if len(c.Actions()) != 0 {
+				t.Fatalf("usage error still called the API: %v", c.Actions())
+			}
+		})
+	}
+}
+
+func TestSubmitNoCluster(t *testing.T) {
+	f := &cmdutil.FakeFactory{ClientErr: exitcode.WithCode(exitcode.NoCluster, errors.New("Could not authenticate to a Kubernetes cluster"))}
+	r := run(t, f, "j", "--image", "img", "--", "true")
+	if r.code != int(exitcode.NoCluster) || !strings.Contains(r.stderr, "Could not authenticate") {
+		t.Fatalf("got %+v", r)
+	}
+}

@@ -1,0 +1,100 @@
+// Package version implements `kubectl tao version`. The values are stamped by the linker:
+//
+//	-X github.com/kubectl-tao/kubectl-tao/pkg/plugin/version.version=v1.2.3 (and commit, buildDate)
+package version
+
+import (
+	"encoding/json"
+	"fmt"
+	"runtime"
+
+	"github.com/spf13/cobra"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"sigs.k8s.io/yaml"
+
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/exitcode"
+)
+
+// Set by -ldflags -X at build time; the defaults mark a build that did not go through make.
+var (
+	version   = "v0.0.0-dev"
+	commit    = "unknown"
+	buildDate = "unknown"
+)
+
+// Info is the stable `-o json` shape of `kubectl tao version`.
+type Info struct {
+	Version   string `json:"version"`
+	Commit    string `json:"commit"`
+	BuildDate string `json:"buildDate"`
+	GoVersion string `json:"goVersion"`
+	Platform  string `json:"platform"`
+}
+
+// Get returns this binary's version information.
+func Get() Info {
+	return Info{
+		Version:   version,
+		Commit:    commit,
+		BuildDate: buildDate,
+		GoVersion: runtime.Version(),
+		Platform:  runtime.GOOS + "/" + runtime.GOARCH,
+	}
+}
+
+// Options are the flags of `kubectl tao version`.
+type Options struct {
+	Output string
+	genericiooptions.IOStreams
+}
+
+// NewCmd builds `kubectl tao version`.
+func NewCmd(streams genericiooptions.IOStreams) *cobra.Command {
+	o := &Options{IOStreams: streams}
+	cmd := &cobra.Command{
+		Use:   "version",
+		Short: "Print the kubectl-tao version",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := o.Validate(); err != nil {
+				return err
+			}
+			return o.Run()
+		},
+	}
+	cmd.Flags().StringVarP(&o.Output, "output", "o", "", "One of 'json' or 'yaml'.")
+	return cmd
+}
+
+// Validate checks the output format.
+func (o *Options) Validate() error {
+	switch o.Output {
+	case "", "json", "yaml":
+		return nil
+	}
+	return exitcode.Usagef("invalid --output %q: must be 'json' or 'yaml'", o.Output)
+}
+
+// Run prints the version.
+func (o *Options) Run() error {
+	info := Get()
+	switch o.Output {
+	case "json":
+		b, err := json.MarshalIndent(info, "", "  ")
+		if err != nil {
+			return err
+		}
+		_, err = fmt.Fprintf(o.Out, "%s\n", b)
+		return err
+	case "yaml":
+		b, err := yaml.Marshal(info)
+		if err != nil {
+			return err
+		}
+		_, err = o.Out.Write(b)
+		return err
+	}
+	_, err := fmt.Fprintf(o.Out, "kubectl-tao %s (commit %s, built %s, %s, %s)\n",
+		info.Version, info.Commit, info.BuildDate, info.GoVersion, info.Platform)
+	return err
+}
