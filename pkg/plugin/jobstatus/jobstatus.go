@@ -1,0 +1,126 @@
+// Package jobstatus maps a Job (and, when known, its pods) to the SDK's six statuses. It is pure
+// so that every combination is a table test; status, list, wait, logs and cancel all share it.
+package jobstatus
+
+import (
+	"fmt"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+)
+
+// Status is one of the SDK's job statuses.
+type Status string
+
+// The statuses, as the TAO SDK's get_job_status names them.
+const (
+	// Pending: the Job exists and is not terminal, and none of its pods is Running yet
+	// (waiting to be scheduled, pulling images, suspended or queued).
+	Pending Status = "Pending"
+	// Running: not terminal, and at least one pod is Running.
+	Running Status = "Running"
+	// Complete: condition Complete or SuccessCriteriaMet is True.
+	Complete Status = "Complete"
+	// Error: condition Failed or FailureTarget is True.
+	Error Status = "Error"
+	// Canceled: the Job is being deleted before it reached Complete or Error.
+	Canceled Status = "Canceled"
+	// Unknown: the Job does not exist (or cannot be read).
+	Unknown Status = "Unknown"
+)
+
+// Terminal reports whether s can no longer change (Unknown is not terminal: a Job may appear).
+func (s Status) Terminal() bool {
+	return s == Complete || s == Error || s == Canceled
+}
+
+// Result is a status with its explanation and the rank counts behind it.
+type Result struct {
+	Status  Status
+	Message string
+	// Nodes is the number of ranks the Job wants (spec.completions, or parallelism).
+	Nodes int32
+	// Running counts pods in phase Running, when pods were given; else the Job's ready count.
+	Running int32
+}
+
+// Of computes the status of job. pods are the Job's pods when the caller has them (nil is
+// fine: the Job's own counters are used). A nil job is Unknown.
+//
+// Kubernetes 1.31+ first sets FailureTarget or SuccessCriteriaMet and only sets Failed or
+// Complete once every pod is gone; the first pair already decides the outcome, so it counts as
+// terminal here (a pod stuck terminating on a lost node must not keep `wait` hanging).
+func Of(job *batchv1.Job, pods []corev1.Pod) Result {
+	if job == nil {
+		return Result{Status: Unknown, Message: "the Job does not exist"}
+	}
+	r := Result{Nodes: wanted(job), Running: job.Status.Active}
+	if pods != nil {
+		r.Running = 0
+		for i := range pods {
+			if pods[i].Status.Phase == corev1.PodRunning && pods[i].DeletionTimestamp == nil {
+				r.Running++
+			}
+		}
+	} else if job.Status.Ready != nil {
+		r.Running = *job.Status.Ready
+	}
+
+	if c := condition(job, batchv1.JobFailed, batchv1.JobFailureTarget); c != nil {
+		r.Status, r.Message = Error, reasonMessage(c)
+		return r
+	}
+	if c := condition(job, batchv1.JobComplete, batchv1.JobSuccessCriteriaMet); c != nil {
+		r.Status, r.Message = Complete, fmt.Sprintf("%d/%d ranks succeeded", job.Status.Succeeded, r.Nodes)
+		return r
+	}
+	if job.DeletionTimestamp != nil {
+		r.Status, r.Message = Canceled, "the Job is being deleted"
+		return r
+	}
+	if c := condition(job, batchv1.JobSuspended); c != nil {
+		r.Status, r.Message = Pending, "suspended: "+reasonMessage(c)
+		return r
+	}
+	if r.Running > 0 {
+		r.Status, r.Message = Running, fmt.Sprintf("%d/%d ranks running", r.Running, r.Nodes)
+		return r
+	}
+	r.Status, r.Message = Pending, fmt.Sprintf("0/%d ranks running", r.Nodes)
+	return r
+}
+
+func wanted(job *batchv1.Job) int32 {
+	if job.Spec.Completions != nil {
+		return *job.Spec.Completions
+	}
+	if job.Spec.Parallelism != nil {
+		return *job.Spec.Parallelism
+	}
+	return 1
+}
+
+func condition(job *batchv1.Job, types ...batchv1.JobConditionType) *batchv1.JobCondition {
+	for i := range job.Status.Conditions {
+		c := &job.Status.Conditions[i]
+		if c.Status != corev1.ConditionTrue {
+			continue
+		}
+		for _, t := range types {
+			if c.Type == t {
+				return c
+			}
+		}
+	}
+	return nil
+}
+
+func reasonMessage(c *batchv1.JobCondition) string {
+	switch {
+	case c.Reason != "" && c.Message != "":
+		return c.Reason + ": " + c.Message
+	case c.Reason != "":
+		return c.Reason
+	}
+	return c.Message
+}

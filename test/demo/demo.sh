@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# The demo `make demo` runs: a multi-node GPU job through kubectl-tao on the local cluster.
+# Each step is printed as the user would type it. Expects kubectl-tao on PATH and KUBECONFIG set.
+set -euo pipefail
+
+bold=$'\033[1m' dim=$'\033[2m' reset=$'\033[0m'
+[ -t 1 ] || { bold='' dim='' reset=''; }
+
+step() { printf '\n%s# %s%s\n' "$dim" "$1" "$reset"; }
+run() {
+  printf '%s$ %s%s\n' "$bold" "$*" "$reset"
+  "$@"
+}
+# run_expect_fail shows a command the plugin must refuse, and its exit code.
+run_expect_fail() {
+  printf '%s$ %s%s\n' "$bold" "$*" "$reset"
+  local rc=0
+  "$@" || rc=$?
+  [ "$rc" -ne 0 ] || { echo "demo: expected a refusal" >&2; exit 1; }
+  printf '%s(exit code %d)%s\n' "$dim" "$rc" "$reset"
+}
+
+job=demo-ddp
+kubectl delete job "$job" --ignore-not-found --wait=true >/dev/null 2>&1 || true
+
+step "The plugin, found by kubectl on PATH"
+run kubectl tao version
+
+step "The cluster: simulated GPU nodes, 8 x nvidia.com/gpu each"
+run kubectl get nodes -L nvidia.com/gpu.product -o custom-columns='NAME:.metadata.name,GPUS:.status.allocatable.nvidia\.com/gpu,PRODUCT:.metadata.labels.nvidia\.com/gpu\.product'
+
+step "What a 2-node x 8-GPU job is made of, without creating it"
+run kubectl tao submit "$job" --image nvcr.io/nvidia/tao/tao-toolkit:6.0.0-pyt --gpus 8 --nodes 2 \
+  --dry-run=client -o yaml -- 'torchrun --nnodes $NNODES --nproc-per-node $NPROC_PER_NODE train.py'
+
+step "Submit it for real (the local cluster simulates 4 s of training per rank)"
+run kubectl tao submit "$job" --image nvcr.io/nvidia/tao/tao-toolkit:6.0.0-pyt --gpus 8 --nodes 2 \
+  --annotation sim.kubectl-tao.dev/run-duration=4s --annotation sim.kubectl-tao.dev/log-interval=400ms \
+  -- 'torchrun --nnodes $NNODES --nproc-per-node $NPROC_PER_NODE train.py'
+
+step "One pod per rank, each on its own node, reachable as $job-0.$job and $job-1.$job"
+run kubectl get pods -l job-name="$job" -o wide
+run kubectl get service "$job"
+
+step "Wait for the job to finish"
+run kubectl wait --for=condition=complete "job/$job" --timeout=120s
+run kubectl logs -l job-name="$job" --prefix --tail=3
+
+step "A job no node can hold is refused before anything is created"
+run_expect_fail kubectl tao submit too-big --image img --gpus 16 -- python train.py
+
+cat <<EOT
+
+${bold}The local cluster is still up. To use it by hand:${reset}
+  export KUBECONFIG=$KUBECONFIG PATH=$(dirname "$(command -v kubectl-tao)"):\$PATH
+  kubectl tao submit --image busybox --gpus 8 --nodes 2 -- 'echo rank \$NODE_RANK of \$WORLD_SIZE'
+Stop it with: make cluster-down
+EOT

@@ -1,0 +1,123 @@
+//go:build e2e
+
+// Package e2e runs the built kubectl-tao binary against the repo's local cluster (a real
+// kube-apiserver, job controller and scheduler; KWOK nodes and pods). `make e2e` builds the
+// binary, brings the cluster up and sets KUBECONFIG and KUBECTL_TAO.
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/rand"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+var (
+	binary     string
+	kubeconfig string
+	client     kubernetes.Interface
+)
+
+func TestMain(m *testing.M) {
+	binary, kubeconfig = os.Getenv("KUBECTL_TAO"), os.Getenv("KUBECONFIG")
+	if binary == "" || kubeconfig == "" {
+		fmt.Fprintln(os.Stderr, "e2e: KUBECTL_TAO and KUBECONFIG must be set; run `make e2e`")
+		os.Exit(1)
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "e2e:", err)
+		os.Exit(1)
+	}
+	client = kubernetes.NewForConfigOrDie(cfg)
+	os.Exit(m.Run())
+}
+
+type result struct {
+	code           int
+	stdout, stderr string
+}
+
+func (r result) String() string {
+	return fmt.Sprintf("exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+}
+
+// tao runs the built binary with env added to a minimal environment.
+func tao(t *testing.T, env []string, args ...string) result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, binary, args...)
+	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME"), "KUBECONFIG=" + kubeconfig}, env...)
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err := cmd.Run()
+	r := result{stdout: out.String(), stderr: errOut.String()}
+	var ee *exec.ExitError
+	switch {
+	case errors.As(err, &ee):
+		r.code = ee.ExitCode()
+	case err != nil:
+		t.Fatalf("running %s: %v", binary, err)
+	}
+	return r
+}
+
+// namespace makes a namespace for one test and deletes it afterwards.
+func namespace(t *testing.T) string {
+	t.Helper()
+	name := "e2e-" + rand.String(6)
+	_, err := client.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The local cluster runs the serviceaccount controller: pods need the default ServiceAccount.
+	poll(t, 30*time.Second, "default ServiceAccount in "+name, func(ctx context.Context) (bool, error) {
+		_, err := client.CoreV1().ServiceAccounts(name).Get(ctx, "default", metav1.GetOptions{})
+		return err == nil, ignoreNotFound(err)
+	})
+	t.Cleanup(func() {
+		_ = client.CoreV1().Namespaces().Delete(context.Background(), name, metav1.DeleteOptions{})
+	})
+	return name
+}
+
+func poll(t *testing.T, timeout time.Duration, what string, cond wait.ConditionWithContextFunc) {
+	t.Helper()
+	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, timeout, true, cond)
+	if err != nil {
+		t.Fatalf("waiting for %s: %v", what, err)
+	}
+}
+
+func ignoreNotFound(err error) error {
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	return err
+}
+
+func contains(t *testing.T, r result, code int, fragments ...string) {
+	t.Helper()
+	if r.code != code {
+		t.Fatalf("want exit %d, got %s", code, r)
+	}
+	for _, f := range fragments {
+		if !strings.Contains(r.stdout+r.stderr, f) {
+			t.Fatalf("want %q in the output, got %s", f, r)
+		}
+	}
+}
