@@ -5,9 +5,12 @@ package gpufit
 import (
 	"errors"
 	"fmt"
+	"sort"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/klog/v2"
 )
 
 // GPUResource is the extended resource NVIDIA's device plugin advertises.
@@ -18,34 +21,47 @@ var ErrNoGPUs = errors.New("No nvidia.com/gpu resources allocatable on the clust
 	"install the NVIDIA GPU Operator (or the NVIDIA device plugin) so that GPU nodes advertise nvidia.com/gpu, " +
 	"see https://docs.nvidia.com/datacenter/cloud-native/gpu-operator/latest/getting-started.html")
 
-// Request is what a job asks for: Pods ranks of GPUsPerPod GPUs each, on nodes that match
-// Selector.
+// Request is what a job asks for: Pods ranks, each needing PerPod (nvidia.com/gpu, cpu,
+// memory, extended resources), on nodes that match Selector and whose taints Tolerations
+// tolerate.
 type Request struct {
-	GPUsPerPod int64
-	Pods       int64
-	Selector   labels.Selector
+	Pods        int64
+	PerPod      corev1.ResourceList
+	Selector    labels.Selector
+	Tolerations []corev1.Toleration
+}
+
+// GPUsPerPod is the request's nvidia.com/gpu per rank.
+func (r Request) GPUsPerPod() int64 {
+	q := r.PerPod[GPUResource]
+	return q.Value()
 }
 
 // Summary is what the nodes can hold for a request.
 type Summary struct {
-	// Nodes is every node seen; GPUNodes those with any allocatable GPU.
+	// Nodes is every node seen; GPUNodes those with any allocatable GPU, holding TotalGPUs.
 	Nodes, GPUNodes int
-	// TotalGPUs is allocatable over all nodes, whatever the selector.
-	TotalGPUs int64
-	// MatchingNodes are the GPU nodes that match the selector, holding MatchingGPUs.
+	TotalGPUs       int64
+	// SelectedNodes are the GPU nodes matching the selector; of those, Untolerated carry a taint
+	// the pods do not tolerate (FirstTaint names one).
+	SelectedNodes, Untolerated int
+	FirstTaint                 string
+	// MatchingNodes are the GPU nodes the pods could be scheduled on, holding MatchingGPUs.
 	MatchingNodes int
 	MatchingGPUs  int64
 	// LargestNode is the most GPUs any matching node has.
 	LargestNode int64
-	// PodsThatFit is the sum over matching nodes of floor(allocatable / GPUsPerPod): a pod
-	// cannot span nodes, so this, not the plain sum, bounds the ranks.
+	// PodsThatFit is the sum over matching nodes of how many whole pods each can hold in every
+	// resource asked for: a pod cannot span nodes, so this, not the plain sum, bounds the ranks.
 	PodsThatFit int64
+	// Short counts matching nodes too small for one pod, by the resource that fell short.
+	Short map[corev1.ResourceName]int
 }
 
 // Summarize counts what nodes can hold for r. Allocatable, not free: this answers "can it ever
 // run", not "can it run now".
 func Summarize(nodes []corev1.Node, r Request) Summary {
-	var s Summary
+	s := Summary{Short: map[corev1.ResourceName]int{}}
 	sel := r.Selector
 	if sel == nil {
 		sel = labels.Everything()
@@ -53,58 +69,130 @@ func Summarize(nodes []corev1.Node, r Request) Summary {
 	for i := range nodes {
 		n := &nodes[i]
 		s.Nodes++
-		q, ok := n.Status.Allocatable[GPUResource]
+		q := n.Status.Allocatable[GPUResource]
 		gpus := q.Value()
-		if !ok || gpus <= 0 {
+		if gpus <= 0 && r.GPUsPerPod() > 0 {
 			continue
 		}
-		s.GPUNodes++
-		s.TotalGPUs += gpus
+		if gpus > 0 {
+			s.GPUNodes++
+			s.TotalGPUs += gpus
+		}
 		if !sel.Matches(labels.Set(n.Labels)) {
+			continue
+		}
+		s.SelectedNodes++
+		if t := untolerated(n.Spec.Taints, r.Tolerations); t != nil {
+			s.Untolerated++
+			if s.FirstTaint == "" {
+				s.FirstTaint = t.ToString()
+			}
 			continue
 		}
 		s.MatchingNodes++
 		s.MatchingGPUs += gpus
 		s.LargestNode = max(s.LargestNode, gpus)
-		if r.GPUsPerPod > 0 {
-			s.PodsThatFit += gpus / r.GPUsPerPod
+		fits, short := podsOn(n.Status.Allocatable, r.PerPod)
+		if fits == 0 {
+			s.Short[short]++
 		}
+		s.PodsThatFit += fits
 	}
 	return s
 }
 
+// untolerated returns the first taint that keeps a pod off the node, if any. PreferNoSchedule
+// only steers the scheduler, so it never does.
+func untolerated(taints []corev1.Taint, tols []corev1.Toleration) *corev1.Taint {
+	for i := range taints {
+		t := &taints[i]
+		if t.Effect == corev1.TaintEffectPreferNoSchedule {
+			continue
+		}
+		tolerated := false
+		for j := range tols {
+			if tols[j].ToleratesTaint(klog.Background(), t, true) {
+				tolerated = true
+				break
+			}
+		}
+		if !tolerated {
+			return t
+		}
+	}
+	return nil
+}
+
+// podsOn is how many pods needing perPod fit in allocatable, and the resource that bounds it.
+func podsOn(allocatable, perPod corev1.ResourceList) (int64, corev1.ResourceName) {
+	fits, bound := int64(-1), corev1.ResourceName("")
+	names := make([]string, 0, len(perPod))
+	for name := range perPod {
+		names = append(names, string(name))
+	}
+	sort.Strings(names) // deterministic choice of the bounding resource on ties
+	for _, name := range names {
+		need := perPod[corev1.ResourceName(name)]
+		if need.IsZero() {
+			continue
+		}
+		have := allocatable[corev1.ResourceName(name)]
+		n := have.MilliValue() / need.MilliValue()
+		if fits < 0 || n < fits {
+			fits, bound = n, corev1.ResourceName(name)
+		}
+	}
+	if fits < 0 {
+		return 0, ""
+	}
+	return fits, bound
+}
+
 // Check explains why r can never run on nodes summarized by s, or returns nil when it can.
 func Check(s Summary, r Request) error {
-	if r.GPUsPerPod <= 0 {
+	gpus := r.GPUsPerPod()
+	if gpus <= 0 {
 		return nil
 	}
 	if s.TotalGPUs == 0 {
 		return ErrNoGPUs
 	}
-	need := r.GPUsPerPod * r.Pods
+	if s.PodsThatFit >= r.Pods {
+		return nil
+	}
+	need := gpus * r.Pods
 	where := "the cluster"
 	if r.Selector != nil && !r.Selector.Empty() {
-		if s.MatchingNodes == 0 {
+		if s.SelectedNodes == 0 {
 			return fmt.Errorf("no node with nvidia.com/gpu matches --node-selector %s (%d GPU nodes with %d GPUs in total exist)",
 				r.Selector, s.GPUNodes, s.TotalGPUs)
 		}
-		where = fmt.Sprintf("the %d nodes matching --node-selector %s", s.MatchingNodes, r.Selector)
+		where = fmt.Sprintf("the nodes matching --node-selector %s", r.Selector)
+	}
+	if s.MatchingNodes == 0 && s.Untolerated > 0 {
+		return fmt.Errorf("all %d GPU nodes of %s carry taints the pods do not tolerate (for example %s): add --toleration KEY[=VALUE]:EFFECT",
+			s.Untolerated, where, s.FirstTaint)
+	}
+	if s.Untolerated > 0 {
+		where += fmt.Sprintf(" (leaving out %d nodes with untolerated taints such as %s)", s.Untolerated, s.FirstTaint)
 	}
 	if s.MatchingGPUs < need {
-		return fmt.Errorf("the job needs %d nvidia.com/gpu (%d per node x %d nodes) but %s %s only %d allocatable",
-			need, r.GPUsPerPod, r.Pods, where, hasHave(s.MatchingNodes, where), s.MatchingGPUs)
+		return fmt.Errorf("the job needs %d nvidia.com/gpu (%d per node x %d nodes) but only %d are allocatable on %s",
+			need, gpus, r.Pods, s.MatchingGPUs, where)
 	}
-	if s.PodsThatFit < r.Pods {
-		return fmt.Errorf("the job needs %d ranks of %d nvidia.com/gpu each, but a rank cannot span nodes and %s can hold only %d such ranks "+
-			"(%d GPUs in all, at most %d on one node): lower --gpus and raise --nodes",
-			r.Pods, r.GPUsPerPod, where, s.PodsThatFit, s.MatchingGPUs, s.LargestNode)
+	msg := fmt.Sprintf("the job needs %d ranks of %d nvidia.com/gpu each, but a rank cannot span nodes and %s can hold only %d such ranks "+
+		"(%d GPUs in all, at most %d on one node)", r.Pods, gpus, where, s.PodsThatFit, s.MatchingGPUs, s.LargestNode)
+	var short []string
+	for name, n := range s.Short {
+		if name != GPUResource {
+			short = append(short, fmt.Sprintf("%d nodes lack the %s one rank asks for", n, name))
+		}
 	}
-	return nil
-}
-
-func hasHave(n int, where string) string {
-	if where == "the cluster" || n == 1 {
-		return "has"
+	sort.Strings(short)
+	if len(short) > 0 {
+		msg += ": " + strings.Join(short, ", ")
+	} else {
+		msg += ": lower --gpus and raise --nodes"
 	}
-	return "have"
+	return errors.New(msg)
 }

@@ -3,6 +3,7 @@ package gpufit
 import (
 	"errors"
 	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -33,17 +34,67 @@ func TestCheck(t *testing.T) {
 		req     Request
 		wantErr string // empty: fits
 	}{
-		{"fits exactly", twoByEight, Request{GPUsPerPod: 8, Pods: 2}, ""},
-		{"fits with room", twoByEight, Request{GPUsPerPod: 4, Pods: 3}, ""},
-		{"zero gpus never checked", nil, Request{GPUsPerPod: 0, Pods: 5}, ""},
-		{"no nodes", nil, Request{GPUsPerPod: 1, Pods: 1}, "No nvidia.com/gpu resources allocatable on the cluster"},
-		{"cpu-only nodes", []corev1.Node{node("c", -1), node("d", 0)}, Request{GPUsPerPod: 1, Pods: 1}, "GPU Operator"},
-		{"too few in total", twoByEight, Request{GPUsPerPod: 8, Pods: 3}, "needs 24 nvidia.com/gpu (8 per node x 3 nodes) but the cluster has only 16 allocatable"},
-		{"a rank cannot span nodes", twoByEight, Request{GPUsPerPod: 16, Pods: 1}, "a rank cannot span nodes and the cluster can hold only 0 such ranks (16 GPUs in all, at most 8 on one node)"},
-		{"fragmented", []corev1.Node{node("a", 6), node("b", 6)}, Request{GPUsPerPod: 4, Pods: 3}, "can hold only 2 such ranks"},
-		{"selector matches", append(twoByEight, node("x", 8, "gpu", "a100")), Request{GPUsPerPod: 8, Pods: 2, Selector: h100}, ""},
-		{"selector matches none", []corev1.Node{node("x", 8, "gpu", "a100")}, Request{GPUsPerPod: 1, Pods: 1, Selector: h100}, "no node with nvidia.com/gpu matches --node-selector gpu=h100 (1 GPU nodes with 8 GPUs in total exist)"},
-		{"selector too small", append(twoByEight, node("x", 8, "gpu", "a100")), Request{GPUsPerPod: 8, Pods: 3, Selector: h100}, "but the 2 nodes matching --node-selector gpu=h100 have only 16 allocatable"},
+		{"fits exactly", twoByEight, req(8, 2), ""},
+		{"fits with room", twoByEight, req(4, 3), ""},
+		{"zero gpus never checked", nil, req(0, 5), ""},
+		{"no nodes", nil, req(1, 1), "No nvidia.com/gpu resources allocatable on the cluster"},
+		{"cpu-only nodes", []corev1.Node{node("c", -1), node("d", 0)}, req(1, 1), "GPU Operator"},
+		{"too few in total", twoByEight, req(8, 3), "needs 24 nvidia.com/gpu (8 per node x 3 nodes) but only 16 are allocatable on the cluster"},
+		{"a rank cannot span nodes", twoByEight, req(16, 1), "a rank cannot span nodes and the cluster can hold only 0 such ranks (16 GPUs in all, at most 8 on one node)"},
+		{"fragmented", []corev1.Node{node("a", 6), node("b", 6)}, req(4, 3), "can hold only 2 such ranks"},
+		{"selector matches", append(twoByEight, node("x", 8, "gpu", "a100")), sel(req(8, 2), h100), ""},
+		{"selector matches none", []corev1.Node{node("x", 8, "gpu", "a100")}, sel(req(1, 1), h100), "no node with nvidia.com/gpu matches --node-selector gpu=h100 (1 GPU nodes with 8 GPUs in total exist)"},
+		{"selector too small", append(twoByEight, node("x", 8, "gpu", "a100")), sel(req(8, 3), h100), "but only 16 are allocatable on the nodes matching --node-selector gpu=h100"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			err := Check(Summarize(tc.nodes, tc.req), tc.req)
+			switch {
+			case tc.wantErr == "" && err != nil:
+				t.Fatalf("Check() = %v, want it to fit", err)
+			case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
+				t.Fatalf("Check() = %v, want an error containing %q", err, tc.wantErr)
+			}
+		})
+	}
+}
+
+func req(gpus, pods int64) Request {
+	return Request{Pods: pods, PerPod: corev1.ResourceList{GPUResource: *resource.NewQuantity(gpus, resource.DecimalSI)}}
+}
+
+func sel(r Request, s labels.Selector) Request { r.Selector = s; return r }
+
+func tainted(n corev1.Node, taints ...corev1.Taint) corev1.Node { n.Spec.Taints = taints; return n }
+
+func TestCheckHonoursTaintsAndResources(t *testing.T) {
+	gpuTaint := corev1.Taint{Key: "nvidia.com/gpu", Value: "present", Effect: corev1.TaintEffectNoSchedule}
+	dedicated := corev1.Taint{Key: "dedicated", Value: "ml", Effect: corev1.TaintEffectNoExecute}
+	soft := corev1.Taint{Key: "soft", Effect: corev1.TaintEffectPreferNoSchedule}
+	gpuTol := corev1.Toleration{Key: "nvidia.com/gpu", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}
+	withMem := func(r Request, cpu, mem string) Request {
+		r.PerPod = r.PerPod.DeepCopy()
+		r.PerPod[corev1.ResourceCPU], r.PerPod[corev1.ResourceMemory] = resource.MustParse(cpu), resource.MustParse(mem)
+		return r
+	}
+	big := func(name string) corev1.Node {
+		n := node(name, 8)
+		n.Status.Allocatable[corev1.ResourceMemory] = resource.MustParse("1Ti")
+		return n
+	}
+	tests := []struct {
+		name    string
+		nodes   []corev1.Node
+		req     Request
+		wantErr string
+	}{
+		{"tolerated taint", []corev1.Node{tainted(node("a", 8), gpuTaint)}, func() Request { r := req(8, 1); r.Tolerations = []corev1.Toleration{gpuTol}; return r }(), ""},
+		{"untolerated taint everywhere", []corev1.Node{tainted(node("a", 8), dedicated)}, req(8, 1), "carry taints the pods do not tolerate (for example dedicated=ml:NoExecute): add --toleration"},
+		{"untolerated taint on some", []corev1.Node{tainted(node("a", 8), dedicated), node("b", 8)}, req(8, 2), "leaving out 1 nodes with untolerated taints such as dedicated=ml:NoExecute"},
+		{"PreferNoSchedule does not block", []corev1.Node{tainted(node("a", 8), soft)}, req(8, 1), ""},
+		{"cpu bounds ranks", []corev1.Node{big("a"), big("b")}, withMem(req(4, 4), "64", "1Gi"), "can hold only 2 such ranks (16 GPUs in all, at most 8 on one node)"},
+		{"memory missing", []corev1.Node{node("a", 8)}, withMem(req(1, 1), "1", "1Gi"), "1 nodes lack the memory one rank asks for"},
+		{"everything fits", []corev1.Node{big("a"), big("b")}, withMem(req(4, 4), "48", "500Gi"), ""},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -59,16 +110,17 @@ func TestCheck(t *testing.T) {
 }
 
 func TestNoGPUsIsTheContractError(t *testing.T) {
-	if err := Check(Summarize(nil, Request{GPUsPerPod: 1, Pods: 1}), Request{GPUsPerPod: 1, Pods: 1}); !errors.Is(err, ErrNoGPUs) {
+	if err := Check(Summarize(nil, req(1, 1)), req(1, 1)); !errors.Is(err, ErrNoGPUs) {
 		t.Fatalf("got %v, want ErrNoGPUs", err)
 	}
 }
 
 func TestSummarize(t *testing.T) {
 	nodes := []corev1.Node{node("a", 8), node("b", 3), node("c", -1)}
-	s := Summarize(nodes, Request{GPUsPerPod: 2, Pods: 1})
-	want := Summary{Nodes: 3, GPUNodes: 2, TotalGPUs: 11, MatchingNodes: 2, MatchingGPUs: 11, LargestNode: 8, PodsThatFit: 5}
-	if s != want {
+	s := Summarize(nodes, req(2, 1))
+	want := Summary{Nodes: 3, GPUNodes: 2, TotalGPUs: 11, SelectedNodes: 2, MatchingNodes: 2, MatchingGPUs: 11, LargestNode: 8, PodsThatFit: 5,
+		Short: map[corev1.ResourceName]int{}}
+	if !reflect.DeepEqual(s, want) {
 		t.Fatalf("Summarize() = %+v, want %+v", s, want)
 	}
 }
@@ -78,7 +130,7 @@ func BenchmarkSummarize5000Nodes(b *testing.B) {
 	for i := range nodes {
 		nodes[i] = node(fmt.Sprintf("n%d", i), 8, "gpu", "h100")
 	}
-	req := Request{GPUsPerPod: 8, Pods: 64, Selector: labels.SelectorFromSet(labels.Set{"gpu": "h100"})}
+	req := sel(req(8, 64), labels.SelectorFromSet(labels.Set{"gpu": "h100"}))
 	b.ReportAllocs()
 	for b.Loop() {
 		Summarize(nodes, req)

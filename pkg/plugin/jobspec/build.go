@@ -6,7 +6,6 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -56,14 +55,30 @@ func Build(s Spec) Objects {
 						Command:   ContainerCommand(s),
 						Env:       containerEnv(s),
 						EnvFrom:   envFrom(s.EnvFromSecrets),
-						Resources: resources(s.GPUs),
+						Resources: s.resources(),
 					}},
+					Tolerations:        s.tolerations(),
+					PriorityClassName:  s.PriorityClass,
+					ServiceAccountName: s.ServiceAccount,
 				},
 			},
 		},
 	}
 	if s.TTL != nil {
 		job.Spec.TTLSecondsAfterFinished = ptr.To(int32(s.TTL.Seconds()))
+	}
+	if s.Deadline != nil {
+		job.Spec.ActiveDeadlineSeconds = ptr.To(int64(s.Deadline.Seconds()))
+	}
+	if shm := s.ShmQuantity(); shm != nil {
+		pod := &job.Spec.Template.Spec
+		pod.Volumes = append(pod.Volumes, corev1.Volume{
+			Name: ShmVolume,
+			VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{
+				Medium: corev1.StorageMediumMemory, SizeLimit: shm,
+			}},
+		})
+		pod.Containers[0].VolumeMounts = append(pod.Containers[0].VolumeMounts, corev1.VolumeMount{Name: ShmVolume, MountPath: "/dev/shm"})
 	}
 	objs := Objects{Job: job}
 	if !s.MultiNode() {
@@ -72,6 +87,16 @@ func Build(s Spec) Objects {
 	job.Spec.CompletionMode = ptr.To(batchv1.IndexedCompletion)
 	// With a subdomain matching the headless Service, pod NAME-i resolves as NAME-i.NAME.
 	job.Spec.Template.Spec.Subdomain = s.Name
+	if s.OneRankPerNode {
+		// Even spread over hostnames puts each rank on its own node whenever there are at least
+		// as many eligible nodes as ranks, and refuses to stack them otherwise.
+		job.Spec.Template.Spec.TopologySpreadConstraints = []corev1.TopologySpreadConstraint{{
+			MaxSkew:           1,
+			TopologyKey:       "kubernetes.io/hostname",
+			WhenUnsatisfiable: corev1.DoNotSchedule,
+			LabelSelector:     &metav1.LabelSelector{MatchLabels: map[string]string{JobNameLabel: s.Name}},
+		}}
+	}
 	objs.Children = append(objs.Children, rendezvousService(s))
 	return objs
 }
@@ -119,15 +144,6 @@ func objectLabels(s Spec) map[string]string {
 	}
 	m[ManagedByLabel] = ManagedByValue
 	return m
-}
-
-func resources(gpus int) corev1.ResourceRequirements {
-	if gpus == 0 {
-		return corev1.ResourceRequirements{}
-	}
-	return corev1.ResourceRequirements{
-		Limits: corev1.ResourceList{GPUResource: *resource.NewQuantity(int64(gpus), resource.DecimalSI)},
-	}
 }
 
 func containerEnv(s Spec) []corev1.EnvVar {

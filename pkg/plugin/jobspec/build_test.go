@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
 )
 
@@ -29,6 +30,17 @@ func TestBuildGolden(t *testing.T) {
 			s.Command = []string{"torchrun --nnodes $NNODES --nproc-per-node $NPROC_PER_NODE train.py"}
 			return s
 		}(),
+		"training-grade": func() Spec {
+			s := validSpec()
+			deadline := 48 * time.Hour
+			s.Name, s.Nodes, s.GPUs = "big", 4, 8
+			s.CPU, s.Memory, s.ShmSize, s.Deadline = "90", "900Gi", "64Gi", &deadline
+			s.PriorityClass, s.ServiceAccount, s.OneRankPerNode = "training-high", "trainer", true
+			s.Resources = []KeyValue{{"rdma/ib", "1"}}
+			s.Tolerations = []corev1.Toleration{{Key: "dedicated", Operator: corev1.TolerationOpEqual, Value: "ml", Effect: corev1.TaintEffectNoExecute}}
+			return s
+		}(),
+		"no-gpu-toleration": func() Spec { s := validSpec(); s.NoGPUToleration = true; s.ShmSize = "1Gi"; return s }(),
 		"every-flag": {
 			Name: "full", Namespace: "research", Image: "pytorch/pytorch:2.9.0-cuda13.0",
 			Command: []string{"python", "train.py", "--lr", "3e-4"},

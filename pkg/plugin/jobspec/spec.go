@@ -5,6 +5,8 @@ package jobspec
 
 import (
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
 )
 
 // Well-known names shared with the rest of the plugin and with users' scripts.
@@ -20,6 +22,12 @@ const (
 	JobNameLabel = "job-name"
 	// DefaultMasterPort is torchrun's default rendezvous port.
 	DefaultMasterPort = 29500
+	// DefaultMultiNodeShmSize is /dev/shm for multi-node jobs unless --shm-size says otherwise:
+	// NCCL and DataLoader workers need far more than a container runtime's 64Mi, and 16Gi is
+	// what NVIDIA's TAO templates use.
+	DefaultMultiNodeShmSize = "16Gi"
+	// ShmVolume names the memory-backed emptyDir mounted at /dev/shm.
+	ShmVolume = "dshm"
 	// Shell runs the user's command, as the SDK does.
 	Shell = "/bin/bash"
 	// argv0 names the wrapper script in `bash -c SCRIPT argv0 ARG...`; it shows up in ps.
@@ -63,6 +71,23 @@ type Spec struct {
 	MasterPort       int
 	// TTL, when set, becomes ttlSecondsAfterFinished; nil keeps finished Jobs.
 	TTL *time.Duration
+
+	// CPU and Memory are Kubernetes quantities set as both request and limit; "" sets none.
+	CPU, Memory string
+	// ShmSize sizes a memory-backed /dev/shm; "" means the default (DefaultMultiNodeShmSize for
+	// multi-node jobs, none for one node), "0" means none.
+	ShmSize string
+	// Deadline, when set, becomes activeDeadlineSeconds.
+	Deadline       *time.Duration
+	PriorityClass  string
+	ServiceAccount string
+	// Resources are extended resources (rdma/..., nvidia.com/mig-...) NAME=QUANTITY.
+	Resources []KeyValue
+	// OneRankPerNode spreads a multi-node job's pods over distinct nodes.
+	OneRankPerNode bool
+	Tolerations    []corev1.Toleration
+	// NoGPUToleration drops the default toleration of the nvidia.com/gpu NoSchedule taint.
+	NoGPUToleration bool
 }
 
 // MultiNode reports whether the spec needs an Indexed Job and a rendezvous Service.

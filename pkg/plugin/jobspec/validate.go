@@ -122,6 +122,7 @@ func (s *Spec) Validate() error {
 	if total > 256*1024 {
 		add("--annotation: %d bytes in total, more than the 256 KiB Kubernetes allows", total)
 	}
+	errs = append(errs, s.validateResources()...)
 	return errors.Join(errs...)
 }
 

@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
 )
 
 func validSpec() Spec {
@@ -33,6 +35,11 @@ func TestValidateAcceptsGoodSpecs(t *testing.T) {
 			s.Annotations = []KeyValue{{"Example.com/Note", "any text: at all"}}
 		},
 		"single-node reserved env": func(s *Spec) { s.Env = []KeyValue{{"NODE_RANK", "0"}} },
+		"resources": func(s *Spec) {
+			s.CPU, s.Memory, s.ShmSize = "500m", "64Gi", "16Gi"
+			s.Resources = []KeyValue{{"nvidia.com/mig-1g.10gb", "2"}}
+		},
+		"shm disabled on multi-node": func(s *Spec) { s.Nodes, s.ShmSize, s.Memory = 2, "0", "1Gi" },
 	} {
 		t.Run(name, func(t *testing.T) {
 			s := validSpec()
@@ -85,6 +92,20 @@ func TestValidateRejectsBadInput(t *testing.T) {
 		{"bad selector key", func(s *Spec) { s.NodeSelector = []KeyValue{{"a/b/c", "x"}} }, `invalid --node-selector key "a/b/c"`},
 		{"bad selector value", func(s *Spec) { s.NodeSelector = []KeyValue{{"gpu", "H100 80GB"}} }, "invalid --node-selector value"},
 		{"bad annotation key", func(s *Spec) { s.Annotations = []KeyValue{{"no spaces", "x"}} }, `invalid --annotation key "no spaces"`},
+		{"bad cpu", func(s *Spec) { s.CPU = "lots" }, `invalid --cpu "lots"`},
+		{"zero cpu", func(s *Spec) { s.CPU = "0" }, `invalid --cpu "0"`},
+		{"negative memory", func(s *Spec) { s.Memory = "-1Gi" }, `invalid --memory "-1Gi"`},
+		{"bad shm", func(s *Spec) { s.ShmSize = "16GB!" }, `invalid --shm-size "16GB!"`},
+		{"shm above memory", func(s *Spec) { s.ShmSize, s.Memory = "32Gi", "16Gi" }, "/dev/shm counts toward the memory limit"},
+		{"default multi-node shm above memory", func(s *Spec) { s.Nodes, s.Memory = 2, "8Gi" }, "--shm-size 16Gi must be less than --memory 8Gi"},
+		{"short deadline", func(s *Spec) { d := time.Millisecond; s.Deadline = &d }, "invalid --deadline"},
+		{"bad priority class", func(s *Spec) { s.PriorityClass = "High_Prio" }, `invalid --priority-class "High_Prio"`},
+		{"bad service account", func(s *Spec) { s.ServiceAccount = "-sa" }, `invalid --service-account "-sa"`},
+		{"resource without domain", func(s *Spec) { s.Resources = []KeyValue{{"hugepages", "1"}} }, "extended resources have a domain"},
+		{"resource that has its own flag", func(s *Spec) { s.Resources = []KeyValue{{"nvidia.com/gpu", "1"}} }, "use --cpu, --memory or --gpus"},
+		{"fractional extended resource", func(s *Spec) { s.Resources = []KeyValue{{"rdma/ib", "500m"}} }, "whole number above 0"},
+		{"bad resource quantity", func(s *Spec) { s.Resources = []KeyValue{{"rdma/ib", "x"}} }, `invalid --resource rdma/ib "x"`},
+		{"one rank per node on one node", func(s *Spec) { s.OneRankPerNode = true }, "--one-rank-per-node needs --nodes"},
 		{"huge annotations", func(s *Spec) { s.Annotations = []KeyValue{{"a", strings.Repeat("x", 300*1024)}} }, "256 KiB"},
 	}
 	if len(tests) < 25 {
@@ -102,6 +123,51 @@ func TestValidateRejectsBadInput(t *testing.T) {
 				t.Fatalf("Validate() = %q, want it to contain %q", err, tc.want)
 			}
 		})
+	}
+}
+
+func TestParseToleration(t *testing.T) {
+	for in, want := range map[string]corev1.Toleration{
+		"nvidia.com/gpu:NoSchedule": {Key: "nvidia.com/gpu", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule},
+		"dedicated=ml:NoExecute":    {Key: "dedicated", Operator: corev1.TolerationOpEqual, Value: "ml", Effect: corev1.TaintEffectNoExecute},
+		"spot:":                     {Key: "spot", Operator: corev1.TolerationOpExists},
+	} {
+		got, err := ParseToleration(in)
+		if err != nil || got != want {
+			t.Errorf("ParseToleration(%q) = %+v, %v; want %+v", in, got, err, want)
+		}
+	}
+	for in, want := range map[string]string{
+		"nvidia.com/gpu":         "expected KEY[=VALUE]:EFFECT",
+		"gpu:NoScheduel":         `unknown effect "NoScheduel"`,
+		"bad key!:NoSchedule":    `invalid key "bad key!"`,
+		"k=bad value:NoSchedule": `invalid value "bad value"`,
+		"=v:NoSchedule":          `invalid key ""`,
+	} {
+		if _, err := ParseToleration(in); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("ParseToleration(%q) = %v, want %q", in, err, want)
+		}
+	}
+}
+
+func TestGPUToleration(t *testing.T) {
+	s := validSpec()
+	if got := s.tolerations(); len(got) != 1 || got[0] != GPUToleration {
+		t.Errorf("GPU pod tolerations = %v, want the nvidia.com/gpu taint's", got)
+	}
+	s.NoGPUToleration = true
+	if got := s.tolerations(); len(got) != 0 {
+		t.Errorf("--no-gpu-toleration kept %v", got)
+	}
+	s = validSpec()
+	s.GPUs = 0
+	if got := s.tolerations(); len(got) != 0 {
+		t.Errorf("CPU-only pod tolerates %v", got)
+	}
+	s = validSpec()
+	s.Tolerations = []corev1.Toleration{{Key: GPUResource, Operator: corev1.TolerationOpExists}}
+	if got := s.tolerations(); len(got) != 1 {
+		t.Errorf("user's own nvidia.com/gpu toleration duplicated: %v", got)
 	}
 }
 

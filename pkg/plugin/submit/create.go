@@ -57,7 +57,7 @@ func checkCapacity(ctx context.Context, client kubernetes.Interface, s jobspec.S
 	if err != nil {
 		return fmt.Errorf("listing nodes for the capacity check (skip it with --no-capacity-check): %w", err)
 	}
-	req := gpufit.Request{GPUsPerPod: int64(s.GPUs), Pods: int64(s.Nodes), Selector: selector(s)}
+	req := gpufit.Request{Pods: int64(s.Nodes), PerPod: s.PodRequest(), Selector: selector(s), Tolerations: s.PodTolerations()}
 	if err := gpufit.Check(gpufit.Summarize(nodes, req), req); err != nil {
 		return exitcode.WithCode(exitcode.NoCapacity, err)
 	}

@@ -30,7 +30,9 @@ func gpuNode(name string, gpus int64) *corev1.Node {
 	return &corev1.Node{
 		ObjectMeta: metav1.ObjectMeta{Name: name},
 		Status: corev1.NodeStatus{Allocatable: corev1.ResourceList{
-			"nvidia.com/gpu": *resource.NewQuantity(gpus, resource.DecimalSI),
+			"nvidia.com/gpu":      *resource.NewQuantity(gpus, resource.DecimalSI),
+			corev1.ResourceCPU:    resource.MustParse("96"),
+			corev1.ResourceMemory: resource.MustParse("1Ti"),
 		}},
 	}
 }
@@ -158,7 +160,7 @@ func TestSubmitCapacityGuard(t *testing.T) {
 		want  string
 	}{
 		{"no GPUs at all", nil, []string{"--gpus", "1"}, "No nvidia.com/gpu resources allocatable on the cluster"},
-		{"too few", []runtime.Object{gpuNode("a", 8)}, []string{"--gpus", "8", "--nodes", "2"}, "needs 16 nvidia.com/gpu (8 per node x 2 nodes) but the cluster has only 8"},
+		{"too few", []runtime.Object{gpuNode("a", 8)}, []string{"--gpus", "8", "--nodes", "2"}, "needs 16 nvidia.com/gpu (8 per node x 2 nodes) but only 8 are allocatable on the cluster"},
 		{"rank spans nodes", []runtime.Object{gpuNode("a", 8), gpuNode("b", 8)}, []string{"--gpus", "16"}, "a rank cannot span nodes"},
 	}
 	for _, tc := range tests {
