@@ -54,14 +54,14 @@ type Summary struct {
 	// PodsThatFit is the sum over matching nodes of how many whole pods each can hold in every
 	// resource asked for: a pod cannot span nodes, so this, not the plain sum, bounds the ranks.
 	PodsThatFit int64
-	// Short counts matching nodes too small for one pod, by the resource that fell short.
-	Short map[corev1.ResourceName]int
+	// Bound counts matching nodes by the resource that limits how many pods they hold.
+	Bound map[corev1.ResourceName]int
 }
 
 // Summarize counts what nodes can hold for r. Allocatable, not free: this answers "can it ever
 // run", not "can it run now".
 func Summarize(nodes []corev1.Node, r Request) Summary {
-	s := Summary{Short: map[corev1.ResourceName]int{}}
+	s := Summary{Bound: map[corev1.ResourceName]int{}}
 	sel := r.Selector
 	if sel == nil {
 		sel = labels.Everything()
@@ -92,9 +92,9 @@ func Summarize(nodes []corev1.Node, r Request) Summary {
 		s.MatchingNodes++
 		s.MatchingGPUs += gpus
 		s.LargestNode = max(s.LargestNode, gpus)
-		fits, short := podsOn(n.Status.Allocatable, r.PerPod)
-		if fits == 0 {
-			s.Short[short]++
+		fits, bound := podsOn(n.Status.Allocatable, r.PerPod)
+		if bound != "" {
+			s.Bound[bound]++
 		}
 		s.PodsThatFit += fits
 	}
@@ -130,7 +130,13 @@ func podsOn(allocatable, perPod corev1.ResourceList) (int64, corev1.ResourceName
 	for name := range perPod {
 		names = append(names, string(name))
 	}
-	sort.Strings(names) // deterministic choice of the bounding resource on ties
+	// GPUs first, so that a tie names the GPU: the others are only news when tighter.
+	sort.Slice(names, func(i, j int) bool {
+		if (names[i] == string(GPUResource)) != (names[j] == string(GPUResource)) {
+			return names[i] == string(GPUResource)
+		}
+		return names[i] < names[j]
+	})
 	for _, name := range names {
 		need := perPod[corev1.ResourceName(name)]
 		if need.IsZero() {
@@ -182,17 +188,28 @@ func Check(s Summary, r Request) error {
 	}
 	msg := fmt.Sprintf("the job needs %d ranks of %d nvidia.com/gpu each, but a rank cannot span nodes and %s can hold only %d such ranks "+
 		"(%d GPUs in all, at most %d on one node)", r.Pods, gpus, where, s.PodsThatFit, s.MatchingGPUs, s.LargestNode)
-	var short []string
-	for name, n := range s.Short {
+	var limits []string
+	for name, n := range s.Bound {
 		if name != GPUResource {
-			short = append(short, fmt.Sprintf("%d nodes lack the %s one rank asks for", n, name))
+			limits = append(limits, fmt.Sprintf("on %d nodes the %s a rank asks for is the limit (%s)", n, name, flagFor(name)))
 		}
 	}
-	sort.Strings(short)
-	if len(short) > 0 {
-		msg += ": " + strings.Join(short, ", ")
+	sort.Strings(limits)
+	if len(limits) > 0 {
+		msg += ": " + strings.Join(limits, "; ")
 	} else {
 		msg += ": lower --gpus and raise --nodes"
 	}
 	return errors.New(msg)
+}
+
+// flagFor names the submit flag that sets a resource's request.
+func flagFor(name corev1.ResourceName) string {
+	switch name {
+	case corev1.ResourceCPU:
+		return "lower --cpu"
+	case corev1.ResourceMemory:
+		return "lower --memory or --shm-size"
+	}
+	return "lower --resource " + string(name)
 }

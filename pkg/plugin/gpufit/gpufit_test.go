@@ -92,8 +92,8 @@ func TestCheckHonoursTaintsAndResources(t *testing.T) {
 		{"untolerated taint everywhere", []corev1.Node{tainted(node("a", 8), dedicated)}, req(8, 1), "carry taints the pods do not tolerate (for example dedicated=ml:NoExecute): add --toleration"},
 		{"untolerated taint on some", []corev1.Node{tainted(node("a", 8), dedicated), node("b", 8)}, req(8, 2), "leaving out 1 nodes with untolerated taints such as dedicated=ml:NoExecute"},
 		{"PreferNoSchedule does not block", []corev1.Node{tainted(node("a", 8), soft)}, req(8, 1), ""},
-		{"cpu bounds ranks", []corev1.Node{big("a"), big("b")}, withMem(req(4, 4), "64", "1Gi"), "can hold only 2 such ranks (16 GPUs in all, at most 8 on one node)"},
-		{"memory missing", []corev1.Node{node("a", 8)}, withMem(req(1, 1), "1", "1Gi"), "1 nodes lack the memory one rank asks for"},
+		{"cpu bounds ranks", []corev1.Node{big("a"), big("b")}, withMem(req(4, 4), "64", "1Gi"), "can hold only 2 such ranks (16 GPUs in all, at most 8 on one node): on 2 nodes the cpu a rank asks for is the limit (lower --cpu)"},
+		{"memory missing", []corev1.Node{node("a", 8)}, withMem(req(1, 1), "1", "1Gi"), "on 1 nodes the memory a rank asks for is the limit (lower --memory or --shm-size)"},
 		{"everything fits", []corev1.Node{big("a"), big("b")}, withMem(req(4, 4), "48", "500Gi"), ""},
 	}
 	for _, tc := range tests {
@@ -119,7 +119,7 @@ func TestSummarize(t *testing.T) {
 	nodes := []corev1.Node{node("a", 8), node("b", 3), node("c", -1)}
 	s := Summarize(nodes, req(2, 1))
 	want := Summary{Nodes: 3, GPUNodes: 2, TotalGPUs: 11, SelectedNodes: 2, MatchingNodes: 2, MatchingGPUs: 11, LargestNode: 8, PodsThatFit: 5,
-		Short: map[corev1.ResourceName]int{}}
+		Bound: map[corev1.ResourceName]int{GPUResource: 2}}
 	if !reflect.DeepEqual(s, want) {
 		t.Fatalf("Summarize() = %+v, want %+v", s, want)
 	}
