@@ -1,0 +1,296 @@
+package localcluster
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// Versions of the upstream parts. They must match the wrapper modules under build/.
+const (
+	EtcdVersion       = "v3.6.16"
+	KubernetesVersion = "v1.37.2"
+	KwokVersion       = "v0.8.0"
+)
+
+// Component names, used for binaries, pid files and log files.
+const (
+	CompEtcd              = "etcd"
+	CompAPIServer         = "kube-apiserver"
+	CompControllerManager = "kube-controller-manager"
+	CompScheduler         = "kube-scheduler"
+	CompKwok              = "kwok"
+	CompLogsim            = "logsim"
+)
+
+// Binary is one upstream executable built from a wrapper module under build/.
+type Binary struct {
+	Name    string
+	Version string
+	// CacheKey names the cache subdirectory, <component>-<version>.
+	CacheKey string
+	// Module is the wrapper module directory, relative to the repository root.
+	Module  string
+	Package string
+	LDFlags string
+}
+
+// kubeVersionFlags make the servers report v1.37.2 instead of v0.0.0, which kubectl's skew
+// warning and anything reading /version would otherwise trip over.
+func kubeVersionFlags() string {
+	var b strings.Builder
+	for _, pkg := range []string{"k8s.io/component-base/version", "k8s.io/client-go/pkg/version"} {
+		fmt.Fprintf(&b, " -X %s.gitVersion=%s -X %s.gitMajor=1 -X %s.gitMinor=37", pkg, KubernetesVersion, pkg, pkg)
+	}
+	return b.String()
+}
+
+// Binaries lists every upstream binary in build order (cheapest first, so a broken toolchain
+// shows up in a minute rather than after the eight-minute apiserver).
+func Binaries() []Binary {
+	kube := "kubernetes-" + KubernetesVersion
+	return []Binary{
+		{Name: CompEtcd, Version: EtcdVersion, CacheKey: "etcd-" + EtcdVersion, Module: "test/localcluster/build/etcd", Package: "go.etcd.io/etcd/server/v3", LDFlags: "-s -w"},
+		{Name: CompKwok, Version: KwokVersion, CacheKey: "kwok-" + KwokVersion, Module: "test/localcluster/build/kwok", Package: "sigs.k8s.io/kwok/cmd/kwok", LDFlags: "-s -w"},
+		{Name: CompAPIServer, Version: KubernetesVersion, CacheKey: kube, Module: "test/localcluster/build/kubernetes", Package: "k8s.io/kubernetes/cmd/kube-apiserver", LDFlags: "-s -w" + kubeVersionFlags()},
+		{Name: CompControllerManager, Version: KubernetesVersion, CacheKey: kube, Module: "test/localcluster/build/kubernetes", Package: "k8s.io/kubernetes/cmd/kube-controller-manager", LDFlags: "-s -w" + kubeVersionFlags()},
+		{Name: CompScheduler, Version: KubernetesVersion, CacheKey: kube, Module: "test/localcluster/build/kubernetes", Package: "k8s.io/kubernetes/cmd/kube-scheduler", LDFlags: "-s -w" + kubeVersionFlags()},
+	}
+}
+
+// Path is where the finished binary lives in the cache.
+func (b Binary) Path(cacheDir string) string {
+	return filepath.Join(cacheDir, b.CacheKey, b.Name)
+}
+
+// DefaultCacheDir is ${XDG_CACHE_HOME:-$HOME/.cache}/kubectl-tao/cluster: outside the
+// repository so a fresh clone or `git clean` never costs another 13-minute build.
+func DefaultCacheDir() (string, error) {
+	base := os.Getenv("XDG_CACHE_HOME")
+	if base == "" {
+		home, err := os.UserHomeDir()
+		if err != nil {
+			return "", fmt.Errorf("locate the binary cache: neither XDG_CACHE_HOME nor HOME is set: %w", err)
+		}
+		base = filepath.Join(home, ".cache")
+	}
+	return filepath.Join(base, "kubectl-tao", "cluster"), nil
+}
+
+// FindSourceDir walks up from start to the repository root, recognised by the wrapper
+// modules the build needs.
+func FindSourceDir(start string) (string, error) {
+	dir, err := filepath.Abs(start)
+	if err != nil {
+		return "", fmt.Errorf("resolve %s: %w", start, err)
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "test", "localcluster", "build", "kubernetes", "go.mod")); err == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", fmt.Errorf("no kubectl-tao repository (test/localcluster/build) above %s; run from inside the repository or pass --source-dir", start)
+		}
+		dir = parent
+	}
+}
+
+// stamp records the size and modification time of a binary that has been seen to run, so
+// later starts can trust it without exec'ing it, while a truncated or replaced file is caught.
+type stamp struct {
+	Size    int64     `json:"size"`
+	ModTime time.Time `json:"modTime"`
+}
+
+func stampPath(bin string) string { return bin + ".ok" }
+
+func readStamp(bin string) (stamp, bool) {
+	data, err := os.ReadFile(stampPath(bin))
+	if err != nil {
+		return stamp{}, false
+	}
+	var s stamp
+	if json.Unmarshal(data, &s) != nil {
+		return stamp{}, false
+	}
+	return s, true
+}
+
+func writeStamp(bin string) error {
+	fi, err := os.Stat(bin)
+	if err != nil {
+		return fmt.Errorf("stat %s: %w", bin, err)
+	}
+	data, err := json.Marshal(stamp{Size: fi.Size(), ModTime: fi.ModTime().UTC()})
+	if err != nil {
+		return fmt.Errorf("encode stamp for %s: %w", bin, err)
+	}
+	if err := os.WriteFile(stampPath(bin), data, 0o644); err != nil {
+		return fmt.Errorf("write stamp for %s: %w", bin, err)
+	}
+	return nil
+}
+
+// binaryUsable reports whether the cached binary can be used as is. A binary without a stamp
+// (copied in, or built by an older launcher) is trusted once it answers --version.
+func binaryUsable(ctx context.Context, bin string) (bool, string) {
+	fi, err := os.Stat(bin)
+	if err != nil {
+		return false, "missing"
+	}
+	if fi.Mode()&0o111 == 0 || fi.Size() == 0 {
+		return false, "not an executable file"
+	}
+	if s, ok := readStamp(bin); ok && s.Size == fi.Size() && s.ModTime.Equal(fi.ModTime().UTC()) {
+		return true, ""
+	}
+	vctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if out, err := exec.CommandContext(vctx, bin, "--version").CombinedOutput(); err != nil {
+		return false, fmt.Sprintf("does not run (%v: %s)", err, strings.TrimSpace(string(out)))
+	}
+	if err := writeStamp(bin); err != nil {
+		return false, err.Error()
+	}
+	return true, ""
+}
+
+// EnsureBinaries returns the path of every binary, building the missing ones. Builds write to a
+// temporary name and rename into place, so an interrupted build never leaves a binary that
+// looks finished; a lock keeps two launchers (parallel test packages) from building twice.
+func EnsureBinaries(ctx context.Context, cacheDir, sourceDir string, progress io.Writer) (map[string]string, error) {
+	paths := map[string]string{}
+	var missing []Binary
+	for _, b := range Binaries() {
+		p := b.Path(cacheDir)
+		paths[b.Name] = p
+		if ok, _ := binaryUsable(ctx, p); !ok {
+			missing = append(missing, b)
+		}
+	}
+	if len(missing) == 0 {
+		return paths, nil
+	}
+	if sourceDir == "" {
+		return nil, fmt.Errorf("%d cluster binaries missing from %s and no source directory to build them from: run from inside the kubectl-tao repository or pass --source-dir", len(missing), cacheDir)
+	}
+	if err := os.MkdirAll(cacheDir, 0o755); err != nil {
+		return nil, fmt.Errorf("create binary cache %s: %w", cacheDir, err)
+	}
+	unlock, err := lockFile(ctx, filepath.Join(cacheDir, ".build.lock"), progress)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	for _, b := range missing {
+		p := b.Path(cacheDir)
+		// Another launcher may have built it while we waited for the lock.
+		ok, why := binaryUsable(ctx, p)
+		if ok {
+			continue
+		}
+		if why != "missing" {
+			fmt.Fprintf(progress, "localcluster: cached %s %s %s; rebuilding\n", b.Name, b.Version, why)
+		}
+		if err := buildBinary(ctx, b, cacheDir, sourceDir, progress); err != nil {
+			return nil, err
+		}
+	}
+	return paths, nil
+}
+
+func buildBinary(ctx context.Context, b Binary, cacheDir, sourceDir string, progress io.Writer) error {
+	dst := b.Path(cacheDir)
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		return fmt.Errorf("create cache directory for %s: %w", b.Name, err)
+	}
+	// Leftovers of an interrupted build are never used; clear them so they do not pile up.
+	if olds, _ := filepath.Glob(dst + ".tmp*"); len(olds) > 0 {
+		for _, o := range olds {
+			_ = os.Remove(o)
+		}
+	}
+	tmp := fmt.Sprintf("%s.tmp%d", dst, os.Getpid())
+	fmt.Fprintf(progress, "localcluster: building %s %s into %s (once per machine; the whole cold build takes ~13 min on 2 cores)\n", b.Name, b.Version, filepath.Dir(dst))
+	start := time.Now()
+	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags", b.LDFlags, "-o", tmp, b.Package)
+	cmd.Dir = filepath.Join(sourceDir, b.Module)
+	// The wrapper modules are self-contained: a GOFLAGS=-modfile or a go.work meant for the
+	// plugin must not leak into them.
+	cmd.Env = append(os.Environ(), "GOFLAGS=-mod=readonly", "GOWORK=off")
+	cmd.Stdout = progress
+	cmd.Stderr = progress
+	stop := make(chan struct{})
+	go func() {
+		t := time.NewTicker(30 * time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+				fmt.Fprintf(progress, "localcluster: still building %s (%s)\n", b.Name, time.Since(start).Round(time.Second))
+			}
+		}
+	}()
+	err := cmd.Run()
+	close(stop)
+	if err != nil {
+		_ = os.Remove(tmp)
+		return fmt.Errorf("build %s %s in %s: %w", b.Name, b.Version, cmd.Dir, err)
+	}
+	if err := os.Rename(tmp, dst); err != nil {
+		_ = os.Remove(tmp)
+		return fmt.Errorf("move built %s into the cache: %w", b.Name, err)
+	}
+	if err := writeStamp(dst); err != nil {
+		return err
+	}
+	fmt.Fprintf(progress, "localcluster: built %s in %s\n", b.Name, time.Since(start).Round(time.Second))
+	return nil
+}
+
+// lockFile takes an exclusive flock on path (a file, created if needed, or a directory),
+// telling the user if it has to wait.
+func lockFile(ctx context.Context, path string, progress io.Writer) (func(), error) {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
+	if errors.Is(err, syscall.EISDIR) {
+		f, err = os.Open(path)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("open lock %s: %w", path, err)
+	}
+	told := false
+	for {
+		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if err == nil {
+			return func() {
+				_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+				f.Close()
+			}, nil
+		}
+		if !errors.Is(err, syscall.EWOULDBLOCK) {
+			f.Close()
+			return nil, fmt.Errorf("lock %s: %w", path, err)
+		}
+		if !told {
+			fmt.Fprintf(progress, "localcluster: another localcluster holds a lock on %s; waiting for it\n", path)
+			told = true
+		}
+		select {
+		case <-ctx.Done():
+			f.Close()
+			return nil, fmt.Errorf("wait for lock %s: %w", path, ctx.Err())
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}

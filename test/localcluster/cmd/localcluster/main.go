@@ -1,0 +1,142 @@
+// Command localcluster builds, starts, inspects and stops the repository's local Kubernetes
+// cluster with simulated GPU nodes. See test/localcluster/README.md.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/kubectl-tao/kubectl-tao/test/localcluster"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "localcluster: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+const usage = `usage: localcluster <command> [flags]
+
+commands:
+  build          build the cluster binaries into the cache if missing
+  up             start the cluster (or reuse a healthy one) and wait until it is ready
+  down           stop every process of the cluster and remove its state
+  status         show the components and nodes; exits non-zero unless healthy
+  kubeconfig     print the path of the admin kubeconfig
+  restart-kwok   restart only kwok (node leases are deleted first)
+
+Run "localcluster <command> -h" for the flags of a command.
+`
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		fmt.Fprint(stderr, usage)
+		if len(args) == 0 {
+			return errors.New("no command given")
+		}
+		return nil
+	}
+	cmd, rest := args[0], args[1:]
+	fs := flag.NewFlagSet("localcluster "+cmd, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	cfg := localcluster.Config{Progress: stderr}
+	fs.StringVar(&cfg.StateDir, "state-dir", ".cluster", "directory holding the running cluster's state, kubeconfig and logs")
+	fs.StringVar(&cfg.CacheDir, "cache-dir", "", "binary cache (default ${XDG_CACHE_HOME:-$HOME/.cache}/kubectl-tao/cluster)")
+	sourceDir := fs.String("source-dir", "", "repository root holding test/localcluster/build (default: found above the working directory)")
+	nodes := fs.Int("nodes", envInt("GPU_NODES", localcluster.DefaultNodes), "number of simulated GPU nodes (env GPU_NODES)")
+	gpus := fs.Int("gpus-per-node", envInt("GPUS_PER_NODE", localcluster.DefaultGPUsPerNode), "nvidia.com/gpu per node (env GPUS_PER_NODE)")
+	timeout := fs.Duration("timeout", 3*time.Minute, "how long up waits for the nodes to be Ready")
+	if err := fs.Parse(rest); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil
+		}
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("%s: unexpected arguments %v", cmd, fs.Args())
+	}
+	if *nodes < 0 || *gpus < 0 {
+		return errors.New("GPU_NODES and GPUS_PER_NODE must be non-negative integers")
+	}
+	cfg.Nodes, cfg.GPUsPerNode, cfg.ReadyTimeout = *nodes, *gpus, *timeout
+	cfg.SourceDir = *sourceDir
+	if cfg.SourceDir == "" {
+		// Only a build needs it; a missing repository is reported there if it matters.
+		if wd, err := os.Getwd(); err == nil {
+			cfg.SourceDir, _ = localcluster.FindSourceDir(wd)
+		}
+	}
+	if exe, err := os.Executable(); err == nil {
+		cfg.SelfExe = exe
+	}
+
+	switch cmd {
+	case "build":
+		cacheDir := cfg.CacheDir
+		if cacheDir == "" {
+			var err error
+			if cacheDir, err = localcluster.DefaultCacheDir(); err != nil {
+				return err
+			}
+		}
+		paths, err := localcluster.EnsureBinaries(ctx, cacheDir, cfg.SourceDir, stderr)
+		if err != nil {
+			return err
+		}
+		for _, b := range localcluster.Binaries() {
+			fmt.Fprintf(stdout, "%s\n", paths[b.Name])
+		}
+		return nil
+	case "up":
+		return localcluster.Up(ctx, cfg)
+	case "down":
+		// Teardown must finish even if the user presses Ctrl-C again.
+		return localcluster.Down(context.WithoutCancel(ctx), cfg)
+	case "status":
+		return localcluster.Status(ctx, cfg, stdout)
+	case "kubeconfig":
+		if err := cfg.Complete(); err != nil {
+			return err
+		}
+		fmt.Fprintln(stdout, localcluster.KubeconfigPath(cfg.StateDir))
+		return nil
+	case "restart-kwok":
+		return localcluster.RestartKwok(ctx, cfg)
+	case "logsim":
+		// Hidden: the log daemon the launcher starts.
+		return runLogsim(ctx, cfg.StateDir, stderr)
+	default:
+		fmt.Fprint(stderr, usage)
+		return fmt.Errorf("unknown command %q", cmd)
+	}
+}
+
+func runLogsim(ctx context.Context, stateDir string, stderr io.Writer) error {
+	return localcluster.RunLogsim(ctx, stateDir, stderr)
+}
+
+// envInt reads an integer knob from the environment; a malformed value is reported by making
+// the flag default invalid rather than silently ignored.
+func envInt(name string, def int) int {
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil {
+		return -1
+	}
+	return n
+}

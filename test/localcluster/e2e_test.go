@@ -1,0 +1,384 @@
+//go:build e2e
+
+package localcluster
+
+import (
+	"bufio"
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+)
+
+// TestMain lets the test binary double as the logsim daemon: Up starts a copy of the running
+// executable with "logsim", which here is this binary rather than cmd/localcluster.
+func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && os.Args[1] == "logsim" {
+		fs := flag.NewFlagSet("logsim", flag.ExitOnError)
+		stateDir := fs.String("state-dir", "", "")
+		_ = fs.Parse(os.Args[2:])
+		if err := RunLogsim(context.Background(), *stateDir, os.Stderr); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+func TestLocalClusterEndToEnd(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	wd, _ := os.Getwd()
+	src, err := FindSourceDir(wd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := Config{
+		StateDir:    filepath.Join(t.TempDir(), "cluster"),
+		SourceDir:   src,
+		Nodes:       4,
+		GPUsPerNode: 8,
+		SelfExe:     self,
+		Progress:    testWriter{t},
+	}
+	if err := cfg.Complete(); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	if err := Up(ctx, cfg); err != nil {
+		t.Fatalf("up: %v", err)
+	}
+	t.Logf("up took %s", time.Since(start))
+	stopped := false
+	defer func() {
+		if !stopped {
+			_ = Down(context.Background(), cfg)
+		}
+	}()
+
+	start = time.Now()
+	if err := Up(ctx, cfg); err != nil {
+		t.Fatalf("second up (reuse): %v", err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("reusing a healthy cluster took %s", d)
+	}
+
+	rc, err := RESTConfig(KubeconfigPath(cfg.StateDir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs := kubernetes.NewForConfigOrDie(rc)
+
+	t.Run("nodes", func(t *testing.T) {
+		nodes, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(nodes.Items) != 4 {
+			t.Fatalf("%d nodes, want 4", len(nodes.Items))
+		}
+		for _, n := range nodes.Items {
+			gpus := n.Status.Allocatable[GPUResource]
+			if gpus.Value() != 8 {
+				t.Errorf("%s: %s GPUs allocatable", n.Name, gpus.String())
+			}
+			if !nodeReady(&n) {
+				t.Errorf("%s not Ready", n.Name)
+			}
+		}
+	})
+
+	t.Run("fates", func(t *testing.T) {
+		t.Run("succeed", func(t *testing.T) {
+			t.Parallel()
+			job := testJob("ok", map[string]string{AnnotationRunDuration: "1s"}, 1, false)
+			if _, err := cs.BatchV1().Jobs("default").Create(ctx, job, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			waitFor(ctx, t, "job ok Complete", func() (bool, error) {
+				j, err := cs.BatchV1().Jobs("default").Get(ctx, "ok", metav1.GetOptions{})
+				if err != nil {
+					return false, err
+				}
+				return jobCondition(j, batchv1.JobComplete), nil
+			})
+		})
+		t.Run("oom", func(t *testing.T) {
+			t.Parallel()
+			st := runToTermination(ctx, t, cs, testPod("oom", map[string]string{AnnotationFate: FateOOM, AnnotationRunDuration: "1s"}, 1))
+			if st.pod.Status.Phase != corev1.PodFailed || st.term.Reason != "OOMKilled" || st.term.ExitCode != 137 {
+				t.Errorf("phase %s, reason %s, exit %d; want Failed, OOMKilled, 137", st.pod.Status.Phase, st.term.Reason, st.term.ExitCode)
+			}
+		})
+		t.Run("exit", func(t *testing.T) {
+			t.Parallel()
+			st := runToTermination(ctx, t, cs, testPod("exit3", map[string]string{AnnotationFate: FateExit, AnnotationExitCode: "3", AnnotationRunDuration: "1s"}, 1))
+			if st.pod.Status.Phase != corev1.PodFailed || st.term.Reason != "Error" || st.term.ExitCode != 3 {
+				t.Errorf("phase %s, reason %s, exit %d; want Failed, Error, 3", st.pod.Status.Phase, st.term.Reason, st.term.ExitCode)
+			}
+		})
+		t.Run("image-pull-backoff", func(t *testing.T) {
+			t.Parallel()
+			if _, err := cs.CoreV1().Pods("default").Create(ctx, testPod("pull", map[string]string{AnnotationFate: FateImagePullBackOff}, 1), metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			waitFor(ctx, t, "ImagePullBackOff and its events", func() (bool, error) {
+				p, err := cs.CoreV1().Pods("default").Get(ctx, "pull", metav1.GetOptions{})
+				if err != nil {
+					return false, err
+				}
+				if len(p.Status.ContainerStatuses) == 0 || p.Status.ContainerStatuses[0].State.Waiting == nil ||
+					p.Status.ContainerStatuses[0].State.Waiting.Reason != "ImagePullBackOff" || p.Status.Phase != corev1.PodPending {
+					return false, nil
+				}
+				reasons := podEventReasons(ctx, cs, p, corev1.EventTypeWarning)
+				return reasons["Failed"] && reasons["BackOff"], nil
+			})
+		})
+		t.Run("run-forever and start-delay", func(t *testing.T) {
+			t.Parallel()
+			pod := testPod("forever", map[string]string{AnnotationFate: FateRunForever, AnnotationRunDuration: "1s", AnnotationStartDelay: "2s"}, 1)
+			if _, err := cs.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(time.Second)
+			if p, _ := cs.CoreV1().Pods("default").Get(ctx, "forever", metav1.GetOptions{}); p.Status.Phase != corev1.PodPending {
+				t.Errorf("phase %s one second into a 2s start-delay; want Pending", p.Status.Phase)
+			}
+			time.Sleep(3 * time.Second)
+			if p, _ := cs.CoreV1().Pods("default").Get(ctx, "forever", metav1.GetOptions{}); p.Status.Phase != corev1.PodRunning {
+				t.Errorf("phase %s after start-delay + run-duration; want Running forever", p.Status.Phase)
+			}
+		})
+		t.Run("too many GPUs", func(t *testing.T) {
+			t.Parallel()
+			if _, err := cs.CoreV1().Pods("default").Create(ctx, testPod("greedy", nil, 9), metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			waitFor(ctx, t, "Unschedulable for lack of GPUs", func() (bool, error) {
+				p, err := cs.CoreV1().Pods("default").Get(ctx, "greedy", metav1.GetOptions{})
+				if err != nil {
+					return false, err
+				}
+				for _, c := range p.Status.Conditions {
+					if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
+						if !strings.Contains(c.Message, "Insufficient nvidia.com/gpu") {
+							return false, fmt.Errorf("unschedulable for another reason: %s", c.Message)
+						}
+						return p.Status.Phase == corev1.PodPending, nil
+					}
+				}
+				return false, nil
+			})
+		})
+		t.Run("indexed job logs", func(t *testing.T) {
+			t.Parallel()
+			job := testJob("ranks", map[string]string{AnnotationRunDuration: "2s", AnnotationLogLines: "5"}, 2, true)
+			if _, err := cs.BatchV1().Jobs("default").Create(ctx, job, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			var logs string
+			waitFor(ctx, t, "logs of rank 1", func() (bool, error) {
+				pods, err := cs.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "batch.kubernetes.io/job-name=ranks"})
+				if err != nil {
+					return false, err
+				}
+				for _, p := range pods.Items {
+					if p.Annotations[CompletionIndexAnnotation] != "1" {
+						continue
+					}
+					data, err := cs.CoreV1().Pods("default").GetLogs(p.Name, &corev1.PodLogOptions{TailLines: ptrTo[int64](3)}).DoRaw(ctx)
+					if err != nil {
+						return false, nil
+					}
+					logs = string(data)
+					return logs == "rank 1 step 3\nrank 1 step 4\nrank 1 step 5\n", nil
+				}
+				return false, nil
+			})
+		})
+		t.Run("followed logs with interval", func(t *testing.T) {
+			t.Parallel()
+			pod := testPod("paced", map[string]string{AnnotationFate: FateRunForever, AnnotationLogLines: "3", AnnotationLogInterval: "500ms"}, 0)
+			if _, err := cs.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			// An unscheduled pod's log is an empty 200 response, on a real cluster too.
+			waitFor(ctx, t, "paced running", func() (bool, error) {
+				p, err := cs.CoreV1().Pods("default").Get(ctx, "paced", metav1.GetOptions{})
+				return err == nil && p.Status.Phase == corev1.PodRunning, nil
+			})
+			var stream interface {
+				Read([]byte) (int, error)
+				Close() error
+			}
+			waitFor(ctx, t, "log stream", func() (bool, error) {
+				s, err := cs.CoreV1().Pods("default").GetLogs("paced", &corev1.PodLogOptions{Follow: true, Timestamps: true}).Stream(ctx)
+				if err != nil {
+					return false, nil
+				}
+				stream = s
+				return true, nil
+			})
+			defer stream.Close()
+			sc := bufio.NewScanner(stream)
+			var got []string
+			begin := time.Now()
+			for len(got) < 3 && sc.Scan() {
+				f := strings.SplitN(sc.Text(), " ", 2)
+				if _, err := time.Parse(time.RFC3339Nano, f[0]); err != nil || len(f) != 2 {
+					t.Fatalf("line without timestamp: %q", sc.Text())
+				}
+				got = append(got, f[1])
+			}
+			if strings.Join(got, ",") != "rank 0 step 1,rank 0 step 2,rank 0 step 3" {
+				t.Errorf("followed lines %q (stream error: %v)", got, sc.Err())
+			}
+			if time.Since(begin) < 400*time.Millisecond {
+				t.Errorf("three lines 500ms apart arrived in %s", time.Since(begin))
+			}
+		})
+	})
+
+	stopped = true
+	if err := Down(context.Background(), cfg); err != nil {
+		t.Fatal(err)
+	}
+	var exes []string
+	for _, b := range Binaries() {
+		exes = append(exes, b.Path(cfg.CacheDir))
+	}
+	exes = append(exes, logsimExe(cfg.StateDir))
+	if left := findOurProcesses(cfg.StateDir, exes, ReadProc); len(left) > 0 {
+		t.Errorf("processes left after down: %v", left)
+	}
+	if _, err := os.Stat(cfg.StateDir); !os.IsNotExist(err) {
+		t.Errorf("state dir left after down: %v", err)
+	}
+}
+
+func ptrTo[T any](v T) *T { return &v }
+
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+func testPod(name string, ann map[string]string, gpus int64) *corev1.Pod {
+	res := corev1.ResourceList{}
+	if gpus > 0 {
+		res[GPUResource] = *resource.NewQuantity(gpus, resource.DecimalSI)
+	}
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: ann},
+		Spec: corev1.PodSpec{
+			RestartPolicy: corev1.RestartPolicyNever,
+			Containers: []corev1.Container{{
+				Name:      "trainer",
+				Image:     "registry.example/train:1",
+				Resources: corev1.ResourceRequirements{Limits: res},
+			}},
+		},
+	}
+}
+
+func testJob(name string, ann map[string]string, n int32, indexed bool) *batchv1.Job {
+	pod := testPod("", ann, 1)
+	job := &batchv1.Job{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: batchv1.JobSpec{
+			Completions:  &n,
+			Parallelism:  &n,
+			BackoffLimit: ptrTo[int32](0),
+			Template:     corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Annotations: ann}, Spec: pod.Spec},
+		},
+	}
+	if indexed {
+		job.Spec.CompletionMode = ptrTo(batchv1.IndexedCompletion)
+	}
+	return job
+}
+
+type termination struct {
+	pod  *corev1.Pod
+	term *corev1.ContainerStateTerminated
+}
+
+func runToTermination(ctx context.Context, t *testing.T, cs kubernetes.Interface, pod *corev1.Pod) termination {
+	t.Helper()
+	if _, err := cs.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var out termination
+	waitFor(ctx, t, "pod "+pod.Name+" terminated", func() (bool, error) {
+		p, err := cs.CoreV1().Pods("default").Get(ctx, pod.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		if len(p.Status.ContainerStatuses) == 0 || p.Status.ContainerStatuses[0].State.Terminated == nil {
+			return false, nil
+		}
+		out = termination{pod: p, term: p.Status.ContainerStatuses[0].State.Terminated}
+		return true, nil
+	})
+	return out
+}
+
+func waitFor(ctx context.Context, t *testing.T, what string, cond func() (bool, error)) {
+	t.Helper()
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 60*time.Second, true, func(context.Context) (bool, error) { return cond() })
+	if err != nil {
+		t.Fatalf("waiting for %s: %v", what, err)
+	}
+}
+
+func nodeReady(n *corev1.Node) bool {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+func jobCondition(j *batchv1.Job, typ batchv1.JobConditionType) bool {
+	for _, c := range j.Status.Conditions {
+		if c.Type == typ && c.Status == corev1.ConditionTrue {
+			return true
+		}
+	}
+	return false
+}
+
+func podEventReasons(ctx context.Context, cs kubernetes.Interface, p *corev1.Pod, typ string) map[string]bool {
+	evs, err := cs.CoreV1().Events(p.Namespace).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + p.Name})
+	out := map[string]bool{}
+	if err != nil {
+		return out
+	}
+	for _, e := range evs.Items {
+		if e.Type == typ && e.InvolvedObject.UID == p.UID {
+			out[e.Reason] = true
+		}
+	}
+	return out
+}
