@@ -4,10 +4,14 @@ package e2e
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -132,4 +136,73 @@ func TestSubmitResourcesAreCheckedAgainstNodes(t *testing.T) {
 	r = tao(t, nil, "submit", "shm-heavy", "-n", ns, "--image", "img", "--gpus", "1", "--shm-size", "2Ti", "--", "true")
 	contains(t, r, 7, "the memory a rank asks for is the limit")
 	assertNoObjects(t, ns)
+}
+
+func TestVolumeAndSpecFile(t *testing.T) {
+	ns := namespace(t)
+	ctx := context.Background()
+	// A statically bound claim: the real PV controller binds it, the real scheduler checks it.
+	pv := &corev1.PersistentVolume{
+		ObjectMeta: metav1.ObjectMeta{Name: ns + "-results"},
+		Spec: corev1.PersistentVolumeSpec{
+			Capacity:                      corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("10Gi")},
+			AccessModes:                   []corev1.PersistentVolumeAccessMode{corev1.ReadWriteMany},
+			PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain,
+			PersistentVolumeSource:        corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/tmp/" + ns}},
+			ClaimRef:                      &corev1.ObjectReference{Namespace: ns, Name: "results"},
+		},
+	}
+	if _, err := client.CoreV1().PersistentVolumes().Create(ctx, pv, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = client.CoreV1().PersistentVolumes().Delete(context.Background(), pv.Name, metav1.DeleteOptions{}) })
+	pvc := &corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: "results", Namespace: ns},
+		Spec: corev1.PersistentVolumeClaimSpec{
+			AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteMany},
+			StorageClassName: new(string),
+			VolumeName:       pv.Name,
+			Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("10Gi")}},
+		},
+	}
+	if _, err := client.CoreV1().PersistentVolumeClaims(ns).Create(ctx, pvc, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	spec := filepath.Join(t.TempDir(), "train.yaml")
+	if err := os.WriteFile(spec, []byte("train:\n  num_epochs: 3\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := tao(t, nil, "submit", "dino", "-n", ns, "--image", "nvcr.io/nvidia/tao/tao-toolkit:6.0.0-pyt", "--gpus", "1",
+		"--volume", "results:/results", "--file", spec+":/specs/train.yaml",
+		"--annotation", "sim.kubectl-tao.dev/run-duration=1s", "--", "dino train -e /specs/train.yaml")
+	if r.code != 0 || r.stdout != "job.batch/dino created\nconfigmap/dino-files created\n" {
+		t.Fatalf("submit: %s", r)
+	}
+	poll(t, 60*time.Second, "the job with a volume and a spec file to complete", jobFinished(ns, "dino", batchv1.JobComplete))
+	cm, err := client.CoreV1().ConfigMaps(ns).Get(ctx, "dino-files", metav1.GetOptions{})
+	if err != nil || cm.Data["train.yaml"] != "train:\n  num_epochs: 3\n" || len(cm.OwnerReferences) != 1 {
+		t.Fatalf("configmap: %v %+v", err, cm)
+	}
+	pods, err := client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "job-name=dino"})
+	if err != nil || len(pods.Items) != 1 {
+		t.Fatalf("pods: %v %d", err, len(pods.Items))
+	}
+	c := pods.Items[0].Spec.Containers[0]
+	mounts := map[string]string{}
+	for _, m := range c.VolumeMounts {
+		mounts[m.MountPath] = m.SubPath
+	}
+	if sub, ok := mounts["/specs/train.yaml"]; !ok || sub != "train.yaml" {
+		t.Errorf("spec file mount = %v", mounts)
+	}
+	if _, ok := mounts["/results"]; !ok {
+		t.Errorf("no /results mount: %v", mounts)
+	}
+	found := false
+	for _, e := range c.Env {
+		found = found || (e.Name == "TAO_RESULTS_ROOT" && e.Value == "/results")
+	}
+	if !found {
+		t.Errorf("TAO_RESULTS_ROOT not set: %v", c.Env)
+	}
 }

@@ -70,6 +70,7 @@ func Build(s Spec) Objects {
 	if s.Deadline != nil {
 		job.Spec.ActiveDeadlineSeconds = ptr.To(int64(s.Deadline.Seconds()))
 	}
+	addMounts(s, &job.Spec.Template.Spec)
 	if shm := s.ShmQuantity(); shm != nil {
 		pod := &job.Spec.Template.Spec
 		pod.Volumes = append(pod.Volumes, corev1.Volume{
@@ -81,6 +82,9 @@ func Build(s Spec) Objects {
 		pod.Containers[0].VolumeMounts = append(pod.Containers[0].VolumeMounts, corev1.VolumeMount{Name: ShmVolume, MountPath: "/dev/shm"})
 	}
 	objs := Objects{Job: job}
+	if len(s.Files) > 0 {
+		objs.Children = append(objs.Children, filesConfigMap(s))
+	}
 	if !s.MultiNode() {
 		return objs
 	}

@@ -40,6 +40,17 @@ func TestBuildGolden(t *testing.T) {
 			s.Tolerations = []corev1.Toleration{{Key: "dedicated", Operator: corev1.TolerationOpEqual, Value: "ml", Effect: corev1.TaintEffectNoExecute}}
 			return s
 		}(),
+		"volumes-and-files": func() Spec {
+			s := validSpec()
+			s.Name = "tao-dino"
+			s.Command = []string{"dino train -e /specs/train.yaml"}
+			s.Volumes = []Volume{{Claim: "results", MountPath: "/results"}, {Claim: "datasets", MountPath: "/data/", ReadOnly: true}}
+			s.Files = []File{
+				{Source: "train.yaml", ContainerPath: "/specs/train.yaml", Data: []byte("train:\n  epochs: 10\n")},
+				{Source: "weights.bin", ContainerPath: "/opt/model weights.bin", Data: []byte{0xff, 0x00, 0xfe}},
+			}
+			return s
+		}(),
 		"no-gpu-toleration": func() Spec { s := validSpec(); s.NoGPUToleration = true; s.ShmSize = "1Gi"; return s }(),
 		"every-flag": {
 			Name: "full", Namespace: "research", Image: "pytorch/pytorch:2.9.0-cuda13.0",

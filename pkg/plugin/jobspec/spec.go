@@ -28,6 +28,14 @@ const (
 	DefaultMultiNodeShmSize = "16Gi"
 	// ShmVolume names the memory-backed emptyDir mounted at /dev/shm.
 	ShmVolume = "dshm"
+	// FilesVolume names the ConfigMap volume that carries --file contents.
+	FilesVolume = "tao-files"
+	// ResultsPath is where the SDK writes results when a volume is mounted there.
+	ResultsPath = "/results"
+	// EnvResultsRoot tells TAO entrypoints to write to ResultsPath instead of uploading.
+	EnvResultsRoot = "TAO_RESULTS_ROOT"
+	// MaxFilesBytes is the ConfigMap size limit (etcd's 1 MiB object limit).
+	MaxFilesBytes = 1 << 20
 	// Shell runs the user's command, as the SDK does.
 	Shell = "/bin/bash"
 	// argv0 names the wrapper script in `bash -c SCRIPT argv0 ARG...`; it shows up in ps.
@@ -88,6 +96,25 @@ type Spec struct {
 	Tolerations    []corev1.Toleration
 	// NoGPUToleration drops the default toleration of the nvidia.com/gpu NoSchedule taint.
 	NoGPUToleration bool
+	// Volumes are PersistentVolumeClaims to mount.
+	Volumes []Volume
+	// Files are small local files shipped in a ConfigMap and mounted at their paths.
+	Files []File
+}
+
+// Volume is one --volume CLAIM:MOUNT_PATH[:ro].
+type Volume struct {
+	Claim     string
+	MountPath string
+	ReadOnly  bool
+}
+
+// File is one --file LOCAL_PATH:CONTAINER_PATH, already read.
+type File struct {
+	// Source is the local path, for messages only.
+	Source        string
+	ContainerPath string
+	Data          []byte
 }
 
 // MultiNode reports whether the spec needs an Indexed Job and a rendezvous Service.

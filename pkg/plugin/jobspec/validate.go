@@ -123,6 +123,7 @@ func (s *Spec) Validate() error {
 		add("--annotation: %d bytes in total, more than the 256 KiB Kubernetes allows", total)
 	}
 	errs = append(errs, s.validateResources()...)
+	errs = append(errs, s.validateMounts()...)
 	return errors.Join(errs...)
 }
 

@@ -106,6 +106,21 @@ func TestValidateRejectsBadInput(t *testing.T) {
 		{"fractional extended resource", func(s *Spec) { s.Resources = []KeyValue{{"rdma/ib", "500m"}} }, "whole number above 0"},
 		{"bad resource quantity", func(s *Spec) { s.Resources = []KeyValue{{"rdma/ib", "x"}} }, `invalid --resource rdma/ib "x"`},
 		{"one rank per node on one node", func(s *Spec) { s.OneRankPerNode = true }, "--one-rank-per-node needs --nodes"},
+		{"volume relative path", func(s *Spec) { s.Volumes = []Volume{{Claim: "data", MountPath: "data"}} }, `invalid --volume path "data": must be absolute`},
+		{"volume with ..", func(s *Spec) { s.Volumes = []Volume{{Claim: "data", MountPath: "/data/../etc"}} }, `must not contain ".."`},
+		{"volume over /", func(s *Spec) { s.Volumes = []Volume{{Claim: "data", MountPath: "/"}} }, "cannot mount over /"},
+		{"volume bad claim", func(s *Spec) { s.Volumes = []Volume{{Claim: "My_Claim", MountPath: "/data"}} }, `invalid --volume claim "My_Claim"`},
+		{"two mounts one path", func(s *Spec) {
+			s.Volumes = []Volume{{Claim: "a", MountPath: "/data"}, {Claim: "b", MountPath: "/data/"}}
+		}, "already mounted by --volume"},
+		{"file over shm", func(s *Spec) { s.Files = []File{{ContainerPath: "/dev/shm", Data: []byte("x")}} }, "/dev/shm is set with --shm-size"},
+		{"file relative", func(s *Spec) { s.Files = []File{{ContainerPath: "spec.yaml", Data: []byte("x")}} }, `invalid --file path "spec.yaml"`},
+		{"files share a key", func(s *Spec) {
+			s.Files = []File{{ContainerPath: "/a/spec.yaml"}, {ContainerPath: "/b/spec.yaml"}}
+		}, `would share the ConfigMap key "spec.yaml"`},
+		{"files too big", func(s *Spec) {
+			s.Files = []File{{ContainerPath: "/a", Data: make([]byte, 600<<10)}, {ContainerPath: "/b", Data: make([]byte, 600<<10)}}
+		}, "more than the 1048576 a ConfigMap can hold"},
 		{"huge annotations", func(s *Spec) { s.Annotations = []KeyValue{{"a", strings.Repeat("x", 300*1024)}} }, "256 KiB"},
 	}
 	if len(tests) < 25 {
@@ -147,6 +162,34 @@ func TestParseToleration(t *testing.T) {
 		if _, err := ParseToleration(in); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("ParseToleration(%q) = %v, want %q", in, err, want)
 		}
+	}
+}
+
+func TestParseVolumeAndFile(t *testing.T) {
+	for in, want := range map[string]Volume{
+		"results:/results": {Claim: "results", MountPath: "/results"},
+		"data:/data:ro":    {Claim: "data", MountPath: "/data", ReadOnly: true},
+		"data:/data:rw":    {Claim: "data", MountPath: "/data"},
+	} {
+		if got, err := ParseVolume(in); err != nil || got != want {
+			t.Errorf("ParseVolume(%q) = %+v, %v", in, got, err)
+		}
+	}
+	for _, bad := range []string{"data", "data:/d:rx", "a:b:c:d"} {
+		if _, err := ParseVolume(bad); err == nil || !strings.Contains(err.Error(), "CLAIM:MOUNT_PATH") {
+			t.Errorf("ParseVolume(%q) = %v", bad, err)
+		}
+	}
+	if l, c, err := ParseFileFlag(`C:\specs\t.yaml:/specs/t.yaml`); err != nil || l != `C:\specs\t.yaml` || c != "/specs/t.yaml" {
+		t.Errorf("ParseFileFlag(windows path) = %q, %q, %v", l, c, err)
+	}
+	for _, bad := range []string{"spec.yaml", ":/specs/x", "spec.yaml:"} {
+		if _, _, err := ParseFileFlag(bad); err == nil || !strings.Contains(err.Error(), "LOCAL_PATH:CONTAINER_PATH") {
+			t.Errorf("ParseFileFlag(%q) = %v", bad, err)
+		}
+	}
+	if k := fileKey("/opt/model weights (v2).bin"); k != "model_weights_v2_.bin" {
+		t.Errorf("fileKey = %q", k)
 	}
 }
 

@@ -121,6 +121,14 @@ func create(ctx context.Context, client kubernetes.Interface, objs jobspec.Objec
 
 func createChild(ctx context.Context, client kubernetes.Interface, child runtime.Object, owner *batchv1.Job, opts metav1.CreateOptions) (runtime.Object, error) {
 	switch c := child.(type) {
+	case *corev1.ConfigMap:
+		c = c.DeepCopy()
+		jobspec.SetOwner(c, owner)
+		made, err := client.CoreV1().ConfigMaps(c.Namespace).Create(ctx, c, opts)
+		if err != nil {
+			return nil, explainCreate(c.Namespace, "configmap/"+c.Name, err)
+		}
+		return made, nil
 	case *corev1.Service:
 		c = c.DeepCopy()
 		jobspec.SetOwner(c, owner)
@@ -141,11 +149,15 @@ func rollback(client kubernetes.Interface, job *batchv1.Job, children []runtime.
 	defer cancel()
 	var errs []error
 	for i := len(children) - 1; i >= 0; i-- {
-		if svc, ok := children[i].(*corev1.Service); ok {
-			err := client.CoreV1().Services(svc.Namespace).Delete(ctx, svc.Name, deleteOptions(svc.UID))
-			if err != nil && !apierrors.IsNotFound(err) {
-				errs = append(errs, err)
-			}
+		var err error
+		switch c := children[i].(type) {
+		case *corev1.Service:
+			err = client.CoreV1().Services(c.Namespace).Delete(ctx, c.Name, deleteOptions(c.UID))
+		case *corev1.ConfigMap:
+			err = client.CoreV1().ConfigMaps(c.Namespace).Delete(ctx, c.Name, deleteOptions(c.UID))
+		}
+		if err != nil && !apierrors.IsNotFound(err) {
+			errs = append(errs, err)
 		}
 	}
 	err := client.BatchV1().Jobs(job.Namespace).Delete(ctx, job.Name, deleteOptions(job.UID))
@@ -180,8 +192,11 @@ func explainCreate(namespace, what string, err error) error {
 func withTypes(o jobspec.Objects) jobspec.Objects {
 	o.Job.APIVersion, o.Job.Kind = "batch/v1", "Job"
 	for _, c := range o.Children {
-		if svc, ok := c.(*corev1.Service); ok {
-			svc.APIVersion, svc.Kind = "v1", "Service"
+		switch c := c.(type) {
+		case *corev1.Service:
+			c.APIVersion, c.Kind = "v1", "Service"
+		case *corev1.ConfigMap:
+			c.APIVersion, c.Kind = "v1", "ConfigMap"
 		}
 	}
 	return o

@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -338,5 +340,69 @@ func TestSubmitNoCluster(t *testing.T) {
 	r := run(t, f, "j", "--image", "img", "--", "true")
 	if r.code != int(exitcode.NoCluster) || !strings.Contains(r.stderr, "Could not authenticate") {
 		t.Fatalf("got %+v", r)
+	}
+}
+
+func TestSubmitFilesGoInAnOwnedConfigMap(t *testing.T) {
+	dir := t.TempDir()
+	spec := filepath.Join(dir, "train.yaml")
+	if err := os.WriteFile(spec, []byte("epochs: 3\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c := newClient(gpuNode("a", 8))
+	r := run(t, &cmdutil.FakeFactory{Client: c}, "dino", "--image", "img", "--file", spec+":/specs/train.yaml",
+		"--volume", "results:/results", "--", "dino train -e /specs/train.yaml")
+	if r.code != 0 || r.stdout != "job.batch/dino created\nconfigmap/dino-files created\n" {
+		t.Fatalf("got %+v", r)
+	}
+	cm, err := c.CoreV1().ConfigMaps("default").Get(context.Background(), "dino-files", metav1.GetOptions{})
+	if err != nil || cm.Data["train.yaml"] != "epochs: 3\n" || len(cm.OwnerReferences) != 1 || cm.OwnerReferences[0].Kind != "Job" {
+		t.Fatalf("configmap %+v, %v", cm, err)
+	}
+}
+
+func TestSubmitFileErrors(t *testing.T) {
+	dir := t.TempDir()
+	big := filepath.Join(dir, "big.bin")
+	if err := os.WriteFile(big, make([]byte, 2<<20), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	unreadable := filepath.Join(dir, "secret.yaml")
+	if err := os.WriteFile(unreadable, []byte("x"), 0o000); err != nil {
+		t.Fatal(err)
+	}
+	tests := map[string]string{
+		filepath.Join(dir, "missing.yaml") + ":/s.yaml": "no such file or directory",
+		dir + ":/specs":                                 "is a directory",
+		big + ":/big.bin":                               "more than the 1048576 a ConfigMap can hold",
+		"nocolon":                                       "expected LOCAL_PATH:CONTAINER_PATH",
+	}
+	if os.Geteuid() != 0 { // root reads anything
+		tests[unreadable+":/s.yaml"] = "permission denied"
+	}
+	for flag, want := range tests {
+		c := newClient(gpuNode("a", 8))
+		r := run(t, &cmdutil.FakeFactory{Client: c}, "j", "--image", "img", "--file", flag, "--", "true")
+		if r.code != int(exitcode.Usage) || !strings.Contains(r.stderr, want) || len(c.Actions()) != 0 {
+			t.Errorf("--file %s: got %+v, want exit 2 and %q with no API call", flag, r, want)
+		}
+	}
+}
+
+func TestSubmitFailedConfigMapCreateLeavesNothing(t *testing.T) {
+	spec := filepath.Join(t.TempDir(), "s.yaml")
+	if err := os.WriteFile(spec, []byte("a: 1\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c := newClient(gpuNode("a", 8), gpuNode("b", 8))
+	c.PrependReactor("create", "services", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, errors.New("quota exceeded")
+	})
+	r := run(t, &cmdutil.FakeFactory{Client: c}, "ddp", "--image", "img", "--nodes", "2", "--file", spec+":/s.yaml", "--", "true")
+	if r.code != int(exitcode.Error) {
+		t.Fatalf("got %+v", r)
+	}
+	if got := strings.Join(mutations(c), ","); got != "create jobs,create configmaps,create services,delete configmaps,delete jobs" {
+		t.Fatalf("mutations = %s, want the ConfigMap and Job removed newest first", got)
 	}
 }
