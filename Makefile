@@ -48,9 +48,20 @@ e2e: build $(LOCALCLUSTER) ## Bring the local cluster up, run the e2e suite agai
 	$(LOCALCLUSTER) down --state-dir '$(CLUSTER_DIR)' || true; \
 	exit $$rc
 
+# The benchmark cluster: 64 one-GPU ranks need 64 GPUs.
+BENCH_CLUSTER_DIR ?= $(CURDIR)/.cluster-bench
+BENCH_FLAGS       ?=
+
 .PHONY: bench
-bench: ## Run the benchmarks
+bench: build $(LOCALCLUSTER) ## Run the Go benchmarks, then kubectl vs kubectl-tao on the local cluster (docs/benchmarks.md)
 	$(GO) test -run '^$$' -bench . -benchmem ./...
+	@rc=0; \
+	$(LOCALCLUSTER) up --state-dir '$(BENCH_CLUSTER_DIR)' --nodes 8 --gpus-per-node 8 || rc=$$?; \
+	if [ $$rc -eq 0 ]; then \
+	  KUBECONFIG='$(BENCH_CLUSTER_DIR)/kubeconfig' $(GO) run ./test/bench/logsbench -tao '$(CURDIR)/bin/kubectl-tao' $(BENCH_FLAGS) || rc=$$?; \
+	fi; \
+	$(LOCALCLUSTER) down --state-dir '$(BENCH_CLUSTER_DIR)' || true; \
+	exit $$rc
 
 .PHONY: lint
 lint: ## Check formatting and go vet

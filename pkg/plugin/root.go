@@ -9,14 +9,21 @@ import (
 	"github.com/spf13/cobra"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"k8s.io/utils/clock"
 
 	// Linked in so kubeconfigs that use auth-provider plugins (OIDC) work as with kubectl.
 	_ "k8s.io/client-go/plugin/pkg/client/auth"
 
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cancel"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmdutil"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/diagnose"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/exitcode"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/list"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/logs"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/status"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/submit"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/version"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/wait"
 )
 
 // Deps are what the command tree needs from the outside world, injected so tests can replace
@@ -28,6 +35,8 @@ type Deps struct {
 	Factory cmdutil.Factory
 	// RandomName makes the suffix of generated Job names.
 	RandomName func() string
+	// Clock gives AGE columns their "now"; nil means the real clock.
+	Clock clock.PassiveClock
 }
 
 // NewRootCmd builds `kubectl tao` and its subcommands.
@@ -61,11 +70,38 @@ func NewRootCmd(d Deps) *cobra.Command {
 		f = cmdutil.NewFactory(flags, d.Getenv)
 	}
 
+	clk := d.Clock
+	if clk == nil {
+		clk = clock.RealClock{}
+	}
 	cmd.AddCommand(
+		status.NewCmd(f, d.Streams, clk),
+		list.NewCmd(f, d.Streams, clk),
+		wait.NewCmd(f, d.Streams, clk),
 		submit.NewCmd(f, d.Streams, d.RandomName),
+		diagnose.NewReplicasCmd(f, d.Streams, clk),
+		diagnose.NewCmd(f, d.Streams, clk),
+		logs.NewCmd(f, d.Streams),
+		cancel.NewCmd(f, d.Streams),
+		cancel.NewDeleteCmd(f, d.Streams),
+		cancel.NewPruneCmd(f, d.Streams, clk),
 		version.NewCmd(d.Streams),
 	)
+	usageArgs(cmd)
 	return cmd
+}
+
+// usageArgs makes every command's argument-count errors usage errors (exit 2), whichever
+// cobra.PositionalArgs the command uses.
+func usageArgs(cmd *cobra.Command) {
+	if args := cmd.Args; args != nil {
+		cmd.Args = func(c *cobra.Command, a []string) error {
+			return exitcode.WithCode(exitcode.Usage, args(c, a))
+		}
+	}
+	for _, c := range cmd.Commands() {
+		usageArgs(c)
+	}
 }
 
 // Execute runs the command line args and returns the process exit code. Errors are printed the

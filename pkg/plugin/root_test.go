@@ -56,3 +56,11 @@ func TestVersion(t *testing.T) {
 		t.Fatalf("version: exit %d, %q", code, out)
 	}
 }
+
+func TestWrongArgumentCountIsAUsageErrorEverywhere(t *testing.T) {
+	for _, args := range [][]string{{"version", "extra"}, {"status"}, {"wait", "a", "b"}} {
+		if code, _, errOut := execute(args...); code != 2 || !strings.Contains(errOut, "See 'kubectl tao") {
+			t.Errorf("%v: exit %d, stderr %q; want a usage error", args, code, errOut)
+		}
+	}
+}

@@ -21,17 +21,20 @@ run_expect_fail() {
 }
 
 job=demo-ddp
-kubectl delete job "$job" --ignore-not-found --wait=true >/dev/null 2>&1 || true
+for j in "$job" demo-oom demo-forever; do
+  kubectl delete job "$j" --ignore-not-found --wait=true >/dev/null 2>&1 || true
+done
 
 step "The plugin, found by kubectl on PATH"
 run kubectl tao version
 
 step "The cluster: simulated GPU nodes, 8 x nvidia.com/gpu each"
-run kubectl get nodes -L nvidia.com/gpu.product -o custom-columns='NAME:.metadata.name,GPUS:.status.allocatable.nvidia\.com/gpu,PRODUCT:.metadata.labels.nvidia\.com/gpu\.product'
+run kubectl get nodes -o custom-columns='NAME:.metadata.name,GPUS:.status.allocatable.nvidia\.com/gpu,PRODUCT:.metadata.labels.nvidia\.com/gpu\.product'
 
-step "What a 2-node x 8-GPU job is made of, without creating it"
+step "What a 2-node x 8-GPU job is made of, without creating it (just the Job's command and env here)"
 run kubectl tao submit "$job" --image nvcr.io/nvidia/tao/tao-toolkit:6.0.0-pyt --gpus 8 --nodes 2 \
-  --dry-run=client -o yaml -- 'torchrun --nnodes $NNODES --nproc-per-node $NPROC_PER_NODE train.py'
+  --dry-run=client -o jsonpath='{.items[0].spec.template.spec.containers[0].env}{"\n"}' \
+  -- 'torchrun --nnodes $NNODES --nproc-per-node $NPROC_PER_NODE train.py'
 
 step "Submit it for real (the local cluster simulates 4 s of training per rank)"
 run kubectl tao submit "$job" --image nvcr.io/nvidia/tao/tao-toolkit:6.0.0-pyt --gpus 8 --nodes 2 \
@@ -40,14 +43,24 @@ run kubectl tao submit "$job" --image nvcr.io/nvidia/tao/tao-toolkit:6.0.0-pyt -
 
 step "One pod per rank, each on its own node, reachable as $job-0.$job and $job-1.$job"
 run kubectl get pods -l job-name="$job" -o wide
-run kubectl get service "$job"
+run kubectl tao status "$job"
 
-step "Wait for the job to finish"
-run kubectl wait --for=condition=complete "job/$job" --timeout=120s
-run kubectl logs -l job-name="$job" --prefix --tail=3
+step "Follow every rank's log; it ends by itself when the job ends, with the job's exit code"
+run kubectl tao logs -f "$job"
+run kubectl tao list
+
+step "A rank that runs out of memory: submit --wait exits non-zero, diagnose says why"
+run_expect_fail kubectl tao submit demo-oom --image nvcr.io/nvidia/tao/tao-toolkit:6.0.0-pyt --gpus 8 --nodes 2 \
+  --annotation sim.kubectl-tao.dev/fate=oom --wait -- 'dino train -e /specs/train.yaml'
+run kubectl tao diagnose demo-oom
 
 step "A job no node can hold is refused before anything is created"
 run_expect_fail kubectl tao submit too-big --image img --gpus 16 -- python train.py
+
+step "Cancel: the command returns once every rank has stopped"
+run kubectl tao submit demo-forever --image img --gpus 8 --annotation sim.kubectl-tao.dev/fate=run-forever -- sleep infinity
+run kubectl tao wait demo-forever --timeout 1s || true
+run kubectl tao cancel demo-forever
 
 cat <<EOT
 

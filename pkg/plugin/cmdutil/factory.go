@@ -46,6 +46,40 @@ type factory struct {
 	flags  *genericclioptions.ConfigFlags
 	getenv func(string) string
 	client kubernetes.Interface
+	// requests, when above the default burst, is how many requests a command sends at once.
+	requests int
+}
+
+// RateLimitRaiser is a Factory whose client-side rate limit can be raised for a fan-out.
+type RateLimitRaiser interface {
+	RaiseRateLimit(requests int)
+}
+
+// RaiseRateLimit sizes f's client-side rate limit so that requests concurrent requests (plus a
+// few lists and watches) are never queued by client-go; call it before KubernetesClient.
+// Factories that cannot (test fakes) are left as they are.
+func RaiseRateLimit(f Factory, requests int) {
+	if r, ok := f.(RateLimitRaiser); ok {
+		r.RaiseRateLimit(requests)
+	}
+}
+
+// rateLimitHeadroom leaves room, above a fan-out, for the lists and watches around it.
+const rateLimitHeadroom = 10
+
+func (f *factory) RaiseRateLimit(requests int) {
+	if requests+rateLimitHeadroom > clientBurst && requests > f.requests {
+		f.requests = requests
+		f.client = nil
+	}
+}
+
+// rateLimit is client-go's QPS and burst for this factory's client.
+func (f *factory) rateLimit() (float32, int) {
+	if f.requests+rateLimitHeadroom <= clientBurst {
+		return clientQPS, clientBurst
+	}
+	return float32(max(clientQPS, f.requests)), f.requests + rateLimitHeadroom
 }
 
 // applyEnv fills --context and --namespace from the environment when the flags are empty, so
@@ -94,7 +128,7 @@ func (f *factory) restConfig() (*rest.Config, error) {
 		return nil, exitcode.WithCode(exitcode.NoCluster, fmt.Errorf("loading the kubeconfig: %w", err))
 	}
 	cfg = rest.CopyConfig(cfg)
-	cfg.QPS, cfg.Burst = clientQPS, clientBurst
+	cfg.QPS, cfg.Burst = f.rateLimit()
 	// Typed clients can speak protobuf: a 5,000-node list decodes several times faster than JSON.
 	cfg.ContentType = "application/vnd.kubernetes.protobuf"
 	cfg.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"

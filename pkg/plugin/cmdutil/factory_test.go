@@ -99,3 +99,38 @@ func TestParseDryRun(t *testing.T) {
 		}
 	}
 }
+
+func TestRaiseRateLimit(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "config")
+	if err := os.WriteFile(path, []byte(kubeconfig), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name      string
+		requests  []int
+		wantQPS   float32
+		wantBurst int
+	}{
+		{"default", nil, clientQPS, clientBurst},
+		{"a fan-out within the default burst keeps it", []int{64}, clientQPS, clientBurst},
+		{"a bigger fan-out raises the burst above it", []int{500}, 500, 510},
+		{"a later, smaller request does not lower it", []int{500, 64}, 500, 510},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			flags := genericclioptions.NewConfigFlags(true)
+			*flags.KubeConfig = path
+			f := NewFactory(flags, func(string) string { return "" })
+			for _, n := range tc.requests {
+				RaiseRateLimit(f, n)
+			}
+			cfg, err := f.(*factory).restConfig()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if cfg.QPS != tc.wantQPS || cfg.Burst != tc.wantBurst {
+				t.Fatalf("QPS %v burst %d, want %v %d", cfg.QPS, cfg.Burst, tc.wantQPS, tc.wantBurst)
+			}
+		})
+	}
+}

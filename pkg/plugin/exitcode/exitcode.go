@@ -28,6 +28,8 @@ const (
 	Timeout       Code = 8  // a wait ran out of time before the outcome was known
 	JobFailed     Code = 9  // the Job ended in Error
 	JobCanceled   Code = 10 // the Job was canceled (deleted) before it finished
+	// PreflightFailed: at least one preflight check failed.
+	PreflightFailed Code = 11
 )
 
 // Table lists every code with its name and meaning, in order, for help text and docs.
@@ -47,6 +49,7 @@ var Table = []struct {
 	{Timeout, "Timeout", "a wait ran out of time before the outcome was known"},
 	{JobFailed, "JobFailed", "the Job ended in Error"},
 	{JobCanceled, "JobCanceled", "the Job was canceled (deleted) before it finished"},
+	{PreflightFailed, "PreflightFailed", "at least one preflight check failed"},
 }
 
 // codedError carries an explicit exit code alongside the error shown to the user.

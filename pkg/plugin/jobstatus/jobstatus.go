@@ -78,7 +78,9 @@ func Of(job *batchv1.Job, pods []corev1.Pod) Result {
 		r.Status, r.Message = Canceled, "the Job is being deleted"
 		return r
 	}
-	if c := condition(job, batchv1.JobSuspended); c != nil {
+	// A Job just resumed (submit creates it suspended) keeps a True Suspended condition until
+	// the controller catches up; spec.suspend is what counts.
+	if c := condition(job, batchv1.JobSuspended); c != nil && job.Spec.Suspend != nil && *job.Spec.Suspend {
 		r.Status, r.Message = Pending, "suspended: "+reasonMessage(c)
 		return r
 	}

@@ -24,6 +24,8 @@ func cond(t batchv1.JobConditionType, status corev1.ConditionStatus, reason, msg
 	}
 }
 
+func suspend(b bool) func(*batchv1.Job) { return func(j *batchv1.Job) { j.Spec.Suspend = ptr.To(b) } }
+
 func deleting(j *batchv1.Job) { j.DeletionTimestamp = &metav1.Time{} }
 
 func pod(phase corev1.PodPhase) corev1.Pod { return corev1.Pod{Status: corev1.PodStatus{Phase: phase}} }
@@ -47,7 +49,8 @@ func TestOf(t *testing.T) {
 		{"terminating pod is not running", job(1), []corev1.Pod{terminating}, Pending, "0/1", false},
 		{"ready counter without pods", job(4, func(j *batchv1.Job) { j.Status.Ready = ptr.To[int32](3); j.Status.Active = 4 }), nil, Running, "3/4", false},
 		{"active counter without ready", job(4, func(j *batchv1.Job) { j.Status.Active = 4 }), nil, Running, "4/4", false},
-		{"suspended", job(1, cond(batchv1.JobSuspended, corev1.ConditionTrue, "JobSuspended", "Job suspended")), nil, Pending, "suspended: JobSuspended", false},
+		{"suspended", job(1, suspend(true), cond(batchv1.JobSuspended, corev1.ConditionTrue, "JobSuspended", "Job suspended")), nil, Pending, "suspended: JobSuspended", false},
+		{"resuming, condition not yet updated", job(2, suspend(false), cond(batchv1.JobSuspended, corev1.ConditionTrue, "JobSuspended", "Job suspended")), nil, Pending, "0/2 ranks running", false},
 		{"resumed", job(1, cond(batchv1.JobSuspended, corev1.ConditionFalse, "JobResumed", "")), []corev1.Pod{}, Pending, "0/1", false},
 		{"complete", job(2, cond(batchv1.JobComplete, corev1.ConditionTrue, "", ""), func(j *batchv1.Job) { j.Status.Succeeded = 2 }), nil, Complete, "2/2 ranks succeeded", true},
 		{"success criteria met (1.31+, pods still terminating)", job(2, cond(batchv1.JobSuccessCriteriaMet, corev1.ConditionTrue, "CompletionsReached", "")), []corev1.Pod{pod(corev1.PodRunning)}, Complete, "", true},

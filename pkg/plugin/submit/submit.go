@@ -3,6 +3,9 @@
 package submit
 
 import (
+	"fmt"
+	"io"
+	"os"
 	"strings"
 	"time"
 
@@ -13,10 +16,13 @@ import (
 	"k8s.io/cli-runtime/pkg/printers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/utils/clock"
 
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmdutil"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/exitcode"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/jobspec"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/logs"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/wait"
 )
 
 const example = `  # One node, 8 GPUs, a bash command string (run as /bin/bash -c, like the TAO SDK)
@@ -51,6 +57,10 @@ Before creating anything, submit checks that the cluster's allocatable GPUs can 
 job: N ranks of --gpus GPUs each, a rank never spanning nodes. The objects are created
 atomically: if any step fails, what was created is removed again.
 
+Pods that ask for GPUs tolerate the nvidia.com/gpu:NoSchedule taint that GPU node pools carry
+(--no-gpu-toleration drops it). Multi-node jobs get a 16Gi memory-backed /dev/shm unless
+--shm-size says otherwise; it counts toward the pod's memory.
+
 Without NAME, a name "tao-" plus 5 random characters is chosen.`
 
 // Options are the flags and arguments of `kubectl tao submit`.
@@ -72,6 +82,20 @@ type Options struct {
 	TTL              time.Duration
 	NoCapacityCheck  bool
 	DryRunFlag       string
+	Wait             bool
+	Follow           bool
+	CPU              string
+	Memory           string
+	ShmSize          string
+	Deadline         time.Duration
+	PriorityClass    string
+	ServiceAccount   string
+	Resources        []string
+	OneRankPerNode   bool
+	Tolerations      []string
+	NoGPUToleration  bool
+	Volumes          []string
+	Files            []string
 
 	// Set by Complete.
 	spec    jobspec.Spec
@@ -131,7 +155,21 @@ func NewCmd(f cmdutil.Factory, streams genericiooptions.IOStreams, randomName fu
 	fl.StringArrayVar(&o.Annotations, "annotation", o.Annotations, "Annotation KEY=VALUE for the Job and its pods (repeatable).")
 	fl.IntVar(&o.MasterPort, "master-port", o.MasterPort, "Rendezvous port of rank 0 (MASTER_PORT) for multi-node jobs.")
 	fl.DurationVar(&o.TTL, "ttl", 0, "Delete the Job this long after it finishes (ttlSecondsAfterFinished), e.g. 1h. Unset: finished Jobs are kept.")
+	fl.StringVar(&o.CPU, "cpu", o.CPU, "CPU request and limit of each pod, a Kubernetes quantity (e.g. 32, 500m).")
+	fl.StringVar(&o.Memory, "memory", o.Memory, "Memory request and limit of each pod (e.g. 256Gi). A memory-backed /dev/shm counts toward it.")
+	fl.StringVar(&o.ShmSize, "shm-size", o.ShmSize, "Size of a memory-backed /dev/shm (e.g. 16Gi); it counts toward --memory and toward node memory in the capacity check. Default: "+jobspec.DefaultMultiNodeShmSize+" for multi-node jobs, none for one node; 0 for none.")
+	fl.DurationVar(&o.Deadline, "deadline", 0, "Fail the Job if it runs longer than this (activeDeadlineSeconds), e.g. 72h.")
+	fl.StringVar(&o.PriorityClass, "priority-class", o.PriorityClass, "PriorityClass of the pods.")
+	fl.StringVar(&o.ServiceAccount, "service-account", o.ServiceAccount, "ServiceAccount the pods run as.")
+	fl.StringArrayVar(&o.Resources, "resource", o.Resources, "Extended resource NAME=QUANTITY per pod, e.g. rdma/ib=1 or nvidia.com/mig-1g.10gb=1 (repeatable).")
+	fl.BoolVar(&o.OneRankPerNode, "one-rank-per-node", o.OneRankPerNode, "Spread a multi-node job's pods over distinct nodes (topology spread on the hostname).")
+	fl.StringArrayVar(&o.Tolerations, "toleration", o.Tolerations, "Toleration KEY[=VALUE]:EFFECT, e.g. dedicated=ml:NoSchedule (repeatable). Pods asking for GPUs tolerate nvidia.com/gpu:NoSchedule by default.")
+	fl.BoolVar(&o.NoGPUToleration, "no-gpu-toleration", o.NoGPUToleration, "Do not add the default toleration of the nvidia.com/gpu:NoSchedule taint.")
+	fl.StringArrayVar(&o.Volumes, "volume", o.Volumes, "PersistentVolumeClaim to mount, CLAIM:MOUNT_PATH[:ro] (repeatable). A volume at /results sets TAO_RESULTS_ROOT=/results.")
+	fl.StringArrayVar(&o.Files, "file", o.Files, "Local file to ship with the job, LOCAL_PATH:CONTAINER_PATH (repeatable), e.g. a TAO spec file. Carried in a ConfigMap owned by the Job, 1 MiB in all.")
 	fl.BoolVar(&o.NoCapacityCheck, "no-capacity-check", o.NoCapacityCheck, "Skip the check that the cluster's allocatable GPUs can hold the job.")
+	fl.BoolVar(&o.Wait, "wait", o.Wait, "After creating the job, wait until it ends, as `kubectl tao wait` does (progress on stderr, exit code of the outcome).")
+	fl.BoolVar(&o.Follow, "follow", o.Follow, "After creating the job, follow every rank's log as `kubectl tao logs -f` does (exit code of the outcome); Ctrl-C detaches, the job keeps running.")
 	cmdutil.AddDryRunFlag(cmd, &o.DryRunFlag)
 	o.PrintFlags.AddFlags(cmd)
 	return cmd
@@ -187,9 +225,36 @@ func (o *Options) Complete(cmd *cobra.Command, args []string) error {
 		EnvFromSecrets:   o.EnvFromSecrets,
 		ImagePullSecrets: o.ImagePullSecrets,
 		MasterPort:       o.MasterPort,
+		CPU:              o.CPU,
+		Memory:           o.Memory,
+		ShmSize:          o.ShmSize,
+		PriorityClass:    o.PriorityClass,
+		ServiceAccount:   o.ServiceAccount,
+		OneRankPerNode:   o.OneRankPerNode,
+		NoGPUToleration:  o.NoGPUToleration,
 	}
 	if o.ttlSet {
 		o.spec.TTL = &o.TTL
+	}
+	if cmd.Flags().Changed("deadline") {
+		o.spec.Deadline = &o.Deadline
+	}
+	for _, raw := range o.Volumes {
+		v, err := jobspec.ParseVolume(raw)
+		if err != nil {
+			return exitcode.WithCode(exitcode.Usage, err)
+		}
+		o.spec.Volumes = append(o.spec.Volumes, v)
+	}
+	if o.spec.Files, err = readFiles(o.Files); err != nil {
+		return exitcode.WithCode(exitcode.Usage, err)
+	}
+	for _, raw := range o.Tolerations {
+		t, err := jobspec.ParseToleration(raw)
+		if err != nil {
+			return exitcode.WithCode(exitcode.Usage, err)
+		}
+		o.spec.Tolerations = append(o.spec.Tolerations, t)
 	}
 	for _, p := range []struct {
 		flag   string
@@ -200,6 +265,7 @@ func (o *Options) Complete(cmd *cobra.Command, args []string) error {
 		{"node-selector", o.NodeSelector, &o.spec.NodeSelector},
 		{"label", o.Labels, &o.spec.Labels},
 		{"annotation", o.Annotations, &o.spec.Annotations},
+		{"resource", o.Resources, &o.spec.Resources},
 	} {
 		kvs, err := jobspec.ParseKeyValues(p.flag, p.values)
 		if err != nil {
@@ -212,6 +278,12 @@ func (o *Options) Complete(cmd *cobra.Command, args []string) error {
 
 // Validate checks the spec without contacting the server.
 func (o *Options) Validate() error {
+	if o.Follow && (o.Wait || o.dryRun != cmdutil.DryRunNone) {
+		return exitcode.Usagef("--follow cannot be combined with --wait (it already waits) or --dry-run (nothing would run)")
+	}
+	if o.Wait && o.dryRun != cmdutil.DryRunNone {
+		return exitcode.Usagef("--wait cannot be combined with --dry-run: nothing would run")
+	}
 	return exitcode.WithCode(exitcode.Usage, o.spec.Validate())
 }
 
@@ -235,7 +307,25 @@ func (o *Options) Run(cmd *cobra.Command) error {
 	if err != nil {
 		return err
 	}
-	return o.print(created)
+	if o.Follow {
+		logStreams := o.IOStreams
+		// When following, stdout carries only log lines: the created objects are named on stderr.
+		o.Out = o.ErrOut
+		if err := o.print(created); err != nil {
+			return err
+		}
+		return logs.FollowSubmitted(ctx, client, created.Job.Namespace, created.Job.Name, logStreams)
+	}
+	if err := o.print(created); err != nil || !o.Wait {
+		return err
+	}
+	streams := o.IOStreams
+	if *o.PrintFlags.OutputFormat != "" {
+		// stdout already holds the requested -o output; a status line would corrupt it.
+		streams.Out = io.Discard
+	}
+	target := wait.Target{Namespace: created.Job.Namespace, Name: created.Job.Name, UID: created.Job.UID}
+	return wait.Wait(cmd, client, target, 0, nil, clock.RealClock{}, streams)
 }
 
 func (o *Options) print(objs jobspec.Objects) error {
@@ -263,4 +353,33 @@ func selector(s jobspec.Spec) labels.Selector {
 		set[kv.Key] = kv.Value
 	}
 	return labels.SelectorFromSet(set)
+}
+
+// readFiles reads every --file. Directories, unreadable files and anything over the ConfigMap
+// limit are refused before the whole file is read.
+func readFiles(flags []string) ([]jobspec.File, error) {
+	var files []jobspec.File
+	for _, raw := range flags {
+		local, container, err := jobspec.ParseFileFlag(raw)
+		if err != nil {
+			return nil, err
+		}
+		info, err := os.Stat(local)
+		switch {
+		case err != nil:
+			return nil, fmt.Errorf("--file %s: %w", local, err)
+		case info.IsDir():
+			return nil, fmt.Errorf("--file %s: is a directory; ship directories in a volume (--volume) or S3", local)
+		case !info.Mode().IsRegular():
+			return nil, fmt.Errorf("--file %s: not a regular file", local)
+		case info.Size() > jobspec.MaxFilesBytes:
+			return nil, fmt.Errorf("--file %s: %d bytes, more than the %d a ConfigMap can hold", local, info.Size(), jobspec.MaxFilesBytes)
+		}
+		data, err := os.ReadFile(local)
+		if err != nil {
+			return nil, fmt.Errorf("--file %s: %w", local, err)
+		}
+		files = append(files, jobspec.File{Source: local, ContainerPath: container, Data: data})
+	}
+	return files, nil
 }

@@ -1,0 +1,174 @@
+package cancel
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"k8s.io/utils/ptr"
+
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmdutil"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/exitcode"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/jobstatus"
+)
+
+// DefaultTimeout bounds how long cancel and delete wait for the pods to go. Pods get 30 s to
+// stop by default, so five minutes leaves room for slow nodes without hanging a script forever.
+const DefaultTimeout = 5 * time.Minute
+
+// Options are the flags of `kubectl tao cancel` and `kubectl tao delete`.
+type Options struct {
+	Wait        bool
+	Timeout     time.Duration
+	GracePeriod int
+
+	// onlyFinished makes it `delete`: refuse Jobs that are still running.
+	onlyFinished bool
+	names        []string
+	namespace    string
+	factory      cmdutil.Factory
+	genericiooptions.IOStreams
+}
+
+// NewCmd builds `kubectl tao cancel`.
+func NewCmd(f cmdutil.Factory, streams genericiooptions.IOStreams) *cobra.Command {
+	o := &Options{Wait: true, Timeout: DefaultTimeout, GracePeriod: -1, factory: f, IOStreams: streams}
+	cmd := &cobra.Command{
+		Use:   "cancel JOB",
+		Short: "Cancel a job and wait until its pods are gone",
+		Long: `Cancel a running or pending job.
+
+The Job is deleted in the foreground with its UID as a precondition: a Job of the same name
+that replaced it is never touched. The command then waits until the Job and all its pods (the
+processes that may still write results) are gone, and only then reports success. The pods get
+SIGTERM, then SIGKILL after their grace period. The rendezvous Service and other children go
+with the Job.
+
+Exit codes: 0 canceled, 3 no such job, 8 pods still there after --timeout (they are named).`,
+		Example: `  # Cancel and wait until every rank has stopped
+  kubectl tao cancel ddp
+
+  # Give the training processes 2 minutes to checkpoint, and do not wait
+  kubectl tao cancel ddp --grace-period 120 --wait=false`,
+		Args: cmdutil.ExactlyOneJob,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := o.Complete(args); err != nil {
+				return err
+			}
+			if err := o.Validate(); err != nil {
+				return err
+			}
+			return o.Run(cmd)
+		},
+	}
+	o.addFlags(cmd)
+	cmd.ValidArgsFunction = cmdutil.CompleteJobNames(f)
+	return cmd
+}
+
+// NewDeleteCmd builds `kubectl tao delete`: the same UID-safe foreground delete, for finished
+// Jobs (kept by default, so users need a way to remove them).
+func NewDeleteCmd(f cmdutil.Factory, streams genericiooptions.IOStreams) *cobra.Command {
+	o := &Options{Wait: true, Timeout: DefaultTimeout, GracePeriod: -1, onlyFinished: true, factory: f, IOStreams: streams}
+	cmd := &cobra.Command{
+		Use:   "delete JOB...",
+		Short: "Delete finished jobs (use cancel for running ones)",
+		Long: `Delete one or more finished jobs (Complete or Error) and everything they own.
+
+Each Job is deleted in the foreground with its UID as a precondition, and the command waits
+until it and its pods are gone. Running or pending jobs are refused: cancel them instead.`,
+		Example: `  kubectl tao delete train-1 train-2`,
+		Args:    cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := o.Complete(args); err != nil {
+				return err
+			}
+			if err := o.Validate(); err != nil {
+				return err
+			}
+			return o.Run(cmd)
+		},
+	}
+	o.addFlags(cmd)
+	cmd.ValidArgsFunction = cmdutil.CompleteJobNamesMulti(f)
+	return cmd
+}
+
+func (o *Options) addFlags(cmd *cobra.Command) {
+	cmd.Flags().BoolVar(&o.Wait, "wait", o.Wait, "Wait until the Job and its pods are gone before returning.")
+	cmd.Flags().DurationVar(&o.Timeout, "timeout", o.Timeout, "How long to wait for the pods to go; 0 waits forever.")
+	cmd.Flags().IntVar(&o.GracePeriod, "grace-period", o.GracePeriod, "Seconds each pod gets to stop after SIGTERM. -1 keeps the pods' own (default 30).")
+}
+
+// Complete resolves the Job names and the namespace.
+func (o *Options) Complete(args []string) error {
+	for _, a := range args {
+		name, err := cmdutil.ParseJobRef(a)
+		if err != nil {
+			return err
+		}
+		o.names = append(o.names, name)
+	}
+	var err error
+	o.namespace, err = o.factory.Namespace()
+	return err
+}
+
+// Validate checks the flags.
+func (o *Options) Validate() error {
+	if o.Timeout < 0 {
+		return exitcode.Usagef("invalid --timeout %s: must not be negative", o.Timeout)
+	}
+	if o.GracePeriod < -1 {
+		return exitcode.Usagef("invalid --grace-period %d: must be -1 (the pods' own) or more", o.GracePeriod)
+	}
+	return nil
+}
+
+// Run deletes each Job in turn and, with --wait, waits for it to be gone.
+func (o *Options) Run(cmd *cobra.Command) error {
+	client, err := o.factory.KubernetesClient()
+	if err != nil {
+		return err
+	}
+	ctx := cmd.Context()
+	var grace *int64
+	if o.GracePeriod >= 0 {
+		grace = ptr.To(int64(o.GracePeriod))
+	}
+	for _, name := range o.names {
+		job, err := getJob(ctx, client, o.namespace, name)
+		if err != nil {
+			return err
+		}
+		st := jobstatus.Of(job, nil)
+		switch {
+		case o.onlyFinished && !st.Status.Terminal():
+			return fmt.Errorf("job.batch/%s is %s, not finished: cancel it with `kubectl tao cancel %s -n %s`", name, st.Status, name, o.namespace)
+		case !o.onlyFinished && (st.Status == jobstatus.Complete || st.Status == jobstatus.Error):
+			fmt.Fprintf(o.ErrOut, "job.batch/%s already finished (%s): nothing to cancel; `kubectl tao delete %s -n %s` removes it\n",
+				name, st.Status, name, o.namespace)
+			continue
+		}
+		if job.DeletionTimestamp == nil {
+			if err := deleteJob(ctx, client, job, grace, false); err != nil {
+				return err
+			}
+		}
+		verb := "canceled"
+		if o.onlyFinished {
+			verb = "deleted"
+		}
+		if !o.Wait {
+			fmt.Fprintf(o.Out, "job.batch/%s %s (deletion requested; pods may still be stopping)\n", name, verb)
+			continue
+		}
+		fmt.Fprintf(o.ErrOut, "Waiting for the pods of job.batch/%s to stop...\n", name)
+		if err := waitGone(ctx, client, job, o.Timeout); err != nil {
+			return err
+		}
+		fmt.Fprintf(o.Out, "job.batch/%s %s\n", name, verb)
+	}
+	return nil
+}

@@ -1,0 +1,152 @@
+package cancel
+
+import (
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/spf13/cobra"
+	batchv1 "k8s.io/api/batch/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"k8s.io/utils/clock"
+
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmdutil"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/exitcode"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/jobspec"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/jobstatus"
+)
+
+// PruneOptions are the flags of `kubectl tao prune`.
+type PruneOptions struct {
+	OlderThan  time.Duration
+	DryRunFlag string
+
+	dryRun    cmdutil.DryRun
+	namespace string
+	factory   cmdutil.Factory
+	clock     clock.PassiveClock
+	genericiooptions.IOStreams
+}
+
+// NewPruneCmd builds `kubectl tao prune`.
+func NewPruneCmd(f cmdutil.Factory, streams genericiooptions.IOStreams, clk clock.PassiveClock) *cobra.Command {
+	o := &PruneOptions{DryRunFlag: string(cmdutil.DryRunNone), factory: f, clock: clk, IOStreams: streams}
+	cmd := &cobra.Command{
+		Use:   "prune --older-than DURATION",
+		Short: "Delete the plugin's finished jobs older than a duration",
+		Long: `Delete the finished jobs (Complete or Error) that kubectl tao created in the namespace and
+that finished longer ago than --older-than. Running and pending jobs are never touched.
+Each delete is UID-bound and in the foreground, like kubectl tao delete.`,
+		Example: `  # See what would go, then remove jobs finished more than a week ago
+  kubectl tao prune --older-than 168h --dry-run
+  kubectl tao prune --older-than 168h`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := o.Complete(cmd); err != nil {
+				return err
+			}
+			if err := o.Validate(); err != nil {
+				return err
+			}
+			return o.Run(cmd)
+		},
+	}
+	cmd.Flags().DurationVar(&o.OlderThan, "older-than", 0, "Prune jobs that finished longer ago than this, e.g. 24h (required).")
+	cmdutil.AddDryRunFlag(cmd, &o.DryRunFlag)
+	return cmd
+}
+
+// Complete resolves the namespace and the dry-run mode.
+func (o *PruneOptions) Complete(cmd *cobra.Command) error {
+	var err error
+	if o.dryRun, err = cmdutil.ParseDryRun(o.DryRunFlag); err != nil {
+		return err
+	}
+	if !cmd.Flags().Changed("older-than") {
+		return exitcode.Usagef("--older-than is required, e.g. --older-than 24h")
+	}
+	o.namespace, err = o.factory.Namespace()
+	return err
+}
+
+// Validate checks the flags.
+func (o *PruneOptions) Validate() error {
+	if o.OlderThan < 0 {
+		return exitcode.Usagef("invalid --older-than %s: must not be negative", o.OlderThan)
+	}
+	return nil
+}
+
+// Run lists the plugin's Jobs (paged), picks the expired ones and deletes them.
+func (o *PruneOptions) Run(cmd *cobra.Command) error {
+	client, err := o.factory.KubernetesClient()
+	if err != nil {
+		return err
+	}
+	ctx := cmd.Context()
+	var jobs []batchv1.Job
+	opts := metav1.ListOptions{LabelSelector: jobspec.ManagedByLabel + "=" + jobspec.ManagedByValue, Limit: 500}
+	for {
+		page, err := client.BatchV1().Jobs(o.namespace).List(ctx, opts)
+		if err != nil {
+			return fmt.Errorf("listing jobs: %w", err)
+		}
+		jobs = append(jobs, page.Items...)
+		if page.Continue == "" {
+			break
+		}
+		opts.Continue = page.Continue
+	}
+	suffix := ""
+	if o.dryRun != cmdutil.DryRunNone {
+		suffix = " (dry run)"
+	}
+	for _, job := range Expired(jobs, o.clock.Now(), o.OlderThan) {
+		if o.dryRun != cmdutil.DryRunClient {
+			err := deleteJob(ctx, client, &job, nil, o.dryRun == cmdutil.DryRunServer)
+			if exitcode.Of(err) == exitcode.NotFound {
+				continue // deleted or replaced meanwhile: not ours to prune any more
+			}
+			if err != nil {
+				return err
+			}
+		}
+		fmt.Fprintf(o.Out, "job.batch/%s pruned%s\n", job.Name, suffix)
+	}
+	return nil
+}
+
+// Expired returns the finished Jobs that finished before now-olderThan, oldest first. A Job
+// being deleted already is left out.
+func Expired(jobs []batchv1.Job, now time.Time, olderThan time.Duration) []batchv1.Job {
+	var out []batchv1.Job
+	for _, j := range jobs {
+		if j.DeletionTimestamp != nil {
+			continue
+		}
+		st := jobstatus.Of(&j, nil).Status
+		if st != jobstatus.Complete && st != jobstatus.Error {
+			continue
+		}
+		if t := finishedAt(&j); !t.IsZero() && now.Sub(t) > olderThan {
+			out = append(out, j)
+		}
+	}
+	sort.SliceStable(out, func(a, b int) bool { return finishedAt(&out[a]).Before(finishedAt(&out[b])) })
+	return out
+}
+
+// finishedAt is the completion time, or for failed Jobs the time the terminal condition was set.
+func finishedAt(j *batchv1.Job) time.Time {
+	if j.Status.CompletionTime != nil {
+		return j.Status.CompletionTime.Time
+	}
+	var t time.Time
+	for _, c := range j.Status.Conditions {
+		if (c.Type == batchv1.JobFailed || c.Type == batchv1.JobComplete) && c.LastTransitionTime.After(t) {
+			t = c.LastTransitionTime.Time
+		}
+	}
+	return t
+}

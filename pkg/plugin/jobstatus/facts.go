@@ -1,0 +1,41 @@
+package jobstatus
+
+import (
+	"fmt"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+)
+
+// GPUResource is the extended resource NVIDIA's device plugin advertises. It is repeated here
+// (jobspec owns the original) so that readers of Jobs need not import the builder.
+const GPUResource corev1.ResourceName = "nvidia.com/gpu"
+
+// Nodes is the number of ranks the Job wants: spec.completions, else parallelism, else 1.
+func Nodes(job *batchv1.Job) int32 { return wanted(job) }
+
+// GPUsPerNode is the nvidia.com/gpu limit of the Job's first container (the training
+// container), or its request when no limit is set; 0 when neither is.
+func GPUsPerNode(job *batchv1.Job) int64 {
+	cs := job.Spec.Template.Spec.Containers
+	if len(cs) == 0 {
+		return 0
+	}
+	if q, ok := cs[0].Resources.Limits[GPUResource]; ok {
+		return q.Value()
+	}
+	if q, ok := cs[0].Resources.Requests[GPUResource]; ok {
+		return q.Value()
+	}
+	return 0
+}
+
+// GPUShape renders the Job's GPU request the way list shows it: GPUs per node x nodes ("8x2"),
+// or "0" for a Job without GPUs.
+func GPUShape(job *batchv1.Job) string {
+	g := GPUsPerNode(job)
+	if g == 0 {
+		return "0"
+	}
+	return fmt.Sprintf("%dx%d", g, Nodes(job))
+}

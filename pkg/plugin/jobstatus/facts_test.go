@@ -1,0 +1,48 @@
+package jobstatus
+
+import (
+	"testing"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/utils/ptr"
+)
+
+func withGPUs(limit, request string) func(*batchv1.Job) {
+	return func(j *batchv1.Job) {
+		c := corev1.Container{Name: "tao", Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{}, Requests: corev1.ResourceList{}}}
+		if limit != "" {
+			c.Resources.Limits[GPUResource] = resource.MustParse(limit)
+		}
+		if request != "" {
+			c.Resources.Requests[GPUResource] = resource.MustParse(request)
+		}
+		j.Spec.Template.Spec.Containers = append(j.Spec.Template.Spec.Containers, c)
+	}
+}
+
+func TestGPUFacts(t *testing.T) {
+	tests := []struct {
+		name  string
+		job   *batchv1.Job
+		gpus  int64
+		nodes int32
+		shape string
+	}{
+		{"limit, multi-node", job(2, withGPUs("8", "")), 8, 2, "8x2"},
+		{"request only", job(1, withGPUs("", "4")), 4, 1, "4x1"},
+		{"limit wins over request", job(4, withGPUs("2", "1")), 2, 4, "2x4"},
+		{"no gpus", job(3, withGPUs("", "")), 0, 3, "0"},
+		{"no containers", job(1), 0, 1, "0"},
+		{"parallelism only", &batchv1.Job{Spec: batchv1.JobSpec{Parallelism: ptr.To[int32](5)}}, 0, 5, "0"},
+		{"neither completions nor parallelism", &batchv1.Job{}, 0, 1, "0"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if g, n, s := GPUsPerNode(tc.job), Nodes(tc.job), GPUShape(tc.job); g != tc.gpus || n != tc.nodes || s != tc.shape {
+				t.Errorf("got gpus %d nodes %d shape %q; want %d %d %q", g, n, s, tc.gpus, tc.nodes, tc.shape)
+			}
+		})
+	}
+}

@@ -1,0 +1,299 @@
+// Package list implements `kubectl tao list` (alias `get`): the plugin's Jobs as kubectl prints
+// them, with kubectl get's printing flags (-o wide|json|yaml|name|custom-columns|jsonpath|...).
+package list
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/spf13/cobra"
+	batchv1 "k8s.io/api/batch/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"k8s.io/cli-runtime/pkg/printers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+	watchtools "k8s.io/client-go/tools/watch"
+	"k8s.io/kubectl/pkg/cmd/get"
+	"k8s.io/utils/clock"
+
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmdutil"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/exitcode"
+)
+
+// managedBy selects the Jobs kubectl-tao made (jobspec puts this label on each).
+const managedBy = "app.kubernetes.io/managed-by=kubectl-tao"
+
+// pageSize bounds one Job list response; more Jobs are read in pages.
+const pageSize = 500
+
+const example = `  # The training jobs of the current namespace, and of every namespace
+  kubectl tao list
+  kubectl tao list -A
+
+  # With image and command; only some jobs; follow changes
+  kubectl tao list -o wide -l team=vision
+  kubectl tao list --watch
+
+  # Anything kubectl get prints
+  kubectl tao list -o custom-columns=NAME:.metadata.name,GPUS:.spec.template.spec.containers[0].resources.limits.nvidia\.com/gpu
+  kubectl tao list -o json`
+
+// Options are the flags of `kubectl tao list`.
+type Options struct {
+	PrintFlags    *get.PrintFlags
+	AllNamespaces bool
+	Selector      string
+	Watch         bool
+
+	namespace string
+	selector  string
+	printer   printers.ResourcePrinter
+	human     bool
+
+	factory cmdutil.Factory
+	clock   clock.PassiveClock
+	genericiooptions.IOStreams
+}
+
+// NewCmd builds `kubectl tao list`.
+func NewCmd(f cmdutil.Factory, streams genericiooptions.IOStreams, clk clock.PassiveClock) *cobra.Command {
+	pf := get.NewGetPrintFlags()
+	// The table printer does not sort; --sort-by would be accepted and ignored.
+	pf.HumanReadableFlags.SortBy = nil
+	o := &Options{PrintFlags: pf, factory: f, clock: clk, IOStreams: streams}
+	cmd := &cobra.Command{
+		Use:                   "list [-A] [-l SELECTOR] [-o FORMAT] [--watch]",
+		DisableFlagsInUseLine: true,
+		Aliases:               []string{"get"},
+		Short:                 "List training jobs",
+		Long: "List the Jobs kubectl-tao submitted (label " + managedBy + ") with their status,\n" +
+			"GPUs (per node x nodes), ranks running and age. The status comes from each Job's own\n" +
+			"conditions and counters.",
+		Example: example,
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := o.Complete(); err != nil {
+				return err
+			}
+			if err := o.Validate(); err != nil {
+				return err
+			}
+			return o.Run(cmd.Context())
+		},
+	}
+	fl := cmd.Flags()
+	fl.BoolVarP(&o.AllNamespaces, "all-namespaces", "A", false, "List the jobs of every namespace.")
+	fl.StringVarP(&o.Selector, "selector", "l", "", "Label selector to filter on (ANDed with the managed-by label), e.g. -l team=vision,stage!=dev.")
+	fl.BoolVarP(&o.Watch, "watch", "w", false, "After listing, print each change until interrupted.")
+	pf.AddFlags(cmd)
+	return cmd
+}
+
+// Complete resolves the namespace.
+func (o *Options) Complete() error {
+	ns, err := o.factory.Namespace()
+	if err != nil {
+		return err
+	}
+	o.namespace = ns
+	if o.AllNamespaces {
+		o.namespace = metav1.NamespaceAll
+		if err := o.PrintFlags.EnsureWithNamespace(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Validate checks the selector and the output format.
+func (o *Options) Validate() error {
+	o.selector = managedBy
+	if o.Selector != "" {
+		sel, err := labels.Parse(o.Selector)
+		if err != nil {
+			return exitcode.Usagef("invalid --selector %q: %w", o.Selector, err)
+		}
+		o.selector += "," + sel.String()
+	}
+	format := *o.PrintFlags.OutputFormat
+	o.human = format == "" || format == "wide"
+	p, err := o.PrintFlags.ToPrinter()
+	if err != nil {
+		return exitcode.WithCode(exitcode.Usage, fmt.Errorf("-o %s: %w", format, err))
+	}
+	o.printer = p
+	return nil
+}
+
+// Run lists the Jobs and prints them, then follows changes with --watch.
+func (o *Options) Run(ctx context.Context) error {
+	client, err := o.factory.KubernetesClient()
+	if err != nil {
+		return err
+	}
+	jobs, rv, err := List(ctx, client, o.namespace, o.selector)
+	if err != nil {
+		return fmt.Errorf("listing jobs: %w", err)
+	}
+	if len(jobs) == 0 && o.human {
+		o.noneFound()
+	}
+	if err := o.printAll(jobs); err != nil {
+		return err
+	}
+	if !o.Watch {
+		return nil
+	}
+	return o.watch(ctx, client, rv)
+}
+
+func (o *Options) noneFound() {
+	if o.namespace == metav1.NamespaceAll {
+		fmt.Fprintln(o.ErrOut, "No resources found")
+		return
+	}
+	fmt.Fprintf(o.ErrOut, "No resources found in %s namespace.\n", o.namespace)
+}
+
+func (o *Options) printAll(jobs []batchv1.Job) error {
+	if o.human {
+		if len(jobs) == 0 {
+			return nil
+		}
+		return o.printer.PrintObj(Table(jobs, o.clock.Now()), o.Out)
+	}
+	if o.Watch {
+		// A stream of objects, as kubectl get --watch prints: one per item, then one per change.
+		for i := range jobs {
+			u, err := toUnstructured(&jobs[i])
+			if err != nil {
+				return err
+			}
+			if err := o.printer.PrintObj(u, o.Out); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	list, err := ToList(jobs)
+	if err != nil {
+		return err
+	}
+	return o.printer.PrintObj(list, o.Out)
+}
+
+// watch prints every change after resourceVersion rv until ctx ends. The retrying watcher
+// reconnects from the last version seen, so a dropped connection loses no change.
+func (o *Options) watch(ctx context.Context, client kubernetes.Interface, rv string) error {
+	lw := &cache.ListWatch{WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+		opts.LabelSelector = o.selector
+		return client.BatchV1().Jobs(o.namespace).Watch(ctx, opts)
+	}}
+	w, err := watchtools.NewRetryWatcherWithContext(ctx, rv, lw)
+	if err != nil {
+		return fmt.Errorf("watching jobs: %w", err)
+	}
+	defer w.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case ev, ok := <-w.ResultChan():
+			if !ok {
+				if ctx.Err() != nil {
+					return nil
+				}
+				return errors.New("watching jobs: the watch ended unexpectedly")
+			}
+			if err := o.printEvent(ev, o.Out); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+func (o *Options) printEvent(ev watch.Event, out io.Writer) error {
+	switch ev.Type {
+	case watch.Added, watch.Modified, watch.Deleted:
+	case watch.Error:
+		return fmt.Errorf("watching jobs: %w", apiError(ev.Object))
+	default:
+		return nil
+	}
+	job, ok := ev.Object.(*batchv1.Job)
+	if !ok {
+		return nil
+	}
+	if o.human {
+		return o.printer.PrintObj(Table([]batchv1.Job{*job}, o.clock.Now()), out)
+	}
+	u, err := toUnstructured(job)
+	if err != nil {
+		return err
+	}
+	return o.printer.PrintObj(u, out)
+}
+
+func apiError(obj runtime.Object) error {
+	if st, ok := obj.(*metav1.Status); ok {
+		return fmt.Errorf("%s", st.Message)
+	}
+	return fmt.Errorf("unexpected watch error %v", obj)
+}
+
+// List reads the Jobs of namespace ("" for all) matching selector, a page at a time, and
+// returns them with the list's resourceVersion (the point a watch continues from).
+func List(ctx context.Context, client kubernetes.Interface, namespace, selector string) ([]batchv1.Job, string, error) {
+	opts := metav1.ListOptions{LabelSelector: selector, Limit: pageSize}
+	var jobs []batchv1.Job
+	rv := ""
+	for {
+		page, err := client.BatchV1().Jobs(namespace).List(ctx, opts)
+		if err != nil {
+			return nil, "", err
+		}
+		if rv == "" {
+			// Every page of one paged list is from the same snapshot: the first page's version.
+			rv = page.ResourceVersion
+		}
+		jobs = append(jobs, page.Items...)
+		if page.Continue == "" {
+			return jobs, rv, nil
+		}
+		opts.Continue = page.Continue
+	}
+}
+
+// ToList wraps jobs in the v1 List kubectl get -o json|yaml prints, each with apiVersion/kind.
+// Unstructured, as kubectl get prints: the name printer accepts only unstructured lists, and
+// custom columns then render quantities as "8", not as Go structs.
+func ToList(jobs []batchv1.Job) (*unstructured.UnstructuredList, error) {
+	list := &unstructured.UnstructuredList{Object: map[string]any{"apiVersion": "v1", "kind": "List"}, Items: []unstructured.Unstructured{}}
+	for i := range jobs {
+		u, err := toUnstructured(&jobs[i])
+		if err != nil {
+			return nil, err
+		}
+		list.Items = append(list.Items, *u)
+	}
+	return list, nil
+}
+
+// toUnstructured converts job, restoring apiVersion and kind (typed clients leave them empty).
+func toUnstructured(job *batchv1.Job) (*unstructured.Unstructured, error) {
+	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(job)
+	if err != nil {
+		return nil, fmt.Errorf("converting job.batch/%s: %w", job.Name, err)
+	}
+	u := &unstructured.Unstructured{Object: m}
+	u.SetAPIVersion("batch/v1")
+	u.SetKind("Job")
+	return u, nil
+}

@@ -1,0 +1,274 @@
+package list_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+	clocktesting "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
+
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmdutil"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/exitcode"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
+
+var now = time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+
+func golden(t *testing.T, name, got string) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if *update {
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test -update)", err)
+	}
+	if got != string(want) {
+		t.Errorf("%s differs:\n--- got\n%s\n--- want\n%s", name, got, want)
+	}
+}
+
+func job(ns, name string, gpus string, nodes int32, age time.Duration, mutate ...func(*batchv1.Job)) *batchv1.Job {
+	j := &batchv1.Job{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, UID: types.UID("uid-" + name),
+			CreationTimestamp: metav1.NewTime(now.Add(-age)),
+			Labels:            map[string]string{"app.kubernetes.io/managed-by": "kubectl-tao", "team": "vision"}},
+		Spec: batchv1.JobSpec{
+			Completions: ptr.To(nodes), Parallelism: ptr.To(nodes),
+			Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{
+				Name: "tao", Image: "nvcr.io/nvidia/tao/tao-toolkit:6.0.0-pyt",
+				Command:   []string{"/bin/bash", "-c", "dino train -e /specs/$${SPEC}.yaml"},
+				Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{}},
+			}}}},
+		},
+	}
+	if gpus != "" {
+		j.Spec.Template.Spec.Containers[0].Resources.Limits["nvidia.com/gpu"] = resource.MustParse(gpus)
+	}
+	for _, m := range mutate {
+		m(j)
+	}
+	return j
+}
+
+func fixtures() []runtime.Object {
+	return []runtime.Object{
+		job("ml", "ddp", "8", 2, 90*time.Minute, func(j *batchv1.Job) {
+			j.Status.Active, j.Status.Ready = 2, ptr.To[int32](2)
+			j.Spec.Template.Spec.Containers[0].Command = []string{"/bin/bash", "-c", "export NODE_RANK=...; exec \"$@\"", "kubectl-tao", "torchrun", "--nnodes", "$$NNODES", "train.py"}
+		}),
+		job("ml", "done", "1", 1, 26*time.Hour, func(j *batchv1.Job) {
+			j.Status.Succeeded = 1
+			j.Status.Conditions = []batchv1.JobCondition{{Type: batchv1.JobComplete, Status: corev1.ConditionTrue}}
+		}),
+		job("ml", "cpu-only", "", 1, 30*time.Second),
+		job("other", "oom", "4", 4, 3*time.Minute, func(j *batchv1.Job) {
+			j.Status.Failed = 1
+			j.Status.Conditions = []batchv1.JobCondition{{Type: batchv1.JobFailed, Status: corev1.ConditionTrue, Reason: "BackoffLimitExceeded"}}
+		}),
+		// Not ours: never listed.
+		&batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "foreign", Namespace: "ml"}},
+	}
+}
+
+type result struct {
+	code           int
+	stdout, stderr string
+}
+
+func run(ctx context.Context, c *fake.Clientset, args ...string) result {
+	var out, errOut bytes.Buffer
+	code := plugin.Execute(ctx, plugin.Deps{
+		Streams: genericiooptions.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut},
+		Getenv:  func(string) string { return "" },
+		Factory: &cmdutil.FakeFactory{NS: "ml", Client: c},
+		Clock:   clocktesting.NewFakePassiveClock(now),
+	}, args)
+	return result{code, out.String(), errOut.String()}
+}
+
+func TestListGolden(t *testing.T) {
+	tests := []struct{ args, golden string }{
+		{"list", "table.txt"},
+		{"get", "table.txt"},
+		{"list -o wide", "wide.txt"},
+		{"list -A", "all-namespaces.txt"},
+		{"list --no-headers", "no-headers.txt"},
+		{"list -o json", "list.json"},
+		{"list -o name", "name.txt"},
+		{"list -A -o custom-columns=NS:.metadata.namespace,NAME:.metadata.name,GPU:.spec.template.spec.containers[0].resources.limits.nvidia\\.com/gpu", "custom-columns.txt"},
+		{"list -o jsonpath={.items[*].metadata.name}", "jsonpath.txt"},
+		{"list --show-labels", "show-labels.txt"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.args, func(t *testing.T) {
+			r := run(context.Background(), fake.NewClientset(fixtures()...), strings.Fields(tc.args)...)
+			if r.code != 0 || r.stderr != "" {
+				t.Fatalf("got %+v", r)
+			}
+			golden(t, tc.golden, r.stdout)
+		})
+	}
+}
+
+func TestListJSONIsAV1ListOfJobs(t *testing.T) {
+	r := run(context.Background(), fake.NewClientset(fixtures()...), "list", "-A", "-o", "json")
+	var l struct {
+		APIVersion, Kind string
+		Items            []struct {
+			APIVersion, Kind string
+			Metadata         metav1.ObjectMeta
+		}
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &l); err != nil {
+		t.Fatal(err, r)
+	}
+	if l.APIVersion != "v1" || l.Kind != "List" || len(l.Items) != 4 {
+		t.Fatalf("got %+v", l)
+	}
+	for _, it := range l.Items {
+		if it.APIVersion != "batch/v1" || it.Kind != "Job" {
+			t.Errorf("item %s: apiVersion %q kind %q", it.Metadata.Name, it.APIVersion, it.Kind)
+		}
+	}
+}
+
+func TestListSelectorIsANDedWithManagedBy(t *testing.T) {
+	c := fake.NewClientset(fixtures()...)
+	r := run(context.Background(), c, "list", "-l", "team=vision,stage!=dev")
+	if r.code != 0 {
+		t.Fatalf("got %+v", r)
+	}
+	acts := c.Actions()
+	if len(acts) != 1 || acts[0].GetVerb() != "list" {
+		t.Fatalf("requests = %v, want one list", acts)
+	}
+	la := acts[0].(k8stesting.ListActionImpl)
+	if got := la.ListOptions.LabelSelector; got != "app.kubernetes.io/managed-by=kubectl-tao,stage!=dev,team=vision" {
+		t.Errorf("selector = %q", got)
+	}
+	if la.ListOptions.Limit != 500 {
+		t.Errorf("limit = %d, want pages of 500", la.ListOptions.Limit)
+	}
+	if r := run(context.Background(), c, "list", "-l", "a=(b"); r.code != int(exitcode.Usage) || !strings.Contains(r.stderr, "invalid --selector") {
+		t.Errorf("bad selector: %+v", r)
+	}
+}
+
+func TestListPages(t *testing.T) {
+	c := fake.NewClientset()
+	var continues []string
+	c.PrependReactor("list", "jobs", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		opts := a.(k8stesting.ListActionImpl).ListOptions
+		continues = append(continues, opts.Continue)
+		if opts.Continue == "" {
+			return true, &batchv1.JobList{ListMeta: metav1.ListMeta{Continue: "page2", ResourceVersion: "7"},
+				Items: []batchv1.Job{*job("ml", "a", "1", 1, time.Minute)}}, nil
+		}
+		return true, &batchv1.JobList{ListMeta: metav1.ListMeta{ResourceVersion: "7"}, Items: []batchv1.Job{*job("ml", "b", "1", 1, time.Minute)}}, nil
+	})
+	r := run(context.Background(), c, "list", "-o", "name")
+	if r.code != 0 || r.stdout != "job.batch/a\njob.batch/b\n" || strings.Join(continues, ",") != ",page2" {
+		t.Fatalf("got %+v, continues %q", r, continues)
+	}
+}
+
+func TestListEmpty(t *testing.T) {
+	r := run(context.Background(), fake.NewClientset(), "list")
+	if r.code != 0 || r.stdout != "" || r.stderr != "No resources found in ml namespace.\n" {
+		t.Fatalf("got %+v", r)
+	}
+	r = run(context.Background(), fake.NewClientset(), "list", "-o", "json")
+	if r.code != 0 || r.stderr != "" || !strings.Contains(r.stdout, `"items": []`) {
+		t.Fatalf("got %+v", r)
+	}
+}
+
+func TestListBadOutput(t *testing.T) {
+	c := fake.NewClientset()
+	r := run(context.Background(), c, "list", "-o", "yolo")
+	if r.code != int(exitcode.Usage) || len(c.Actions()) != 0 {
+		t.Fatalf("got %+v", r)
+	}
+	if r := run(context.Background(), c, "list", "extra"); r.code != int(exitcode.Usage) {
+		t.Fatalf("an argument: got %+v", r)
+	}
+}
+
+// syncBuffer lets the test read stdout while --watch writes it.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+func TestListWatch(t *testing.T) {
+	c := fake.NewClientset()
+	c.PrependReactor("list", "jobs", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, &batchv1.JobList{ListMeta: metav1.ListMeta{ResourceVersion: "41"}, Items: []batchv1.Job{*job("ml", "ddp", "8", 2, time.Hour)}}, nil
+	})
+	watchers := make(chan *watchRecorder, 1)
+	c.PrependWatchReactor("jobs", func(a k8stesting.Action) (bool, watchInterface, error) {
+		w := newWatchRecorder(a.(k8stesting.WatchActionImpl).ListOptions)
+		watchers <- w
+		return true, w.fw, nil
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	out := &syncBuffer{}
+	done := make(chan int)
+	go func() {
+		done <- plugin.Execute(ctx, plugin.Deps{
+			Streams: genericiooptions.IOStreams{In: strings.NewReader(""), Out: out, ErrOut: &bytes.Buffer{}},
+			Getenv:  func(string) string { return "" },
+			Factory: &cmdutil.FakeFactory{NS: "ml", Client: c},
+			Clock:   clocktesting.NewFakePassiveClock(now),
+		}, []string{"list", "--watch"})
+	}()
+	w := <-watchers
+	if w.opts.ResourceVersion != "41" || w.opts.LabelSelector != "app.kubernetes.io/managed-by=kubectl-tao" {
+		t.Errorf("watch options = %+v, want from the list's resourceVersion with the selector", w.opts)
+	}
+	running := job("ml", "ddp", "8", 2, time.Hour, func(j *batchv1.Job) { j.Status.Active, j.Status.Ready = 2, ptr.To[int32](1); j.ResourceVersion = "42" })
+	w.fw.Modify(running)
+	for deadline := time.Now().Add(5 * time.Second); strings.Count(out.String(), "\n") < 3 && time.Now().Before(deadline); {
+		time.Sleep(5 * time.Millisecond)
+	}
+	cancel()
+	if code := <-done; code != 0 {
+		t.Errorf("exit %d after interrupt", code)
+	}
+	golden(t, "watch.txt", out.String())
+}

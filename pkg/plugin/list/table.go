@@ -1,0 +1,94 @@
+package list
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/duration"
+
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/jobstatus"
+)
+
+// columns are list's table columns. Priority 1 columns appear only with -o wide.
+var columns = []metav1.TableColumnDefinition{
+	{Name: "Name", Type: "string", Format: "name"},
+	{Name: "Status", Type: "string"},
+	{Name: "GPUs", Type: "string", Description: "GPUs per node x nodes"},
+	{Name: "Nodes", Type: "string", Description: "ranks running / ranks wanted"},
+	{Name: "Age", Type: "string"},
+	{Name: "Image", Type: "string", Priority: 1},
+	{Name: "Command", Type: "string", Priority: 1},
+}
+
+// Table renders jobs as kubectl renders a server-side table. The status comes from each Job's
+// own counters and conditions (no pod list per Job). Each row carries its Job, so the printer
+// can add the NAMESPACE column and labels.
+func Table(jobs []batchv1.Job, now time.Time) *metav1.Table {
+	t := &metav1.Table{ColumnDefinitions: columns, Rows: make([]metav1.TableRow, 0, len(jobs))}
+	for i := range jobs {
+		t.Rows = append(t.Rows, Row(&jobs[i], now))
+	}
+	return t
+}
+
+// Row is one Job's table row.
+func Row(job *batchv1.Job, now time.Time) metav1.TableRow {
+	r := jobstatus.Of(job, nil)
+	age := "<unknown>"
+	if !job.CreationTimestamp.IsZero() {
+		age = duration.HumanDuration(now.Sub(job.CreationTimestamp.Time))
+	}
+	image, command := "", ""
+	if cs := job.Spec.Template.Spec.Containers; len(cs) > 0 {
+		image, command = cs[0].Image, UserCommand(cs[0].Command, cs[0].Args)
+	}
+	return metav1.TableRow{
+		Cells: []any{
+			job.Name, string(r.Status), jobstatus.GPUShape(job),
+			fmt.Sprintf("%d/%d", r.Running, r.Nodes),
+			age, image, command,
+		},
+		Object: runtime.RawExtension{Object: job},
+	}
+}
+
+// argv0 is the $0 jobspec gives its wrapper scripts (`/bin/bash -c SCRIPT kubectl-tao ARG...`).
+const argv0 = "kubectl-tao"
+
+// UserCommand recovers the command the user typed from a container's command and args: the
+// wrapper scripts of submit are dropped and the kubelet's "$$" escape is undone. Any other
+// container shows its full argv.
+func UserCommand(command, args []string) string {
+	all := append(append([]string{}, command...), args...)
+	var parts []string
+	switch {
+	case len(all) == 3 && all[0] == "/bin/bash" && all[1] == "-c":
+		parts = all[2:]
+	case len(all) >= 4 && all[0] == "/bin/bash" && all[1] == "-c" && all[3] == argv0:
+		parts = all[4:]
+	default:
+		parts = all
+	}
+	if len(parts) > 1 {
+		for i, p := range parts {
+			parts[i] = quote(p)
+		}
+	}
+	s := strings.Join(parts, " ")
+	s = strings.ReplaceAll(s, "$$", "$")
+	// A table cell must stay on one line.
+	return strings.NewReplacer("\r\n", " ", "\n", " ", "\t", " ").Replace(s)
+}
+
+// quote single-quotes an argv element when a shell would split or expand it, so the wide
+// column reads like the command line that made it.
+func quote(s string) string {
+	if s != "" && !strings.ContainsAny(s, " \t\n'\"$`\\;&|<>*?()[]{}#~") {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}

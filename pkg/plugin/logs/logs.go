@@ -1,0 +1,224 @@
+// Package logs implements `kubectl tao logs`: the cobra glue over the tail engine, and the
+// follow-after-submit used by `kubectl tao submit --follow`.
+package logs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmdutil"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/exitcode"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/jobstatus"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/tail"
+)
+
+const example = `  # Every rank's log, in rank order, each line prefixed with its rank
+  kubectl tao logs train-1
+
+  # The last 20 lines of ranks 0 and 3, with timestamps
+  kubectl tao logs train-1 --rank 0 --rank 3 --tail 20 --timestamps
+
+  # Follow every rank until the job ends; the exit code is the job's (as with wait)
+  kubectl tao logs -f train-1 && echo "training succeeded"
+
+  # Prefix lines with pod names instead, or with nothing
+  kubectl tao logs train-1 --prefix=pod
+  kubectl tao logs train-1 --no-prefix`
+
+const long = `Print the logs of every pod (rank) of a job, in rank order.
+
+Each line is prefixed with its rank ("[rank 0] "); --prefix=pod uses pod names, --no-prefix
+nothing. A rank whose pod was replaced shows the older pod's log first. Ranks whose container
+has not started yet are named on stderr; stdout carries only log lines.
+
+With -f, every rank is followed at once, each line written whole; pods that appear later or
+replace others are picked up, and a dropped stream resumes without losing or repeating lines.
+Following ends by itself when the job ends, after reading each pod's last lines, and exits as
+'kubectl tao wait' does: 0 when the job completed, 9 when it failed, 10 when it was canceled.`
+
+// Options are the flags and arguments of `kubectl tao logs`.
+type Options struct {
+	Job            string
+	Follow         bool
+	Tail           int64
+	Since          time.Duration
+	Timestamps     bool
+	Ranks          []int
+	Previous       bool
+	Container      string
+	Prefix         string
+	NoPrefix       bool
+	MaxLogRequests int
+
+	prefixSet bool
+	cfg       tail.Config
+	factory   cmdutil.Factory
+	genericiooptions.IOStreams
+}
+
+// NewOptions returns options with the defaults of the flags.
+func NewOptions(f cmdutil.Factory, streams genericiooptions.IOStreams) *Options {
+	return &Options{
+		Tail:           -1,
+		Prefix:         string(tail.PrefixRank),
+		MaxLogRequests: tail.DefaultMaxLogRequests,
+		factory:        f,
+		IOStreams:      streams,
+	}
+}
+
+// NewCmd builds `kubectl tao logs`.
+func NewCmd(f cmdutil.Factory, streams genericiooptions.IOStreams) *cobra.Command {
+	o := NewOptions(f, streams)
+	cmd := &cobra.Command{
+		Use:                   "logs JOB [-f] [--rank N]... [--tail N] [--since DURATION]",
+		DisableFlagsInUseLine: true,
+		Short:                 "Print or follow the logs of every rank of a job",
+		Long:                  long,
+		Example:               example,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) != 1 {
+				return exitcode.Usagef("expected one JOB (NAME, job/NAME or job.batch/NAME), got %d arguments", len(args))
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := o.Complete(cmd, args); err != nil {
+				return err
+			}
+			if err := o.Validate(); err != nil {
+				return err
+			}
+			return o.Run(cmd.Context())
+		},
+	}
+	fl := cmd.Flags()
+	fl.BoolVarP(&o.Follow, "follow", "f", o.Follow, "Follow every rank until the job ends; exit with the job's outcome (0 Complete, 9 Error, 10 Canceled).")
+	fl.Int64Var(&o.Tail, "tail", o.Tail, "Lines of recent log to show per pod; -1 shows all.")
+	fl.DurationVar(&o.Since, "since", o.Since, "Only lines newer than this, e.g. 5s, 2m, 3h.")
+	fl.BoolVar(&o.Timestamps, "timestamps", o.Timestamps, "Show each line's RFC3339 timestamp.")
+	fl.IntSliceVar(&o.Ranks, "rank", o.Ranks, "Only this rank (repeatable, or comma-separated).")
+	fl.BoolVarP(&o.Previous, "previous", "p", o.Previous, "The previous, terminated instance of each container.")
+	fl.StringVarP(&o.Container, "container", "c", o.Container, "Container to read; default: each pod's default container.")
+	fl.StringVar(&o.Prefix, "prefix", o.Prefix, "Prefix of each line: rank (\"[rank 0] \") or pod (\"[pod/NAME] \").")
+	fl.Lookup("prefix").NoOptDefVal = string(tail.PrefixPod)
+	fl.BoolVar(&o.NoPrefix, "no-prefix", o.NoPrefix, "Print lines without a prefix.")
+	fl.IntVar(&o.MaxLogRequests, "max-log-requests", o.MaxLogRequests, "Most log streams open at once; following more pods than this is refused.")
+	cmd.ValidArgsFunction = cmdutil.CompleteJobNames(f)
+	return cmd
+}
+
+// Complete resolves the Job and the namespace. It does not contact the server.
+func (o *Options) Complete(cmd *cobra.Command, args []string) error {
+	name, err := cmdutil.ParseJobRef(args[0])
+	if err != nil {
+		return err
+	}
+	o.Job = name
+	o.prefixSet = cmd.Flags().Changed("prefix")
+	ns, err := o.factory.Namespace()
+	if err != nil {
+		return err
+	}
+	o.cfg = tail.Config{
+		Namespace:      ns,
+		Job:            o.Job,
+		Container:      o.Container,
+		Ranks:          o.Ranks,
+		Prefix:         tail.Prefix(o.Prefix),
+		Timestamps:     o.Timestamps,
+		Since:          o.Since,
+		Previous:       o.Previous,
+		MaxLogRequests: o.MaxLogRequests,
+	}
+	if o.NoPrefix {
+		o.cfg.Prefix = tail.PrefixNone
+	}
+	if o.Tail >= 0 {
+		o.cfg.TailLines = &o.Tail
+	}
+	return nil
+}
+
+// Validate checks the flags without contacting the server.
+func (o *Options) Validate() error {
+	switch {
+	case o.Prefix != string(tail.PrefixRank) && o.Prefix != string(tail.PrefixPod):
+		return exitcode.Usagef("--prefix must be rank or pod, got %q", o.Prefix)
+	case o.NoPrefix && o.prefixSet:
+		return exitcode.Usagef("--prefix and --no-prefix cannot be used together")
+	case o.Tail < -1:
+		return exitcode.Usagef("--tail must be -1 (all) or at least 0, got %d", o.Tail)
+	case o.Since < 0:
+		return exitcode.Usagef("--since must be positive, got %s", o.Since)
+	case o.MaxLogRequests < 1:
+		return exitcode.Usagef("--max-log-requests must be at least 1, got %d", o.MaxLogRequests)
+	}
+	for _, r := range o.Ranks {
+		if r < 0 {
+			return exitcode.Usagef("--rank must be 0 or more, got %d", r)
+		}
+	}
+	return nil
+}
+
+// Run reads or follows the logs.
+func (o *Options) Run(ctx context.Context) error {
+	// Sized before the client exists: client-go's rate limiter must not queue the fan-out.
+	cmdutil.RaiseRateLimit(o.factory, o.MaxLogRequests)
+	client, err := o.factory.KubernetesClient()
+	if err != nil {
+		return err
+	}
+	e := &tail.Engine{Client: client, Out: o.Out, ErrOut: o.ErrOut}
+	if !o.Follow {
+		return e.Logs(ctx, o.cfg)
+	}
+	res, err := e.Follow(ctx, o.cfg)
+	if err != nil {
+		if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+			return exitcode.WithCode(exitcode.Error, fmt.Errorf("interrupted: stopped following job.batch/%s (the job keeps running)", o.Job))
+		}
+		return err
+	}
+	return Outcome(o.Job, res)
+}
+
+// Outcome turns a terminal status into the exit code `kubectl tao wait` gives it: nil for
+// Complete, JobFailed for Error, JobCanceled for Canceled.
+func Outcome(job string, res jobstatus.Result) error {
+	msg := ""
+	if res.Message != "" {
+		msg = ": " + res.Message
+	}
+	switch res.Status {
+	case jobstatus.Complete:
+		return nil
+	case jobstatus.Error:
+		return exitcode.WithCode(exitcode.JobFailed, fmt.Errorf("job.batch/%s failed%s", job, msg))
+	case jobstatus.Canceled:
+		return exitcode.WithCode(exitcode.JobCanceled, fmt.Errorf("job.batch/%s was canceled%s", job, msg))
+	}
+	return fmt.Errorf("job.batch/%s ended in status %s%s", job, res.Status, msg)
+}
+
+// FollowSubmitted is `submit --follow`: it follows every rank of the job just created, as
+// `logs -f` does, with default flags. Ctrl-C detaches and leaves the job running, and says how
+// to cancel it.
+func FollowSubmitted(ctx context.Context, client kubernetes.Interface, namespace, job string, streams genericiooptions.IOStreams) error {
+	e := &tail.Engine{Client: client, Out: streams.Out, ErrOut: streams.ErrOut}
+	res, err := e.Follow(ctx, tail.Config{Namespace: namespace, Job: job, Prefix: tail.PrefixRank, MaxLogRequests: tail.DefaultMaxLogRequests})
+	if err != nil {
+		if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+			return exitcode.WithCode(exitcode.Error, fmt.Errorf("detached from job.batch/%s: it keeps running; cancel it with: kubectl tao cancel %s -n %s", job, job, namespace))
+		}
+		return err
+	}
+	return Outcome(job, res)
+}

@@ -1,0 +1,178 @@
+package logs_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	k8stypes "k8s.io/apimachinery/pkg/types"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/utils/ptr"
+
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmdutil"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/exitcode"
+)
+
+func job(conds ...batchv1.JobConditionType) *batchv1.Job {
+	j := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "train", Namespace: "ns", UID: "job-uid"},
+		Spec: batchv1.JobSpec{Completions: ptr.To[int32](3)}}
+	for _, c := range conds {
+		j.Status.Conditions = append(j.Status.Conditions, batchv1.JobCondition{Type: c, Status: corev1.ConditionTrue, Reason: "PodFailurePolicy", Message: "rank 1 OOMKilled"})
+	}
+	return j
+}
+
+func rankPod(rank int, running bool) *corev1.Pod {
+	p := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("train-%d-abcde", rank), Namespace: "ns", UID: k8stypes.UID(fmt.Sprint("pod-", rank)),
+			Labels:          map[string]string{"job-name": "train"},
+			Annotations:     map[string]string{batchv1.JobCompletionIndexAnnotation: fmt.Sprint(rank)},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: "train", UID: "job-uid", Controller: ptr.To(true)}}},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "main"}}},
+	}
+	cs := corev1.ContainerStatus{Name: "main"}
+	if running {
+		cs.State.Running = &corev1.ContainerStateRunning{}
+	} else {
+		cs.State.Waiting = &corev1.ContainerStateWaiting{Reason: "ContainerCreating"}
+	}
+	p.Status.ContainerStatuses = []corev1.ContainerStatus{cs}
+	return p
+}
+
+// client is a fake clientset whose log endpoint answers every pod with the same two lines
+// (the fake does not say which pod is asked), with timestamps when requested; logRequests
+// records the options of each log request.
+func client(objs ...runtime.Object) (*fake.Clientset, *[]corev1.PodLogOptions) {
+	c := fake.NewClientset(objs...)
+	var reqs []corev1.PodLogOptions
+	c.PrependReactor("get", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if a.GetSubresource() != "log" {
+			return false, nil, nil
+		}
+		opts := a.(k8stesting.GenericAction).GetValue().(*corev1.PodLogOptions)
+		reqs = append(reqs, *opts)
+		body := "step 1\nstep 2\n"
+		if opts.Timestamps {
+			body = "2026-11-29T18:55:02.1Z step 1\n2026-11-29T18:55:02.2Z step 2\n"
+		}
+		return true, &runtime.Unknown{Raw: []byte(body)}, nil
+	})
+	return c, &reqs
+}
+
+type result struct {
+	code           int
+	stdout, stderr string
+}
+
+func run(t *testing.T, c *fake.Clientset, args ...string) result {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	code := plugin.Execute(context.Background(), plugin.Deps{
+		Streams:    genericiooptions.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut},
+		Getenv:     func(string) string { return "" },
+		Factory:    &cmdutil.FakeFactory{NS: "ns", Client: c},
+		RandomName: func() string { return "x7k2p" },
+	}, append([]string{"logs"}, args...))
+	return result{code, out.String(), errOut.String()}
+}
+
+func TestLogsCommand(t *testing.T) {
+	tests := []struct {
+		name       string
+		args       []string
+		wantOut    string
+		wantErr    string
+		wantCode   exitcode.Code
+		wantLogReq string
+	}{
+		{"every rank in rank order", []string{"train"},
+			"[rank 0] step 1\n[rank 0] step 2\n[rank 1] step 1\n[rank 1] step 2\n",
+			"rank 2 (pod train-2-abcde): no log yet, the container has not started\n", 0, "{Container:main}"},
+		{"job.batch/NAME, one rank, no prefix", []string{"job.batch/train", "--rank", "1", "--no-prefix"},
+			"step 1\nstep 2\n", "", 0, "{Container:main}"},
+		{"pod prefix, tail, since, timestamps", []string{"train", "--rank=0", "--prefix", "--tail", "5", "--since", "90s", "--timestamps"},
+			"[pod/train-0-abcde] 2026-11-29T18:55:02.1Z step 1\n[pod/train-0-abcde] 2026-11-29T18:55:02.2Z step 2\n", "", 0,
+			"{Container:main Timestamps:true TailLines:5 SinceSeconds:90}"},
+		{"missing job", []string{"nope"}, "", `error: jobs.batch "nope" not found in namespace "ns"` + "\n", exitcode.NotFound, ""},
+		{"bad prefix", []string{"train", "--prefix=node"}, "", "error: --prefix must be rank or pod, got \"node\"\nSee 'kubectl tao logs --help' for usage.\n", exitcode.Usage, ""},
+		{"prefix and no-prefix", []string{"train", "--prefix=pod", "--no-prefix"}, "", "error: --prefix and --no-prefix cannot be used together\nSee 'kubectl tao logs --help' for usage.\n", exitcode.Usage, ""},
+		{"bad tail", []string{"train", "--tail=-2"}, "", "error: --tail must be -1 (all) or at least 0, got -2\nSee 'kubectl tao logs --help' for usage.\n", exitcode.Usage, ""},
+		{"bad rank", []string{"train", "--rank=-1"}, "", "error: --rank must be 0 or more, got -1\nSee 'kubectl tao logs --help' for usage.\n", exitcode.Usage, ""},
+		{"no job", nil, "", "error: expected one JOB (NAME, job/NAME or job.batch/NAME), got 0 arguments\nSee 'kubectl tao logs --help' for usage.\n", exitcode.Usage, ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c, reqs := client(job(), rankPod(2, false), rankPod(1, true), rankPod(0, true))
+			r := run(t, c, tc.args...)
+			if r.code != int(tc.wantCode) || r.stdout != tc.wantOut || r.stderr != tc.wantErr {
+				t.Fatalf("got exit %d\nstdout:\n%s\nstderr:\n%s\nwant exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr, tc.wantCode, tc.wantOut, tc.wantErr)
+			}
+			if tc.wantLogReq != "" && fmtOpts((*reqs)[0]) != tc.wantLogReq {
+				t.Errorf("log request %s, want %s", fmtOpts((*reqs)[0]), tc.wantLogReq)
+			}
+		})
+	}
+}
+
+func fmtOpts(o corev1.PodLogOptions) string {
+	var parts []string
+	parts = append(parts, "Container:"+o.Container)
+	if o.Timestamps {
+		parts = append(parts, "Timestamps:true")
+	}
+	if o.TailLines != nil {
+		parts = append(parts, fmt.Sprintf("TailLines:%d", *o.TailLines))
+	}
+	if o.SinceSeconds != nil {
+		parts = append(parts, fmt.Sprintf("SinceSeconds:%d", *o.SinceSeconds))
+	}
+	return "{" + strings.Join(parts, " ") + "}"
+}
+
+func TestLogsRequestsOneListNoPerPodGets(t *testing.T) {
+	c, reqs := client(job(), rankPod(2, true), rankPod(1, true), rankPod(0, true))
+	if r := run(t, c, "train"); r.code != 0 {
+		t.Fatalf("%+v", r)
+	}
+	counts := map[string]int{}
+	for _, a := range c.Actions() {
+		counts[a.GetVerb()+" "+a.GetResource().Resource+"/"+a.GetSubresource()]++
+	}
+	want := map[string]int{"get jobs/": 1, "list pods/": 1, "get pods/log": 3}
+	if fmt.Sprint(counts) != fmt.Sprint(want) || len(*reqs) != 3 {
+		t.Fatalf("API requests %v, want %v", counts, want)
+	}
+}
+
+func TestLogsFollowExitCodes(t *testing.T) {
+	tests := []struct {
+		name     string
+		job      *batchv1.Job
+		wantCode exitcode.Code
+		wantErr  string
+	}{
+		{"complete", job(batchv1.JobComplete), exitcode.OK, ""},
+		{"failed", job(batchv1.JobFailed), exitcode.JobFailed, "error: job.batch/train failed: PodFailurePolicy: rank 1 OOMKilled\n"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c, _ := client(tc.job, rankPod(1, true), rankPod(0, true))
+			r := run(t, c, "-f", "train")
+			want := "[rank 0] step 1\n[rank 0] step 2\n[rank 1] step 1\n[rank 1] step 2\n"
+			if r.code != int(tc.wantCode) || r.stdout != want || r.stderr != tc.wantErr {
+				t.Fatalf("got %+v", r)
+			}
+		})
+	}
+}

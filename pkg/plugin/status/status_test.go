@@ -1,0 +1,217 @@
+package status_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+	clocktesting "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
+
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmdutil"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/exitcode"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
+
+var now = time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+
+func golden(t *testing.T, name, got string) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if *update {
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test -update)", err)
+	}
+	if got != string(want) {
+		t.Errorf("%s differs:\n--- got\n%s\n--- want\n%s", name, got, want)
+	}
+}
+
+func trainJob() *batchv1.Job {
+	start := metav1.NewTime(now.Add(-4 * time.Minute))
+	return &batchv1.Job{
+		ObjectMeta: metav1.ObjectMeta{Name: "train", Namespace: "ml", UID: "uid-1", CreationTimestamp: metav1.NewTime(now.Add(-5 * time.Minute))},
+		Spec: batchv1.JobSpec{
+			Completions: ptr.To[int32](2), Parallelism: ptr.To[int32](2),
+			Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{
+				Name: "tao", Image: "img",
+				Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("8")}},
+			}}}},
+		},
+		Status: batchv1.JobStatus{Active: 2, Ready: ptr.To[int32](1), StartTime: &start},
+	}
+}
+
+func pod(name, jobUID string, phase corev1.PodPhase) *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ml", Labels: map[string]string{"batch.kubernetes.io/controller-uid": jobUID}},
+		Status:     corev1.PodStatus{Phase: phase},
+	}
+}
+
+type result struct {
+	code           int
+	stdout, stderr string
+}
+
+func run(t *testing.T, c *fake.Clientset, args ...string) result {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	code := plugin.Execute(context.Background(), plugin.Deps{
+		Streams: genericiooptions.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut},
+		Getenv:  func(string) string { return "" },
+		Factory: &cmdutil.FakeFactory{NS: "ml", Client: c},
+		Clock:   clocktesting.NewFakePassiveClock(now),
+	}, append([]string{"status"}, args...))
+	return result{code, out.String(), errOut.String()}
+}
+
+func requests(c *fake.Clientset) []string {
+	var out []string
+	for _, a := range c.Actions() {
+		out = append(out, a.GetVerb()+" "+a.GetResource().Resource)
+	}
+	return out
+}
+
+func TestStatusRunningTable(t *testing.T) {
+	c := fake.NewClientset(trainJob(), pod("train-0", "uid-1", corev1.PodRunning), pod("train-1", "uid-1", corev1.PodRunning),
+		pod("old-0", "uid-0", corev1.PodRunning))
+	r := run(t, c, "job/train")
+	if r.code != 0 || r.stderr != "" {
+		t.Fatalf("got %+v", r)
+	}
+	golden(t, "running.txt", r.stdout)
+	// Two pods of this Job's UID are Running (the pod of an older same-name Job is not counted).
+	if !strings.Contains(r.stdout, "2/2") {
+		t.Errorf("want 2/2 ranks ready from the pods, got\n%s", r.stdout)
+	}
+	if got := strings.Join(requests(c), ","); got != "get jobs,list pods" {
+		t.Errorf("requests = %s, want one get and one pod list", got)
+	}
+	list := c.Actions()[1].(k8stesting.ListAction)
+	if sel := list.GetListRestrictions().Labels.String(); sel != "batch.kubernetes.io/controller-uid=uid-1" {
+		t.Errorf("pod selector = %q", sel)
+	}
+}
+
+func TestStatusJSONHasExactlyTheContractKeys(t *testing.T) {
+	job := trainJob()
+	job.Status.Conditions = []batchv1.JobCondition{{Type: batchv1.JobFailed, Status: corev1.ConditionTrue, Reason: "PodFailurePolicy", Message: "Container tao exited with 137"}}
+	job.Status.Active, job.Status.Failed, job.Status.Ready = 0, 1, ptr.To[int32](0)
+	c := fake.NewClientset(job)
+	r := run(t, c, "train", "-o", "json")
+	if r.code != 0 || r.stderr != "" {
+		t.Fatalf("got %+v", r)
+	}
+	golden(t, "error.json", r.stdout)
+	var m map[string]any
+	if err := json.Unmarshal([]byte(r.stdout), &m); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"name", "namespace", "uid", "status", "message", "gpus", "nodes", "active", "ready", "succeeded", "failed", "startTime", "completionTime"}
+	if len(m) != len(want) {
+		t.Errorf("keys = %v, want exactly %v", m, want)
+	}
+	for _, k := range want {
+		if _, ok := m[k]; !ok {
+			t.Errorf("key %q missing", k)
+		}
+	}
+	if m["status"] != "Error" || m["gpus"] != 8.0 || m["nodes"] != 2.0 {
+		t.Errorf("got %v", m)
+	}
+}
+
+func TestStatusFormats(t *testing.T) {
+	c := fake.NewClientset(trainJob(), pod("train-0", "uid-1", corev1.PodRunning))
+	for args, want := range map[string]string{
+		"-o jsonpath={.status}": "Running",
+		"-o name":               "job.batch/train\n",
+	} {
+		r := run(t, c, append([]string{"train"}, strings.Fields(args)...)...)
+		if r.code != 0 || r.stdout != want {
+			t.Errorf("%s: got %+v, want %q", args, r, want)
+		}
+	}
+	r := run(t, c, "train", "-o", "yaml")
+	if r.code != 0 || !strings.Contains(r.stdout, "status: Running\n") || !strings.Contains(r.stdout, "completionTime: null\n") {
+		t.Errorf("yaml: got %+v", r)
+	}
+	r = run(t, c, "train", "-o", "wide")
+	if r.code != int(exitcode.Usage) || r.stdout != "" || !strings.Contains(r.stderr, `unknown output format "wide"`) {
+		t.Errorf("bad -o: got %+v", r)
+	}
+}
+
+func TestStatusMissingJobIsUnknown(t *testing.T) {
+	c := fake.NewClientset()
+	r := run(t, c, "nope")
+	if r.code != int(exitcode.NotFound) || r.stdout != "" ||
+		r.stderr != "error: job.batch \"nope\" not found in namespace \"ml\": status Unknown\n" {
+		t.Fatalf("got %+v", r)
+	}
+	r = run(t, c, "nope", "-o", "json")
+	var s struct{ Name, Status string }
+	if r.code != int(exitcode.NotFound) || json.Unmarshal([]byte(r.stdout), &s) != nil || s.Status != "Unknown" || s.Name != "nope" {
+		t.Fatalf("got %+v", r)
+	}
+}
+
+func TestStatusWithoutPodAccessUsesTheJobCounters(t *testing.T) {
+	c := fake.NewClientset(trainJob())
+	c.PrependReactor("list", "pods", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewForbidden(schema.GroupResource{Resource: "pods"}, "", errors.New("denied"))
+	})
+	r := run(t, c, "train", "-o", "jsonpath={.status} {.ready}")
+	if r.code != 0 || r.stdout != "Running 1" || !strings.Contains(r.stderr, "Warning: could not list the pods of job.batch/train") {
+		t.Fatalf("got %+v", r)
+	}
+}
+
+func TestStatusForbiddenJob(t *testing.T) {
+	c := fake.NewClientset()
+	c.PrependReactor("get", "jobs", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewForbidden(schema.GroupResource{Group: "batch", Resource: "jobs"}, "train", errors.New("denied"))
+	})
+	r := run(t, c, "train")
+	if r.code != int(exitcode.Forbidden) || r.stdout != "" || !strings.Contains(r.stderr, "reading job.batch/train") {
+		t.Fatalf("got %+v", r)
+	}
+}
+
+func TestStatusArgs(t *testing.T) {
+	c := fake.NewClientset()
+	for _, args := range [][]string{{}, {"a", "b"}, {"pod/x"}} {
+		if r := run(t, c, args...); r.code != int(exitcode.Usage) {
+			t.Errorf("%v: got %+v, want a usage error", args, r)
+		}
+	}
+	if len(c.Actions()) != 0 {
+		t.Errorf("usage errors reached the API: %v", requests(c))
+	}
+}

@@ -1,0 +1,318 @@
+// Package tail is the multi-pod log engine behind `kubectl tao logs`: which pods of a Job, in
+// which order, read once or followed until the Job ends. It takes a plain Config and a
+// kubernetes.Interface and knows nothing of cobra; the line formatting, rank ordering and
+// resume logic it uses are pure and tested on their own.
+package tail
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+)
+
+// DefaultMaxLogRequests bounds the log streams open at once; it covers a 64-rank job with room
+// for replaced pods.
+const DefaultMaxLogRequests = 100
+
+// podPageSize bounds one pod list response; big Jobs are read in pages.
+const podPageSize = 500
+
+// Config says what to read. It is built by the command line and holds no clients.
+type Config struct {
+	Namespace string
+	Job       string
+	// Container to read; empty means each pod's default container (annotation, else the first).
+	Container string
+	// Ranks to read; empty means all.
+	Ranks  []int
+	Prefix Prefix
+	// Timestamps shows each line's timestamp.
+	Timestamps bool
+	// TailLines, when set, is the number of most recent lines per pod (-1: all).
+	TailLines *int64
+	// Since, when positive, keeps only lines newer than this.
+	Since    time.Duration
+	Previous bool
+	// MaxLogRequests bounds concurrent log requests; following more pods than this is refused.
+	MaxLogRequests int
+}
+
+// OpenFunc opens one container's log. The default uses the client's GetLogs; tests inject
+// streams that break on purpose.
+type OpenFunc func(ctx context.Context, namespace, pod string, opts *corev1.PodLogOptions) (io.ReadCloser, error)
+
+// Engine reads the logs of a Job's pods and writes them, one whole line per Write, to Out.
+// Notices go to ErrOut, never to Out.
+type Engine struct {
+	Client kubernetes.Interface
+	// Open replaces Client's GetLogs when set.
+	Open        OpenFunc
+	Out, ErrOut io.Writer
+	// Retry is the pause before a dropped stream is reopened (default 1s).
+	Retry time.Duration
+}
+
+func (e *Engine) open(ctx context.Context, ns, pod string, opts *corev1.PodLogOptions) (io.ReadCloser, error) {
+	if e.Open != nil {
+		return e.Open(ctx, ns, pod, opts)
+	}
+	return e.Client.CoreV1().Pods(ns).GetLogs(pod, opts).Stream(ctx)
+}
+
+func (e *Engine) retry() time.Duration {
+	if e.Retry > 0 {
+		return e.Retry
+	}
+	return time.Second
+}
+
+func (c Config) maxRequests() int {
+	if c.MaxLogRequests > 0 {
+		return c.MaxLogRequests
+	}
+	return DefaultMaxLogRequests
+}
+
+// Logs prints the selected pods' logs once, in rank order: fetched concurrently (at most
+// MaxLogRequests at a time), each pod printed as soon as it and every pod before it are in.
+// The Job and its pods are read in parallel: one get and one (paged) list.
+func (e *Engine) Logs(ctx context.Context, cfg Config) error {
+	var (
+		pods   []corev1.Pod
+		podErr error
+		wg     sync.WaitGroup
+	)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		pods, podErr = e.listPods(ctx, cfg)
+	}()
+	job, err := e.Client.BatchV1().Jobs(cfg.Namespace).Get(ctx, cfg.Job, metav1.GetOptions{})
+	wg.Wait()
+	if err != nil {
+		return fmt.Errorf("%w in namespace %q", err, cfg.Namespace)
+	}
+	if podErr != nil {
+		return podErr
+	}
+	targets := Targets(Owned(pods, job.UID), cfg.Ranks, cfg.Container, cfg.Previous)
+	if len(targets) == 0 {
+		fmt.Fprintf(e.ErrOut, "job.batch/%s has no pods%s yet\n", cfg.Job, rankNote(cfg.Ranks))
+		return nil
+	}
+	return e.readAll(ctx, cfg, targets, nil, true)
+}
+
+func rankNote(ranks []int) string {
+	if len(ranks) == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" of rank %v", ranks)
+}
+
+// listPods reads the pods labelled with the Job's name, a page at a time. The caller keeps only
+// those the Job owns.
+func (e *Engine) listPods(ctx context.Context, cfg Config) ([]corev1.Pod, error) {
+	var pods []corev1.Pod
+	opts := metav1.ListOptions{LabelSelector: jobNameSelector(cfg.Job), Limit: podPageSize}
+	for {
+		page, err := e.Client.CoreV1().Pods(cfg.Namespace).List(ctx, opts)
+		if err != nil {
+			return nil, fmt.Errorf("listing the pods of job.batch/%s: %w", cfg.Job, err)
+		}
+		pods = append(pods, page.Items...)
+		if page.Continue == "" {
+			return pods, nil
+		}
+		opts.Continue = page.Continue
+	}
+}
+
+// jobNameSelector uses the legacy label, which every server version sets (the
+// batch.kubernetes.io/ one exists only from 1.27); ownership is checked afterwards.
+func jobNameSelector(job string) string { return "job-name=" + job }
+
+// readAll fetches targets concurrently and prints them in order. With cursors (the last read of
+// a follow), each pod is read from its cursor and lines already shown are skipped; a target
+// whose cursor is nil is read from the start. notes says whether to explain, on ErrOut, pods
+// that have no log yet.
+func (e *Engine) readAll(ctx context.Context, cfg Config, targets []Target, cursors map[string]*Cursor, notes bool) error {
+	type result struct {
+		buf  []byte
+		err  error
+		done chan struct{}
+	}
+	results := make([]result, len(targets))
+	sem := make(chan struct{}, cfg.maxRequests())
+	for i, t := range targets {
+		results[i].done = make(chan struct{})
+		if !t.Started {
+			close(results[i].done)
+			continue
+		}
+		go func() {
+			defer close(results[i].done)
+			select {
+			case sem <- struct{}{}:
+			case <-ctx.Done():
+				results[i].err = ctx.Err()
+				return
+			}
+			defer func() { <-sem }()
+			var cur *Cursor
+			if cursors != nil {
+				cur = cursors[string(t.UID)]
+			}
+			results[i].buf, results[i].err = e.readOnce(ctx, cfg, t, cur)
+		}()
+	}
+	var errs []error
+	for i, t := range targets {
+		<-results[i].done
+		r := results[i]
+		switch {
+		case !t.Started:
+			if notes {
+				fmt.Fprintf(e.ErrOut, "rank %d (pod %s): no log yet, the container has not started\n", t.Rank, t.Pod)
+			}
+		case r.err != nil:
+			errs = append(errs, fmt.Errorf("reading the log of rank %d (pod %s): %w", t.Rank, t.Pod, r.err))
+		case len(r.buf) > 0:
+			if _, err := e.Out.Write(r.buf); err != nil {
+				return err
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// readOnce reads one container's log without following. With a cursor it resumes after the
+// last line shown and advances the cursor.
+func (e *Engine) readOnce(ctx context.Context, cfg Config, t Target, cur *Cursor) ([]byte, error) {
+	opts := &corev1.PodLogOptions{Container: t.Container, Previous: cfg.Previous, Timestamps: cfg.Timestamps || cur != nil}
+	if cur != nil && !cur.Last.IsZero() {
+		opts.SinceTime = &metav1.Time{Time: cur.SinceTime()}
+	} else {
+		setLimits(opts, cfg)
+	}
+	rc, err := e.open(ctx, cfg.Namespace, t.Pod, opts)
+	if err != nil {
+		return nil, err
+	}
+	defer rc.Close()
+	body, err := io.ReadAll(rc)
+	if err != nil {
+		return nil, err
+	}
+	var replay *Replay
+	if cur != nil {
+		replay = cur.Resume()
+	}
+	prefix := prefixFor(cfg.Prefix, t)
+	out := make([]byte, 0, len(body)+bytes.Count(body, []byte{'\n'})*len(prefix)+len(prefix)+1)
+	for len(body) > 0 {
+		line := body
+		if i := bytes.IndexByte(body, '\n'); i >= 0 {
+			line, body = body[:i], body[i+1:]
+		} else {
+			body = nil
+		}
+		out = appendFiltered(out, prefix, line, opts.Timestamps, cfg.Timestamps, replay)
+	}
+	return out, nil
+}
+
+// appendFiltered formats one raw line. stamped says the server put a timestamp in front;
+// show says whether the user wants it kept; replay, when set, drops lines already shown.
+func appendFiltered(dst []byte, prefix string, line []byte, stamped, show bool, replay *Replay) []byte {
+	if !stamped {
+		return appendLine(dst, prefix, nil, line)
+	}
+	stamp, ts, text, ok := splitTimestamp(line)
+	if !ok {
+		return appendLine(dst, prefix, nil, line)
+	}
+	if replay != nil && !replay.Admit(ts) {
+		return dst
+	}
+	if !show {
+		stamp = nil
+	}
+	return appendLine(dst, prefix, stamp, text)
+}
+
+func setLimits(opts *corev1.PodLogOptions, cfg Config) {
+	if cfg.TailLines != nil && *cfg.TailLines >= 0 {
+		n := *cfg.TailLines
+		opts.TailLines = &n
+	}
+	if cfg.Since > 0 {
+		s := int64((cfg.Since + time.Second - 1) / time.Second)
+		opts.SinceSeconds = &s
+	}
+}
+
+// syncWriter serializes whole lines from many streams onto one writer.
+type syncWriter struct {
+	mu  sync.Mutex
+	w   io.Writer
+	err error
+}
+
+func (s *syncWriter) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.err != nil {
+		return 0, s.err
+	}
+	n, err := s.w.Write(p)
+	s.err = err
+	return n, err
+}
+
+// streamLines reads a followed stream line by line, writing each new line whole. It returns
+// nil at a clean end of stream and the read error otherwise; a partial line cut off by an error
+// is not shown (the next read replays it).
+func streamLines(r io.Reader, w io.Writer, prefix string, show bool, replay *Replay) error {
+	br := bufio.NewReaderSize(r, 64<<10)
+	var buf []byte
+	for {
+		line, err := br.ReadSlice('\n')
+		if errors.Is(err, bufio.ErrBufferFull) {
+			// A line longer than the buffer: gather it whole before writing.
+			long := append([]byte(nil), line...)
+			for errors.Is(err, bufio.ErrBufferFull) {
+				line, err = br.ReadSlice('\n')
+				long = append(long, line...)
+			}
+			line = long
+		}
+		if err != nil && !errors.Is(err, io.EOF) {
+			return err
+		}
+		if len(line) > 0 {
+			buf = appendFiltered(buf[:0], prefix, bytes.TrimSuffix(line, []byte{'\n'}), true, show, replay)
+			if len(buf) > 0 {
+				if _, werr := w.Write(buf); werr != nil {
+					return werr
+				}
+			}
+		}
+		if err != nil {
+			return nil
+		}
+	}
+}
+
+// isGone reports errors that mean the pod or its log no longer exists.
+func isGone(err error) bool { return apierrors.IsNotFound(err) }

@@ -1,0 +1,404 @@
+package tail
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/utils/ptr"
+
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/jobstatus"
+)
+
+var t0 = time.Date(2026, 11, 29, 18, 55, 2, 0, time.UTC)
+
+func job(conds ...batchv1.JobConditionType) *batchv1.Job {
+	j := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "train", Namespace: "ns", UID: "job-uid"},
+		Spec: batchv1.JobSpec{Completions: ptr.To[int32](2)}}
+	for _, c := range conds {
+		j.Status.Conditions = append(j.Status.Conditions, batchv1.JobCondition{Type: c, Status: corev1.ConditionTrue})
+	}
+	return j
+}
+
+// logServer plays the API server's log endpoint for the engine: per pod, a log that tests
+// append to; followed streams serve what is there and then hang, as KWOK's do, unless
+// dropAfter says to fail a stream after that many lines.
+type logServer struct {
+	mu        sync.Mutex
+	logs      map[string][]logLine
+	dropAfter map[string]int // pod -> lines before the next followed stream of it fails
+	requests  []string
+	opened    chan string
+}
+
+func newLogServer() *logServer {
+	return &logServer{logs: map[string][]logLine{}, dropAfter: map[string]int{}, opened: make(chan string, 100)}
+}
+
+func (s *logServer) add(pod string, n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i := 0; i < n; i++ {
+		k := len(s.logs[pod]) + 1
+		s.logs[pod] = append(s.logs[pod], logLine{t0.Add(time.Duration(k) * 300 * time.Millisecond), fmt.Sprintf("%s step %d", pod, k)})
+	}
+}
+
+func (s *logServer) open(ctx context.Context, ns, pod string, o *corev1.PodLogOptions) (io.ReadCloser, error) {
+	s.mu.Lock()
+	desc := fmt.Sprintf("%s follow=%v ts=%v", pod, o.Follow, o.Timestamps)
+	if o.TailLines != nil {
+		desc += fmt.Sprintf(" tail=%d", *o.TailLines)
+	}
+	if o.SinceSeconds != nil {
+		desc += fmt.Sprintf(" since=%ds", *o.SinceSeconds)
+	}
+	if o.SinceTime != nil {
+		desc += " sinceTime=" + o.SinceTime.UTC().Format(time.RFC3339)
+	}
+	s.requests = append(s.requests, desc)
+	log := s.logs[pod]
+	drop, dropping := s.dropAfter[pod]
+	delete(s.dropAfter, pod)
+	s.mu.Unlock()
+	var since time.Time
+	if o.SinceTime != nil {
+		since = o.SinceTime.Time
+	}
+	if o.TailLines != nil && int(*o.TailLines) < len(log) {
+		log = log[len(log)-int(*o.TailLines):]
+	}
+	var b strings.Builder
+	for _, l := range log {
+		if !since.IsZero() && l.ts.Before(since) {
+			continue
+		}
+		if o.Timestamps {
+			b.WriteString(l.ts.Format(time.RFC3339Nano) + " ")
+		}
+		b.WriteString(l.text + "\n")
+	}
+	body := b.String()
+	s.opened <- pod
+	if !o.Follow {
+		return io.NopCloser(strings.NewReader(body)), nil
+	}
+	if dropping {
+		return io.NopCloser(newBreakAfter(body, drop, true)), nil
+	}
+	return &hanging{r: strings.NewReader(body), ctx: ctx}, nil
+}
+
+// hanging serves its content, then blocks until the request is canceled: a stream the
+// server never closes.
+type hanging struct {
+	r   io.Reader
+	ctx context.Context
+}
+
+func (h *hanging) Read(p []byte) (int, error) {
+	n, err := h.r.Read(p)
+	if n > 0 || !errors.Is(err, io.EOF) {
+		return n, err
+	}
+	<-h.ctx.Done()
+	return 0, h.ctx.Err()
+}
+func (h *hanging) Close() error { return nil }
+
+func ptrPod(p corev1.Pod) *corev1.Pod { return &p }
+
+func TestLogsRankOrder(t *testing.T) {
+	r := func(n int) *int { return &n }
+	c := fake.NewClientset(job(), ptrPod(pod("train-2", r(2), 1, true, false)), ptrPod(pod("train-0", r(0), 1, false, true)),
+		ptrPod(pod("train-1", r(1), 1, false, false)), ptrPod(pod("train-3", r(3), 1, true, false)))
+	srv := newLogServer()
+	srv.add("train-0", 2)
+	srv.add("train-2", 1)
+	srv.add("train-3", 1)
+	var out, errOut bytes.Buffer
+	e := &Engine{Client: c, Open: srv.open, Out: &out, ErrOut: &errOut}
+	if err := e.Logs(context.Background(), Config{Namespace: "ns", Job: "train", Prefix: PrefixRank, MaxLogRequests: 2}); err != nil {
+		t.Fatal(err)
+	}
+	want := "[rank 0] train-0 step 1\n[rank 0] train-0 step 2\n[rank 2] train-2 step 1\n[rank 3] train-3 step 1\n"
+	if out.String() != want {
+		t.Errorf("stdout:\n%s\nwant:\n%s", out.String(), want)
+	}
+	if errOut.String() != "rank 1 (pod train-1): no log yet, the container has not started\n" {
+		t.Errorf("stderr: %q", errOut.String())
+	}
+	var calls []string
+	for _, a := range c.Actions() {
+		calls = append(calls, a.GetVerb()+" "+a.GetResource().Resource)
+	}
+	if strings.Join(calls, ",") != "list pods,get jobs" && strings.Join(calls, ",") != "get jobs,list pods" {
+		t.Errorf("API calls: %v, want one get and one list", calls)
+	}
+}
+
+func TestLogsOptions(t *testing.T) {
+	c := fake.NewClientset(job(), ptrPod(pod("train-0", nil, 1, true, false)))
+	srv := newLogServer()
+	srv.add("train-0", 3)
+	var out bytes.Buffer
+	e := &Engine{Client: c, Open: srv.open, Out: &out, ErrOut: io.Discard}
+	cfg := Config{Namespace: "ns", Job: "train", Prefix: PrefixPod, TailLines: ptr.To[int64](2), Since: 1500 * time.Millisecond, Timestamps: true}
+	if err := e.Logs(context.Background(), cfg); err != nil {
+		t.Fatal(err)
+	}
+	want := "[pod/train-0] 2026-11-29T18:55:02.6Z train-0 step 2\n[pod/train-0] 2026-11-29T18:55:02.9Z train-0 step 3\n"
+	if out.String() != want {
+		t.Errorf("stdout:\n%s\nwant:\n%s", out.String(), want)
+	}
+	if got := srv.requests; len(got) != 1 || got[0] != "train-0 follow=false ts=true tail=2 since=2s" {
+		t.Errorf("requests: %q", got)
+	}
+}
+
+func TestLogsJobNotFound(t *testing.T) {
+	e := &Engine{Client: fake.NewClientset(), Out: io.Discard, ErrOut: io.Discard}
+	err := e.Logs(context.Background(), Config{Namespace: "ns", Job: "nope"})
+	if err == nil || !strings.Contains(err.Error(), `"nope" not found in namespace "ns"`) {
+		t.Fatalf("got %v", err)
+	}
+}
+
+// watching returns a clientset that reports on started when the pod and job watches are open,
+// so tests change objects only once the engine can see the change.
+func watching(objs ...runtime.Object) (*fake.Clientset, chan string) {
+	c := fake.NewClientset(objs...)
+	started := make(chan string, 10)
+	c.PrependWatchReactor("*", func(a k8stesting.Action) (bool, watch.Interface, error) {
+		started <- a.GetResource().Resource
+		return false, nil, nil
+	})
+	return c, started
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+type followRun struct {
+	res  jobstatus.Result
+	err  error
+	done chan struct{}
+}
+
+func startFollow(e *Engine, cfg Config) *followRun {
+	r := &followRun{done: make(chan struct{})}
+	go func() {
+		defer close(r.done)
+		r.res, r.err = e.Follow(context.Background(), cfg)
+	}()
+	return r
+}
+
+func (r *followRun) wait(t *testing.T) {
+	t.Helper()
+	select {
+	case <-r.done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Follow did not end")
+	}
+}
+
+func sortedLines(s string) map[string]int {
+	m := map[string]int{}
+	for _, l := range strings.Split(strings.TrimSuffix(s, "\n"), "\n") {
+		m[l]++
+	}
+	return m
+}
+
+// TestFollow runs a job through its life: rank 0 streams, its stream drops and resumes, rank 1
+// appears late, the server never closes a stream, lines written just before the end are read
+// by the last read, and the Job's completion ends following with its status.
+func TestFollow(t *testing.T) {
+	r := func(n int) *int { return &n }
+	c, watches := watching(job(), ptrPod(pod("train-0", r(0), 1, true, false)))
+	srv := newLogServer()
+	srv.add("train-0", 3)
+	srv.dropAfter["train-0"] = 2
+	out := &lockedBuffer{}
+	var errOut lockedBuffer
+	e := &Engine{Client: c, Open: srv.open, Out: out, ErrOut: &errOut, Retry: 10 * time.Millisecond}
+	run := startFollow(e, Config{Namespace: "ns", Job: "train", Prefix: PrefixRank})
+	<-watches
+	<-watches
+	waitFor(t, "rank 0's lines", func() bool { return strings.Count(out.String(), "\n") == 3 })
+
+	// A late pod: Pending first (no stream), then Running.
+	late := pod("train-1", r(1), 2, false, false)
+	if _, err := c.CoreV1().Pods("ns").Create(context.Background(), &late, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	srv.add("train-1", 2)
+	late = pod("train-1", r(1), 2, true, false)
+	if _, err := c.CoreV1().Pods("ns").Update(context.Background(), &late, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "rank 1's lines", func() bool { return strings.Count(out.String(), "\n") == 5 })
+
+	// Lines the hanging streams never deliver, then the end of the Job.
+	srv.add("train-0", 2)
+	srv.add("train-1", 1)
+	if _, err := c.BatchV1().Jobs("ns").UpdateStatus(context.Background(), job(batchv1.JobComplete), metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	run.wait(t)
+	if run.err != nil || run.res.Status != jobstatus.Complete {
+		t.Fatalf("Follow = %+v, %v", run.res, run.err)
+	}
+	want := map[string]int{}
+	for i := 1; i <= 5; i++ {
+		want[fmt.Sprintf("[rank 0] train-0 step %d", i)] = 1
+	}
+	for i := 1; i <= 3; i++ {
+		want[fmt.Sprintf("[rank 1] train-1 step %d", i)] = 1
+	}
+	if got := sortedLines(out.String()); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("lines (each exactly once):\n%v\nwant\n%v\nstdout:\n%s", got, want, out.String())
+	}
+	if !strings.Contains(errOut.String(), "rank 0 (pod train-0): log stream dropped, resuming") {
+		t.Errorf("stderr: %q", errOut.String())
+	}
+}
+
+func TestFollowEndsWithJobStatus(t *testing.T) {
+	tests := []struct {
+		name   string
+		change func(c *fake.Clientset) error
+		want   jobstatus.Status
+	}{
+		{"failed", func(c *fake.Clientset) error {
+			_, err := c.BatchV1().Jobs("ns").UpdateStatus(context.Background(), job(batchv1.JobFailureTarget), metav1.UpdateOptions{})
+			return err
+		}, jobstatus.Error},
+		{"deleted", func(c *fake.Clientset) error {
+			return c.BatchV1().Jobs("ns").Delete(context.Background(), "train", metav1.DeleteOptions{})
+		}, jobstatus.Canceled},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c, watches := watching(job(), ptrPod(pod("train-0", nil, 1, true, false)))
+			srv := newLogServer()
+			srv.add("train-0", 1)
+			out := &lockedBuffer{}
+			run := startFollow(&Engine{Client: c, Open: srv.open, Out: out, ErrOut: io.Discard}, Config{Namespace: "ns", Job: "train"})
+			<-watches
+			<-watches
+			waitFor(t, "the first line", func() bool { return out.String() != "" })
+			if err := tc.change(c); err != nil {
+				t.Fatal(err)
+			}
+			run.wait(t)
+			if run.err != nil || run.res.Status != tc.want {
+				t.Fatalf("Follow = %+v, %v; want %s", run.res, run.err, tc.want)
+			}
+		})
+	}
+}
+
+func TestFollowTerminalJobReadsOnceAndEnds(t *testing.T) {
+	c := fake.NewClientset(job(batchv1.JobComplete), ptrPod(pod("train-0", nil, 1, false, true)))
+	srv := newLogServer()
+	srv.add("train-0", 2)
+	out := &lockedBuffer{}
+	res, err := (&Engine{Client: c, Open: srv.open, Out: out, ErrOut: io.Discard}).Follow(context.Background(), Config{Namespace: "ns", Job: "train", Prefix: PrefixNone})
+	if err != nil || res.Status != jobstatus.Complete || out.String() != "train-0 step 1\ntrain-0 step 2\n" {
+		t.Fatalf("Follow = %+v, %v, stdout %q", res, err, out.String())
+	}
+}
+
+func TestFollowRefusesAboveMaxLogRequests(t *testing.T) {
+	r := func(n int) *int { return &n }
+	c := fake.NewClientset(job(), ptrPod(pod("train-0", r(0), 1, true, false)), ptrPod(pod("train-1", r(1), 1, true, false)),
+		ptrPod(pod("train-2", r(2), 1, true, false)))
+	srv := newLogServer()
+	_, err := (&Engine{Client: c, Open: srv.open, Out: io.Discard, ErrOut: io.Discard}).Follow(context.Background(),
+		Config{Namespace: "ns", Job: "train", MaxLogRequests: 2})
+	if err == nil || !strings.Contains(err.Error(), "needs 3 log streams at once, more than --max-log-requests=2") {
+		t.Fatalf("got %v", err)
+	}
+	if len(srv.requests) != 0 {
+		t.Fatalf("streams opened before refusing: %v", srv.requests)
+	}
+	// --rank brings it under the limit.
+	c2, _ := watching(job(batchv1.JobComplete), ptrPod(pod("train-0", r(0), 1, true, false)), ptrPod(pod("train-1", r(1), 1, true, false)),
+		ptrPod(pod("train-2", r(2), 1, true, false)))
+	if _, err := (&Engine{Client: c2, Open: srv.open, Out: io.Discard, ErrOut: io.Discard}).Follow(context.Background(),
+		Config{Namespace: "ns", Job: "train", MaxLogRequests: 2, Ranks: []int{1, 2}}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestFollowMissingJob(t *testing.T) {
+	_, err := (&Engine{Client: fake.NewClientset(), Out: io.Discard, ErrOut: io.Discard}).Follow(context.Background(), Config{Namespace: "ns", Job: "nope"})
+	if err == nil || !strings.Contains(err.Error(), `"nope" not found`) {
+		t.Fatalf("got %v", err)
+	}
+}
+
+func TestFollowInterrupted(t *testing.T) {
+	c, watches := watching(job(), ptrPod(pod("train-0", nil, 1, true, false)))
+	srv := newLogServer()
+	srv.add("train-0", 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	out := &lockedBuffer{}
+	done := make(chan error)
+	go func() {
+		_, err := (&Engine{Client: c, Open: srv.open, Out: out, ErrOut: io.Discard}).Follow(ctx, Config{Namespace: "ns", Job: "train"})
+		done <- err
+	}()
+	<-watches
+	waitFor(t, "the first line", func() bool { return out.String() != "" })
+	cancel()
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("got %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Follow ignored the canceled context")
+	}
+}

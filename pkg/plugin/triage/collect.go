@@ -1,0 +1,222 @@
+package triage
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"sort"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/kubernetes"
+)
+
+// The knobs of collection.
+const (
+	pageSize = 500
+	// LogTail is how many of the failing rank's last log lines are read.
+	LogTail = 50
+	// maxNodeGets is how many nodes are read one by one; beyond it one list is cheaper.
+	maxNodeGets = 3
+)
+
+// CollectOptions say how much to read beyond the Job, its pods and their events.
+type CollectOptions struct {
+	// Logs reads the failing rank's last lines (diagnose needs them; replicas does not).
+	Logs bool
+	Now  time.Time
+}
+
+// Collect reads what the analysis needs, in a bounded number of requests: the Job (1 get), its
+// pods (1 list per 500), the namespace's Warning events (1 list per 500), the nodes of pods
+// that are not progressing (a get each for up to 3 nodes, else 1 list), and the failing rank's
+// last log lines (1 get). Reads that only add detail (events, nodes, logs) degrade to a warning
+// when they fail, so a user who may not list nodes still gets an answer.
+func Collect(ctx context.Context, c kubernetes.Interface, ns, name string, o CollectOptions) (Snapshot, []string, error) {
+	s := Snapshot{Now: o.Now, Nodes: map[string]*corev1.Node{}, Logs: map[string][]string{}}
+	var warnings []string
+	job, err := c.BatchV1().Jobs(ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		if apierrors.IsNotFound(err) {
+			return s, nil, fmt.Errorf("job %q not found in namespace %q: %w", name, ns, err)
+		}
+		return s, nil, fmt.Errorf("reading job %s: %w", name, err)
+	}
+	s.Job = job
+	if s.Pods, err = listPods(ctx, c, job); err != nil {
+		return s, nil, fmt.Errorf("listing the pods of job %s: %w", name, err)
+	}
+
+	events, err := listEvents(ctx, c, ns)
+	if err != nil {
+		warnings = append(warnings, fmt.Sprintf("could not read events in namespace %s (%v): scheduling and image-pull details may be missing", ns, err))
+	}
+	s.Events = relevantEvents(job, s.Pods, events)
+
+	if err := readNodes(ctx, c, &s); err != nil {
+		warnings = append(warnings, fmt.Sprintf("could not read nodes (%v): node health is not checked", err))
+	}
+	if o.Logs {
+		if pod := NeedsLogs(s.Pods); pod != "" {
+			lines, err := tailLogs(ctx, c, s.Pods, pod)
+			if err != nil {
+				warnings = append(warnings, fmt.Sprintf("could not read the logs of pod %s (%v)", pod, err))
+			} else {
+				s.Logs[pod] = lines
+			}
+		}
+	}
+	return s, warnings, nil
+}
+
+func listPods(ctx context.Context, c kubernetes.Interface, job *batchv1.Job) ([]corev1.Pod, error) {
+	// The Job's own selector (its controller UID) never matches the pods of an older Job that
+	// had the same name.
+	sel := labels.SelectorFromSet(labels.Set{batchv1.JobNameLabel: job.Name}).String()
+	if job.Spec.Selector != nil {
+		ls, err := metav1.LabelSelectorAsSelector(job.Spec.Selector)
+		if err != nil {
+			return nil, err
+		}
+		sel = ls.String()
+	}
+	var pods []corev1.Pod
+	opts := metav1.ListOptions{LabelSelector: sel, Limit: pageSize}
+	for {
+		l, err := c.CoreV1().Pods(job.Namespace).List(ctx, opts)
+		if err != nil {
+			return nil, err
+		}
+		pods = append(pods, l.Items...)
+		if l.Continue == "" {
+			return pods, nil
+		}
+		opts.Continue = l.Continue
+	}
+}
+
+// listEvents reads the namespace's Warning events: every event a rule looks at is a Warning
+// (FailedScheduling, Failed, BackOff, FailedMount, FailedCreate, ...), and Normal ones
+// (Scheduled, Pulled, Started) are most of the volume.
+func listEvents(ctx context.Context, c kubernetes.Interface, ns string) ([]corev1.Event, error) {
+	var out []corev1.Event
+	opts := metav1.ListOptions{
+		FieldSelector: fields.OneTermEqualSelector("type", corev1.EventTypeWarning).String(),
+		Limit:         pageSize,
+	}
+	for {
+		l, err := c.CoreV1().Events(ns).List(ctx, opts)
+		if err != nil {
+			return out, err
+		}
+		out = append(out, l.Items...)
+		if l.Continue == "" {
+			return out, nil
+		}
+		opts.Continue = l.Continue
+	}
+}
+
+// relevantEvents keeps the events about the Job and its pods.
+func relevantEvents(job *batchv1.Job, pods []corev1.Pod, events []corev1.Event) []corev1.Event {
+	uids := map[string]bool{string(job.UID): true}
+	names := map[string]bool{}
+	for i := range pods {
+		uids[string(pods[i].UID)] = true
+		names[pods[i].Name] = true
+	}
+	var out []corev1.Event
+	for _, e := range events {
+		io := e.InvolvedObject
+		switch {
+		case io.UID != "" && uids[string(io.UID)]:
+		case io.UID == "" && io.Kind == "Pod" && names[io.Name]:
+		case io.UID == "" && io.Kind == "Job" && io.Name == job.Name:
+		default:
+			continue
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
+func readNodes(ctx context.Context, c kubernetes.Interface, s *Snapshot) error {
+	want := map[string]bool{}
+	for i := range s.Pods {
+		if NeedsNode(&s.Pods[i]) {
+			want[s.Pods[i].Spec.NodeName] = true
+		}
+	}
+	if len(want) == 0 {
+		return nil
+	}
+	if len(want) <= maxNodeGets {
+		names := make([]string, 0, len(want))
+		for n := range want {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		for _, n := range names {
+			node, err := c.CoreV1().Nodes().Get(ctx, n, metav1.GetOptions{})
+			if apierrors.IsNotFound(err) {
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			s.Nodes[n] = node
+		}
+		return nil
+	}
+	opts := metav1.ListOptions{Limit: pageSize}
+	for {
+		l, err := c.CoreV1().Nodes().List(ctx, opts)
+		if err != nil {
+			return err
+		}
+		for i := range l.Items {
+			if want[l.Items[i].Name] {
+				s.Nodes[l.Items[i].Name] = &l.Items[i]
+			}
+		}
+		if l.Continue == "" {
+			return nil
+		}
+		opts.Continue = l.Continue
+	}
+}
+
+func tailLogs(ctx context.Context, c kubernetes.Interface, pods []corev1.Pod, name string) ([]string, error) {
+	var pod *corev1.Pod
+	for i := range pods {
+		if pods[i].Name == name {
+			pod = &pods[i]
+		}
+	}
+	container := ""
+	for _, list := range [][]corev1.ContainerStatus{pod.Status.InitContainerStatuses, pod.Status.ContainerStatuses} {
+		for _, cs := range list {
+			if t := cs.State.Terminated; t != nil && t.ExitCode != 0 && container == "" {
+				container = cs.Name
+			}
+		}
+	}
+	tail := int64(LogTail)
+	raw, err := c.CoreV1().Pods(pod.Namespace).GetLogs(name, &corev1.PodLogOptions{Container: container, TailLines: &tail}).DoRaw(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var lines []string
+	sc := bufio.NewScanner(bytes.NewReader(raw))
+	sc.Buffer(make([]byte, 64*1024), 1024*1024)
+	for sc.Scan() {
+		lines = append(lines, sc.Text())
+	}
+	return lines, sc.Err()
+}

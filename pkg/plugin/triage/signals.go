@@ -1,0 +1,153 @@
+package triage
+
+import (
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+)
+
+// signalNames are the signals a training process typically dies of; a container that dies of
+// signal N exits with 128+N.
+var signalNames = map[int32]string{
+	1: "SIGHUP", 2: "SIGINT", 3: "SIGQUIT", 4: "SIGILL", 5: "SIGTRAP", 6: "SIGABRT", 7: "SIGBUS",
+	8: "SIGFPE", 9: "SIGKILL", 10: "SIGUSR1", 11: "SIGSEGV", 12: "SIGUSR2", 13: "SIGPIPE",
+	14: "SIGALRM", 15: "SIGTERM",
+}
+
+// signalOf names the signal behind an exit code of 128+N, or "".
+func signalOf(code int32) string {
+	if code > 128 {
+		return signalNames[code-128]
+	}
+	return ""
+}
+
+// describeExit renders an exit code the way people search for it: "exit code 139 (SIGSEGV)".
+func describeExit(code int32) string {
+	if s := signalOf(code); s != "" {
+		return fmt.Sprintf("exit code %d (%s)", code, s)
+	}
+	return fmt.Sprintf("exit code %d", code)
+}
+
+// exitSuggestion says what a non-zero exit usually means and what to do.
+func exitSuggestion(code int32, job string, rank int) string {
+	logs := fmt.Sprintf("Read the rank's last log lines: kubectl tao logs %s --rank %d.", job, rank)
+	switch signalOf(code) {
+	case "SIGKILL":
+		return "The process was killed (SIGKILL) without an OOM report: usually memory outside the container's cgroup " +
+			"accounting, or something killed it. Reduce batch size or request more memory. " + logs
+	case "SIGSEGV", "SIGBUS", "SIGILL":
+		return "The process crashed (" + signalOf(code) + "): usually a native extension, a CUDA/driver mismatch " +
+			"or too little /dev/shm for DataLoader workers. " + logs
+	case "SIGABRT":
+		return "The process aborted (SIGABRT): a failed assertion or an uncaught C++ exception (CUDA, NCCL). " + logs
+	case "SIGTERM", "SIGINT", "SIGHUP":
+		return "The process was asked to stop (" + signalOf(code) + "): a cancel, a node drain or the program's own " +
+			"timeout. If nobody stopped it, look for the rank that failed first. " + logs
+	}
+	return fmt.Sprintf("The training command exited with code %d. %s", code, logs)
+}
+
+// logPattern is an error the training program prints before it dies.
+type logPattern struct {
+	name       string
+	re         *regexp.Regexp
+	suggestion string
+}
+
+// logPatterns are checked in order; the first match names the finding.
+var logPatterns = []logPattern{
+	{
+		name: "CUDAOutOfMemory",
+		re:   regexp.MustCompile(`(?i)CUDA out of memory|torch\.cuda\.OutOfMemoryError|CUDA error: out of memory|CUBLAS_STATUS_ALLOC_FAILED`),
+		suggestion: "GPU memory ran out (CUDA out of memory). Reduce batch size, lower max_length, enable mixed " +
+			"precision or gradient checkpointing, or use GPUs with more memory.",
+	},
+	{
+		name: "NCCLError",
+		re:   regexp.MustCompile(`NCCL error|NCCL WARN|ncclSystemError|ncclInternalError|ncclRemoteError|ncclUnhandledCudaError|DistBackendError|ProcessGroupNCCL.*(?i:timeout|timed out)|Watchdog caught collective operation timeout`),
+		suggestion: "NCCL communication failed. If another rank failed first, fix that rank. Otherwise check that " +
+			"pods reach MASTER_ADDR:MASTER_PORT, set NCCL_SOCKET_IFNAME / NCCL_IB_HCA for the nodes' network " +
+			"(--env), and rerun with --env NCCL_DEBUG=INFO.",
+	},
+}
+
+// scanLogs finds the first known error in a rank's last log lines.
+func scanLogs(lines []string) (p *logPattern, line string) {
+	for i := range logPatterns {
+		for _, l := range lines {
+			if logPatterns[i].re.MatchString(l) {
+				return &logPatterns[i], strings.TrimSpace(l)
+			}
+		}
+	}
+	return nil, ""
+}
+
+// lastLine is the last non-blank log line: for a Python program, usually the exception.
+func lastLine(lines []string) string {
+	for i := len(lines) - 1; i >= 0; i-- {
+		if l := strings.TrimSpace(lines[i]); l != "" {
+			return l
+		}
+	}
+	return ""
+}
+
+// schedulerMessage is the scheduler's "0/N nodes are available: ..." message, parsed.
+type schedulerMessage struct {
+	total int
+	// reasons maps each filter's reason ("Insufficient nvidia.com/gpu") to its node count.
+	reasons map[string]int
+}
+
+var availableRE = regexp.MustCompile(`^0/(\d+) nodes are available(?:: (.*))?`)
+
+// parseScheduler reads the filter part of a FailedScheduling message and ignores what follows
+// "preemption:", which repeats the nodes from the preemption plugin's point of view.
+func parseScheduler(msg string) (schedulerMessage, bool) {
+	m := availableRE.FindStringSubmatch(msg)
+	if m == nil {
+		return schedulerMessage{}, false
+	}
+	total, _ := strconv.Atoi(m[1])
+	out := schedulerMessage{total: total, reasons: map[string]int{}}
+	body := m[2]
+	if i := strings.Index(body, " preemption:"); i >= 0 {
+		body = body[:i]
+	}
+	body = strings.TrimSuffix(strings.TrimSpace(body), ".")
+	for _, part := range strings.Split(body, ", ") {
+		n, reason, ok := strings.Cut(strings.TrimSpace(part), " ")
+		if c, err := strconv.Atoi(n); ok && err == nil {
+			out.reasons[strings.TrimSuffix(reason, ".")] += c
+		} else if part != "" {
+			// Messages without a count ("pod has unbound immediate PersistentVolumeClaims").
+			out.reasons[strings.TrimSuffix(part, ".")] += total
+		}
+	}
+	return out, true
+}
+
+// everyNode reports whether reason (a substring) rules out all nodes.
+func (s schedulerMessage) everyNode(reason string) bool {
+	n := 0
+	for r, c := range s.reasons {
+		if strings.Contains(r, reason) {
+			n += c
+		}
+	}
+	return s.total > 0 && n >= s.total
+}
+
+// has reports whether any node was ruled out for reason (a substring).
+func (s schedulerMessage) has(reason string) bool {
+	for r := range s.reasons {
+		if strings.Contains(r, reason) {
+			return true
+		}
+	}
+	return false
+}

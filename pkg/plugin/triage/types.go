@@ -1,0 +1,94 @@
+// Package triage answers "why is my job stuck?" and "why did it fail?". The analysis (Replicas,
+// Diagnose) is pure: it turns a snapshot of the Job, its pods, their events, the nodes that
+// matter and the failing rank's last log lines into findings, so every rule is a table test.
+// Collect is the only part that talks to the API server, and it does so in a bounded number of
+// requests whatever the size of the job.
+package triage
+
+import (
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+)
+
+// Snapshot is everything the analysis looks at, read at one moment.
+type Snapshot struct {
+	Job  *batchv1.Job
+	Pods []corev1.Pod
+	// Events are those about the Job and its pods (others are ignored anyway).
+	Events []corev1.Event
+	// Nodes holds the nodes Collect judged relevant, by name; a pod's node missing here is
+	// either fine or was not looked at.
+	Nodes map[string]*corev1.Node
+	// Logs are the last lines of the failing rank's training container, by pod name.
+	Logs map[string][]string
+	// Now is when the snapshot was taken: ages and "stuck terminating" are measured from it.
+	Now time.Time
+}
+
+// Issue is the SDK's readiness_issue: why a pod is not progressing.
+type Issue struct {
+	Reason  string `json:"reason"`
+	Message string `json:"message"`
+}
+
+// Replica is one pod of the Job, in the SDK's get_job_replicas shape.
+type Replica struct {
+	Name   string        `json:"name"`
+	Rank   int           `json:"rank"`
+	Node   string        `json:"node"`
+	Phase  string        `json:"phase"`
+	Status ReplicaStatus `json:"status"`
+
+	// Shown in the table, not part of the SDK's JSON.
+	Ready    string `json:"-"`
+	Restarts int32  `json:"-"`
+}
+
+// ReplicaStatus wraps the issue so that JSON reads status.readiness_issue, null when healthy.
+type ReplicaStatus struct {
+	ReadinessIssue *Issue `json:"readiness_issue"`
+}
+
+// The SDK's failure classes.
+const (
+	ErrProgram = "ERR_PROGRAM"
+	ErrInfra   = "ERR_INFRA"
+)
+
+// NodeEvent is one finding of the failure analysis: something that happened to one rank.
+type NodeEvent struct {
+	NodeEventName string     `json:"node_event_name"`
+	Node          string     `json:"node"`
+	Pod           string     `json:"pod"`
+	Rank          int        `json:"rank"`
+	ExitCode      *int32     `json:"exit_code"`
+	Message       string     `json:"message"`
+	Time          *time.Time `json:"time"`
+	// Beyond the SDK: each finding's own class and what to do about it.
+	ErrClass   string `json:"err_class"`
+	Suggestion string `json:"suggestion"`
+}
+
+// Analysis is the SDK's get_failure_analysis result, plus fields of our own.
+type Analysis struct {
+	// ErrClass is ERR_PROGRAM or ERR_INFRA, the class of the first failure; nil when no
+	// issue was found.
+	ErrClass              *string     `json:"err_class"`
+	Suggestion            string      `json:"suggestion"`
+	JobFailureByNodeEvent []NodeEvent `json:"job_failure_by_node_event"`
+
+	// Beyond the SDK.
+	Job       string `json:"job"`
+	Namespace string `json:"namespace"`
+	// Status is the Job's status as `kubectl tao status` reports it, Message its explanation.
+	Status  string `json:"status"`
+	Message string `json:"message"`
+	// JobFailure is the Job's own Failed condition ("BackoffLimitExceeded: ..."), if any.
+	JobFailure string `json:"job_failure,omitempty"`
+	// FirstFailure is the earliest finding: where things went wrong first.
+	FirstFailure *NodeEvent `json:"first_failure"`
+	// Notes are job-level observations, such as a partial start.
+	Notes []string `json:"notes"`
+}

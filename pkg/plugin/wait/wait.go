@@ -1,0 +1,134 @@
+// Package wait implements `kubectl tao wait` and the waiting half of `submit --wait`: block
+// until a Job reaches a terminal status, following it with a watch, and turn the outcome into
+// an exit code.
+package wait
+
+import (
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/spf13/cobra"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/clock"
+
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmdutil"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/exitcode"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/status"
+)
+
+const example = `  # Block until the job ends; the exit code tells how (0 Complete, 9 Error, 10 Canceled)
+  kubectl tao wait train-1 && echo trained
+
+  # Give up after two hours (exit code 8)
+  kubectl tao wait job/train-1 --timeout 2h
+
+  # The final status as JSON
+  kubectl tao wait train-1 -o json`
+
+const long = `Wait until a training job reaches a terminal status: Complete, Error or Canceled.
+
+Each change of status goes to stderr ("Pending -> Running (2/2 ranks)"); stdout gets the final
+line ("job.batch/NAME Complete"), or the status object with -o. The exit code says how it ended:
+
+  0   Complete
+  9   Error (JobFailed)
+  10  Canceled: the Job was deleted, or is being deleted, before it finished
+  8   the --timeout passed first
+  3   the Job does not exist
+
+Unlike kubectl wait (30s), there is no timeout by default: training runs for hours.
+The Job is followed with a watch, not polled.`
+
+// Options are the flags and arguments of `kubectl tao wait`.
+type Options struct {
+	Timeout time.Duration
+	Output  string
+
+	namespace, name string
+	printer         *status.Printer
+
+	factory cmdutil.Factory
+	clock   clock.PassiveClock
+	genericiooptions.IOStreams
+}
+
+// NewCmd builds `kubectl tao wait`.
+func NewCmd(f cmdutil.Factory, streams genericiooptions.IOStreams, clk clock.PassiveClock) *cobra.Command {
+	o := &Options{factory: f, clock: clk, IOStreams: streams}
+	cmd := &cobra.Command{
+		Use:                   "wait JOB [--timeout DURATION] [-o FORMAT]",
+		DisableFlagsInUseLine: true,
+		Short:                 "Wait for a training job to finish",
+		Long:                  long,
+		Example:               example,
+		Args:                  cmdutil.ExactlyOneJob,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := o.Complete(args); err != nil {
+				return err
+			}
+			if err := o.Validate(); err != nil {
+				return err
+			}
+			return o.Run(cmd)
+		},
+	}
+	cmd.Flags().DurationVar(&o.Timeout, "timeout", 0, "How long to wait before giving up (exit code 8), e.g. 30m or 2h. 0 waits forever.")
+	cmd.Flags().StringVarP(&o.Output, "output", "o", "", "Print the final status in this format instead of a line. One of: ("+status.Formats+").")
+	cmd.ValidArgsFunction = cmdutil.CompleteJobNames(f)
+	return cmd
+}
+
+// Complete resolves the Job reference and the namespace.
+func (o *Options) Complete(args []string) error {
+	var err error
+	if o.name, err = cmdutil.ParseJobRef(args[0]); err != nil {
+		return err
+	}
+	o.namespace, err = o.factory.Namespace()
+	return err
+}
+
+// Validate checks the flags.
+func (o *Options) Validate() error {
+	if o.Timeout < 0 {
+		return exitcode.Usagef("invalid --timeout %s: must not be negative", o.Timeout)
+	}
+	var err error
+	o.printer, err = status.NewPrinter(o.Output)
+	return err
+}
+
+// Run waits and reports.
+func (o *Options) Run(cmd *cobra.Command) error {
+	client, err := o.factory.KubernetesClient()
+	if err != nil {
+		return err
+	}
+	return Wait(cmd, client, Target{Namespace: o.namespace, Name: o.name}, o.Timeout, o.printer, o.clock, o.IOStreams)
+}
+
+// Wait waits for t and reports like `kubectl tao wait`: progress on streams.ErrOut, the final
+// status on streams.Out (a line, or the status object when p is not human), and the exit code
+// of the outcome as the error. submit --wait calls it after creating the Job.
+func Wait(cmd *cobra.Command, client kubernetes.Interface, t Target, timeout time.Duration, p *status.Printer, clk clock.PassiveClock, streams genericiooptions.IOStreams) error {
+	out, err := Until(cmd.Context(), client, t, timeout, streams.ErrOut)
+	if err != nil {
+		return err
+	}
+	if perr := printFinal(streams.Out, t, out, p, clk); perr != nil {
+		return perr
+	}
+	return Err(t.Name, out.Result)
+}
+
+func printFinal(w io.Writer, t Target, out Outcome, p *status.Printer, clk clock.PassiveClock) error {
+	if p == nil || p.Human() {
+		_, err := fmt.Fprintf(w, "job.batch/%s %s\n", t.Name, out.Result.Status)
+		return err
+	}
+	s := status.Summarize(t.Namespace, t.Name, out.Job, nil)
+	s.Status, s.Message = out.Result.Status, out.Result.Message
+	return p.Print(w, s, clk.Now())
+}

@@ -1,0 +1,308 @@
+package wait_test
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+	clocktesting "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
+
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmdutil"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/exitcode"
+)
+
+func job(mutate ...func(*batchv1.Job)) *batchv1.Job {
+	j := &batchv1.Job{
+		ObjectMeta: metav1.ObjectMeta{Name: "train", Namespace: "ml", UID: "uid-1"},
+		Spec:       batchv1.JobSpec{Completions: ptr.To[int32](2), Parallelism: ptr.To[int32](2)},
+	}
+	for _, m := range mutate {
+		m(j)
+	}
+	return j
+}
+
+func running(ready int32) func(*batchv1.Job) {
+	return func(j *batchv1.Job) { j.Status.Active, j.Status.Ready = 2, ptr.To(ready) }
+}
+
+func ended(t batchv1.JobConditionType, reason, msg string) func(*batchv1.Job) {
+	return func(j *batchv1.Job) {
+		j.Status.Active, j.Status.Ready = 0, ptr.To[int32](0)
+		if t == batchv1.JobComplete {
+			j.Status.Succeeded = 2
+		}
+		j.Status.Conditions = append(j.Status.Conditions, batchv1.JobCondition{Type: t, Status: corev1.ConditionTrue, Reason: reason, Message: msg})
+	}
+}
+
+// watched returns a clientset whose job watches go through the tracker, and a channel closed
+// once the first watch is established (so changes made after it are seen as events).
+func watched(objs ...*batchv1.Job) (*fake.Clientset, <-chan struct{}) {
+	var in []runtime.Object
+	for _, o := range objs {
+		in = append(in, o)
+	}
+	c := fake.NewClientset(in...)
+	started := make(chan struct{})
+	var once sync.Once
+	c.PrependWatchReactor("jobs", func(a k8stesting.Action) (bool, watch.Interface, error) {
+		var opts metav1.ListOptions
+		if wa, ok := a.(k8stesting.WatchActionImpl); ok {
+			opts = wa.ListOptions
+		}
+		w, err := c.Tracker().Watch(a.GetResource(), a.GetNamespace(), opts)
+		once.Do(func() { close(started) })
+		return true, w, err
+	})
+	return c, started
+}
+
+type result struct {
+	code           int
+	stdout, stderr string
+}
+
+// lockedBuffer lets a test read stderr while the command writes it.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+func run(ctx context.Context, c *fake.Clientset, args ...string) result {
+	return runTo(ctx, c, &lockedBuffer{}, args...)
+}
+
+func runTo(ctx context.Context, c *fake.Clientset, errOut *lockedBuffer, args ...string) result {
+	var out bytes.Buffer
+	code := plugin.Execute(ctx, plugin.Deps{
+		Streams: genericiooptions.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: errOut},
+		Getenv:  func(string) string { return "" },
+		Factory: &cmdutil.FakeFactory{NS: "ml", Client: c},
+		Clock:   clocktesting.NewFakePassiveClock(time.Now()),
+	}, append([]string{"wait"}, args...))
+	return result{code, out.String(), errOut.String()}
+}
+
+// waitWhile runs `wait args` and, once its watch is up, applies the changes in order, each
+// once the previous one was reported (else the informer may see only the last state).
+func waitWhile(t *testing.T, c *fake.Clientset, started <-chan struct{}, args []string, changes ...func()) result {
+	t.Helper()
+	done := make(chan result)
+	errOut := &lockedBuffer{}
+	go func() { done <- runTo(context.Background(), c, errOut, args...) }()
+	select {
+	case <-started:
+	case r := <-done:
+		return r
+	case <-time.After(10 * time.Second):
+		t.Fatal("the wait never started watching")
+	}
+	for _, change := range changes {
+		lines := strings.Count(errOut.String(), "\n")
+		change()
+		for deadline := time.Now().Add(5 * time.Second); strings.Count(errOut.String(), "\n") == lines && time.Now().Before(deadline); {
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	select {
+	case r := <-done:
+		return r
+	case <-time.After(10 * time.Second):
+		t.Fatal("the wait did not end")
+	}
+	return result{}
+}
+
+func updateTo(t *testing.T, c *fake.Clientset, j *batchv1.Job) func() {
+	return func() {
+		t.Helper()
+		if _, err := c.BatchV1().Jobs("ml").UpdateStatus(context.Background(), j, metav1.UpdateOptions{}); err != nil {
+			t.Error(err)
+		}
+	}
+}
+
+func verbs(c *fake.Clientset) []string {
+	var out []string
+	for _, a := range c.Actions() {
+		out = append(out, a.GetVerb()+" "+a.GetResource().Resource)
+	}
+	return out
+}
+
+func TestWaitOutcomes(t *testing.T) {
+	tests := []struct {
+		name       string
+		args       []string
+		changes    func(t *testing.T, c *fake.Clientset) []func()
+		code       exitcode.Code
+		stdout     string
+		stderr     []string
+		noStderrOf string
+	}{
+		{
+			name: "runs then completes",
+			changes: func(t *testing.T, c *fake.Clientset) []func() {
+				return []func(){updateTo(t, c, job(running(1))), updateTo(t, c, job(running(2))), updateTo(t, c, job(ended(batchv1.JobComplete, "CompletionsReached", "")))}
+			},
+			code:   exitcode.OK,
+			stdout: "job.batch/train Complete\n",
+			stderr: []string{"Pending (0/2 ranks)\nPending -> Running (1/2 ranks)\nRunning (1/2 -> 2/2 ranks)\nRunning -> Complete (2/2 ranks succeeded)\n"},
+		},
+		{
+			name: "success criteria met counts as the end (1.31+)",
+			changes: func(t *testing.T, c *fake.Clientset) []func() {
+				return []func(){updateTo(t, c, job(running(2), func(j *batchv1.Job) {
+					j.Status.Conditions = []batchv1.JobCondition{{Type: batchv1.JobSuccessCriteriaMet, Status: corev1.ConditionTrue}}
+				}))}
+			},
+			code:   exitcode.OK,
+			stdout: "job.batch/train Complete\n",
+		},
+		{
+			name: "oom fails",
+			changes: func(t *testing.T, c *fake.Clientset) []func() {
+				return []func(){updateTo(t, c, job(running(2))), updateTo(t, c, job(ended(batchv1.JobFailureTarget, "PodFailurePolicy", "Container tao exited with 137")))}
+			},
+			code:   exitcode.JobFailed,
+			stdout: "job.batch/train Error\n",
+			stderr: []string{"Running -> Error (PodFailurePolicy: Container tao exited with 137)\n", "error: job.batch/train failed: PodFailurePolicy"},
+		},
+		{
+			name: "deleted while running",
+			changes: func(t *testing.T, c *fake.Clientset) []func() {
+				return []func(){updateTo(t, c, job(running(2))), func() {
+					if err := c.BatchV1().Jobs("ml").Delete(context.Background(), "train", metav1.DeleteOptions{}); err != nil {
+						t.Error(err)
+					}
+				}}
+			},
+			code:   exitcode.JobCanceled,
+			stdout: "job.batch/train Canceled\n",
+			stderr: []string{"Running -> Canceled (the Job was deleted)\n", "error: job.batch/train was canceled"},
+		},
+		{
+			name: "being deleted (foreground) is canceled",
+			changes: func(t *testing.T, c *fake.Clientset) []func() {
+				return []func(){updateTo(t, c, job(running(2), func(j *batchv1.Job) { j.DeletionTimestamp = ptr.To(metav1.Now()) }))}
+			},
+			code:   exitcode.JobCanceled,
+			stdout: "job.batch/train Canceled\n",
+		},
+		{
+			name: "replaced by a same-name Job is canceled",
+			changes: func(t *testing.T, c *fake.Clientset) []func() {
+				return []func(){updateTo(t, c, job(func(j *batchv1.Job) { j.UID = "uid-2" }))}
+			},
+			code:   exitcode.JobCanceled,
+			stdout: "job.batch/train Canceled\n",
+		},
+		{
+			name:    "timeout",
+			args:    []string{"--timeout", "200ms"},
+			changes: func(t *testing.T, c *fake.Clientset) []func() { return []func(){updateTo(t, c, job(running(2)))} },
+			code:    exitcode.Timeout,
+			stdout:  "",
+			stderr:  []string{"error: timed out after 200ms waiting for job.batch/train (last status: Running (2/2 ranks))"},
+		},
+		{
+			name: "-o json prints the status object",
+			args: []string{"-o", "jsonpath={.status} {.succeeded}"},
+			changes: func(t *testing.T, c *fake.Clientset) []func() {
+				return []func(){updateTo(t, c, job(ended(batchv1.JobComplete, "", "")))}
+			},
+			code:   exitcode.OK,
+			stdout: "Complete 2",
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c, started := watched(job())
+			r := waitWhile(t, c, started, append([]string{"job.batch/train"}, tc.args...), tc.changes(t, c)...)
+			if r.code != int(tc.code) || r.stdout != tc.stdout {
+				t.Fatalf("got exit %d stdout %q stderr %q; want exit %d stdout %q", r.code, r.stdout, r.stderr, tc.code, tc.stdout)
+			}
+			for _, s := range tc.stderr {
+				if !strings.Contains(r.stderr, s) {
+					t.Errorf("stderr %q lacks %q", r.stderr, s)
+				}
+			}
+			// A watch, not polling: one get, then the informer's list and watch.
+			for i, v := range verbs(c) {
+				if v == "get jobs" && i > 0 {
+					t.Errorf("requests %v: the Job was polled", verbs(c))
+				}
+			}
+		})
+	}
+}
+
+func TestWaitAlreadyFinishedNeedsOneGet(t *testing.T) {
+	c, _ := watched(job(ended(batchv1.JobComplete, "", "")))
+	r := run(context.Background(), c, "train")
+	if r.code != 0 || r.stdout != "job.batch/train Complete\n" || r.stderr != "Complete (2/2 ranks succeeded)\n" {
+		t.Fatalf("got %+v", r)
+	}
+	if got := strings.Join(verbs(c), ","); got != "get jobs" {
+		t.Errorf("requests = %s", got)
+	}
+}
+
+func TestWaitMissingJob(t *testing.T) {
+	c, _ := watched()
+	r := run(context.Background(), c, "train")
+	if r.code != int(exitcode.NotFound) || r.stdout != "" || r.stderr != "error: job.batch \"train\" not found in namespace \"ml\"\n" {
+		t.Fatalf("got %+v", r)
+	}
+}
+
+func TestWaitInterrupted(t *testing.T) {
+	c, started := watched(job())
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan result)
+	go func() { done <- run(ctx, c, "train") }()
+	<-started
+	cancel()
+	r := <-done
+	if r.code != int(exitcode.Error) || !strings.Contains(r.stderr, "interrupted while waiting for job.batch/train") {
+		t.Fatalf("got %+v", r)
+	}
+}
+
+func TestWaitFlags(t *testing.T) {
+	c, _ := watched(job())
+	for _, args := range [][]string{{}, {"train", "--timeout", "-1s"}, {"train", "-o", "wide"}, {"svc/train"}} {
+		if r := run(context.Background(), c, args...); r.code != int(exitcode.Usage) {
+			t.Errorf("%v: got %+v, want a usage error", args, r)
+		}
+	}
+	if len(c.Actions()) != 0 {
+		t.Errorf("usage errors reached the API: %v", verbs(c))
+	}
+}

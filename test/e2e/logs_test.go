@@ -1,0 +1,167 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+const sim = "sim.kubectl-tao.dev/"
+
+// rankLines is what `logs` prints for ranks 0..n-1 of lines steps each, in rank order.
+func rankLines(ranks []int, steps int) string {
+	var b strings.Builder
+	for _, r := range ranks {
+		for k := 1; k <= steps; k++ {
+			fmt.Fprintf(&b, "[rank %d] rank %d step %d\n", r, r, k)
+		}
+	}
+	return b.String()
+}
+
+func TestLogsEveryRankInOrder(t *testing.T) {
+	ns := namespace(t)
+	r := tao(t, nil, "submit", "four", "-n", ns, "--image", "busybox", "--gpus", "1", "--nodes", "4",
+		"--annotation", sim+"run-duration=1s", "--annotation", sim+"log-lines=3", "--", "train")
+	if r.code != 0 {
+		t.Fatalf("submit: %s", r)
+	}
+	poll(t, 90*time.Second, "job four to complete", jobFinished(ns, "four", batchv1.JobComplete))
+
+	r = tao(t, nil, "logs", "four", "-n", ns)
+	if r.code != 0 || r.stdout != rankLines([]int{0, 1, 2, 3}, 3) || r.stderr != "" {
+		t.Fatalf("logs: %s", r)
+	}
+	r = tao(t, nil, "logs", "job/four", "-n", ns, "--rank", "2", "--rank", "0", "--tail", "1")
+	if r.code != 0 || r.stdout != "[rank 0] rank 0 step 3\n[rank 2] rank 2 step 3\n" {
+		t.Fatalf("logs --rank --tail: %s", r)
+	}
+	r = tao(t, nil, "logs", "four", "-n", ns, "--rank", "1", "--no-prefix", "--since", "1h")
+	if r.code != 0 || r.stdout != "rank 1 step 1\nrank 1 step 2\nrank 1 step 3\n" {
+		t.Fatalf("logs --since 1h: %s", r)
+	}
+	// The lines were written when the containers started, well over a second ago by now.
+	time.Sleep(2 * time.Second)
+	r = tao(t, nil, "logs", "four", "-n", ns, "--since", "1s")
+	if r.code != 0 || r.stdout != "" {
+		t.Fatalf("logs --since 1s: %s", r)
+	}
+	r = tao(t, nil, "logs", "four", "-n", ns, "--rank", "3", "--timestamps", "--tail", "1")
+	if _, err := time.Parse(time.RFC3339Nano, strings.Fields(r.stdout + " x")[2]); r.code != 0 || err != nil || !strings.HasSuffix(r.stdout, " rank 3 step 3\n") {
+		t.Fatalf("logs --timestamps: %s", r)
+	}
+	contains(t, tao(t, nil, "logs", "nope", "-n", ns), 3, `"nope" not found`)
+}
+
+// TestLogsFollowPicksUpLatePodAndEnds runs a 2-rank job that cannot fit at once: each rank wants
+// a whole node's GPUs and a blocker holds all nodes but one, so rank 1 starts only after rank 0
+// is done. Following must pick rank 1 up when it appears and end with exit 0 when the Job
+// completes, with every line exactly once.
+func TestLogsFollowPicksUpLatePodAndEnds(t *testing.T) {
+	ns := namespace(t)
+	nodes, err := client.CoreV1().Nodes().List(context.Background(), metav1ListAll())
+	if err != nil {
+		t.Fatal(err)
+	}
+	free := len(nodes.Items) - 1
+	if free > 0 {
+		r := tao(t, nil, "submit", "blocker", "-n", ns, "--image", "busybox", "--gpus", "8", "--nodes", fmt.Sprint(free),
+			"--annotation", sim+"fate=run-forever", "--", "sleep")
+		if r.code != 0 {
+			t.Fatalf("submit blocker: %s", r)
+		}
+		poll(t, 60*time.Second, "the blocker to run", func(ctx context.Context) (bool, error) {
+			j, err := client.BatchV1().Jobs(ns).Get(ctx, "blocker", metav1Get())
+			return err == nil && j.Status.Ready != nil && int(*j.Status.Ready) == free, err
+		})
+	}
+	r := tao(t, nil, "submit", "late", "-n", ns, "--image", "busybox", "--gpus", "8", "--nodes", "2",
+		"--annotation", sim+"run-duration=3s", "--annotation", sim+"log-lines=4", "--annotation", sim+"log-interval=500ms", "--", "train")
+	if r.code != 0 {
+		t.Fatalf("submit: %s", r)
+	}
+	r = tao(t, nil, "logs", "-f", "late", "-n", ns)
+	if r.code != 0 || r.stdout != rankLines([]int{0, 1}, 4) {
+		t.Fatalf("logs -f: %s", r)
+	}
+}
+
+func TestLogsFollowOOMExits9(t *testing.T) {
+	ns := namespace(t)
+	r := tao(t, nil, "submit", "oom", "-n", ns, "--image", "busybox", "--gpus", "1", "--nodes", "2",
+		"--annotation", sim+"fate=oom", "--annotation", sim+"run-duration=2s", "--annotation", sim+"log-lines=2", "--", "train")
+	if r.code != 0 {
+		t.Fatalf("submit: %s", r)
+	}
+	r = tao(t, nil, "logs", "-f", "oom", "-n", ns)
+	if r.code != 9 || !strings.Contains(r.stderr, "job.batch/oom failed") {
+		t.Fatalf("logs -f: %s", r)
+	}
+	for _, l := range strings.Split(rankLines([]int{0, 1}, 2), "\n") {
+		if strings.Count(r.stdout, l+"\n") != 1 && l != "" {
+			t.Fatalf("want %q once in stdout: %s", l, r)
+		}
+	}
+}
+
+// TestSubmitFollowDetaches interrupts `submit --follow` and checks the job keeps running.
+func TestSubmitFollowDetaches(t *testing.T) {
+	ns := namespace(t)
+	cmd := exec.Command(binary, "submit", "forever", "-n", ns, "--image", "busybox", "--gpus", "1",
+		"--annotation", sim+"fate=run-forever", "--annotation", sim+"log-lines=2", "--follow", "--", "train")
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME"), "KUBECONFIG=" + kubeconfig}
+	var out, errOut syncBuffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for !strings.Contains(out.String(), "[rank 0] rank 0 step 2\n") && time.Now().Before(deadline) {
+		time.Sleep(100 * time.Millisecond)
+	}
+	_ = cmd.Process.Signal(os.Interrupt)
+	err := cmd.Wait()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 1 || !strings.Contains(errOut.String(), "kubectl tao cancel forever -n "+ns) {
+		t.Fatalf("want exit 1 and the cancel command: %v\nstdout:\n%s\nstderr:\n%s", err, out.String(), errOut.String())
+	}
+	if out.String() != "[rank 0] rank 0 step 1\n[rank 0] rank 0 step 2\n" {
+		t.Fatalf("stdout: %q", out.String())
+	}
+	if _, err := client.BatchV1().Jobs(ns).Get(context.Background(), "forever", metav1Get()); err != nil {
+		t.Fatalf("the job must keep running: %v", err)
+	}
+}
+
+func metav1Get() metav1.GetOptions      { return metav1.GetOptions{} }
+func metav1ListAll() metav1.ListOptions { return metav1.ListOptions{LabelSelector: "type=kwok"} }
+
+// syncBuffer is read by the test while the child process writes it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
