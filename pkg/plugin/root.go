@@ -15,11 +15,15 @@ import (
 	_ "k8s.io/client-go/plugin/pkg/client/auth"
 
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cancel"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/capacity"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmdutil"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/diagnose"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/exitcode"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/list"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/logs"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/preflight"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/pullsecret"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/rbac"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/status"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/submit"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/version"
@@ -85,6 +89,10 @@ func NewRootCmd(d Deps) *cobra.Command {
 		cancel.NewCmd(f, d.Streams),
 		cancel.NewDeleteCmd(f, d.Streams),
 		cancel.NewPruneCmd(f, d.Streams, clk),
+		capacity.NewCmd(f, d.Streams),
+		preflight.NewCmd(f, d.Streams),
+		rbac.NewCmd(f, d.Streams),
+		pullsecret.NewCmd(f, d.Streams, d.Getenv),
 		version.NewCmd(d.Streams),
 	)
 	usageArgs(cmd)

@@ -61,6 +61,19 @@ type Summary struct {
 // Summarize counts what nodes can hold for r. Allocatable, not free: this answers "can it ever
 // run", not "can it run now".
 func Summarize(nodes []corev1.Node, r Request) Summary {
+	return summarize(nodes, r, func(n *corev1.Node) corev1.ResourceList { return n.Status.Allocatable })
+}
+
+// SummarizeFree counts what nodes can hold for r now: each node's allocatable minus
+// requested[node name] (see Requested), so it answers "can it start now".
+func SummarizeFree(nodes []corev1.Node, requested map[string]corev1.ResourceList, r Request) Summary {
+	return summarize(nodes, r, func(n *corev1.Node) corev1.ResourceList {
+		return Free(n.Status.Allocatable, requested[n.Name])
+	})
+}
+
+// summarize is Summarize over what avail says each node has.
+func summarize(nodes []corev1.Node, r Request, avail func(*corev1.Node) corev1.ResourceList) Summary {
 	s := Summary{Bound: map[corev1.ResourceName]int{}}
 	sel := r.Selector
 	if sel == nil {
@@ -69,7 +82,8 @@ func Summarize(nodes []corev1.Node, r Request) Summary {
 	for i := range nodes {
 		n := &nodes[i]
 		s.Nodes++
-		q := n.Status.Allocatable[GPUResource]
+		have := avail(n)
+		q := have[GPUResource]
 		gpus := q.Value()
 		if gpus <= 0 && r.GPUsPerPod() > 0 {
 			continue
@@ -92,7 +106,7 @@ func Summarize(nodes []corev1.Node, r Request) Summary {
 		s.MatchingNodes++
 		s.MatchingGPUs += gpus
 		s.LargestNode = max(s.LargestNode, gpus)
-		fits, bound := podsOn(n.Status.Allocatable, r.PerPod)
+		fits, bound := podsOn(have, r.PerPod)
 		if bound != "" {
 			s.Bound[bound]++
 		}
@@ -212,4 +226,90 @@ func flagFor(name corev1.ResourceName) string {
 		return "lower --memory or --shm-size"
 	}
 	return "lower --resource " + string(name)
+}
+
+// Free is allocatable minus requested, never below zero, for every resource allocatable names.
+func Free(allocatable, requested corev1.ResourceList) corev1.ResourceList {
+	if len(requested) == 0 {
+		return allocatable
+	}
+	free := make(corev1.ResourceList, len(allocatable))
+	for name, q := range allocatable {
+		q = q.DeepCopy()
+		if used, ok := requested[name]; ok {
+			q.Sub(used)
+			if q.Sign() < 0 {
+				q.Set(0)
+			}
+		}
+		free[name] = q
+	}
+	return free
+}
+
+// Requested sums, per node name, what the pods bound to a node request, as the scheduler counts
+// it: the larger of the containers' sum and any one init container, plus the pod overhead.
+// Pods not yet bound hold nothing, and pods that ended (Succeeded, Failed) hold nothing any more.
+func Requested(pods []corev1.Pod) map[string]corev1.ResourceList {
+	out := map[string]corev1.ResourceList{}
+	for i := range pods {
+		p := &pods[i]
+		if p.Spec.NodeName == "" || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+			continue
+		}
+		sum := out[p.Spec.NodeName]
+		if sum == nil {
+			sum = corev1.ResourceList{}
+			out[p.Spec.NodeName] = sum
+		}
+		addList(sum, PodRequests(p))
+	}
+	return out
+}
+
+// PodRequests is what one pod requests of its node. A container's request defaults to its
+// limit, as the API server defaults it, so pods built by hand count the same as stored ones.
+func PodRequests(p *corev1.Pod) corev1.ResourceList {
+	total := corev1.ResourceList{}
+	for i := range p.Spec.Containers {
+		addList(total, containerRequests(&p.Spec.Containers[i]))
+	}
+	// Sidecars (restartable init containers) run alongside the containers; the others run one
+	// at a time before them, so only the largest of those matters.
+	for i := range p.Spec.InitContainers {
+		c := &p.Spec.InitContainers[i]
+		req := containerRequests(c)
+		if c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways {
+			addList(total, req)
+			continue
+		}
+		for name, q := range req {
+			if cur, ok := total[name]; !ok || cur.Cmp(q) < 0 {
+				total[name] = q.DeepCopy()
+			}
+		}
+	}
+	addList(total, p.Spec.Overhead)
+	return total
+}
+
+func containerRequests(c *corev1.Container) corev1.ResourceList {
+	out := c.Resources.Requests.DeepCopy()
+	if out == nil {
+		out = corev1.ResourceList{}
+	}
+	for name, q := range c.Resources.Limits {
+		if _, ok := out[name]; !ok {
+			out[name] = q.DeepCopy()
+		}
+	}
+	return out
+}
+
+func addList(into, add corev1.ResourceList) {
+	for name, q := range add {
+		cur := into[name]
+		cur.Add(q)
+		into[name] = cur
+	}
 }

@@ -136,3 +136,72 @@ func BenchmarkSummarize5000Nodes(b *testing.B) {
 		Summarize(nodes, req)
 	}
 }
+
+func pod(name, nodeName string, phase corev1.PodPhase, gpus int64) corev1.Pod {
+	p := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	p.Spec.NodeName = nodeName
+	p.Status.Phase = phase
+	p.Spec.Containers = []corev1.Container{{Name: "c", Resources: corev1.ResourceRequirements{
+		Limits: corev1.ResourceList{GPUResource: *resource.NewQuantity(gpus, resource.DecimalSI)}}}}
+	return p
+}
+
+func TestRequested(t *testing.T) {
+	always := corev1.ContainerRestartPolicyAlways
+	withInit := pod("init", "a", corev1.PodRunning, 1)
+	withInit.Spec.InitContainers = []corev1.Container{
+		{Name: "big-init", Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4")}}},
+		{Name: "sidecar", RestartPolicy: &always, Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{GPUResource: resource.MustParse("1")}}},
+	}
+	withInit.Spec.Containers[0].Resources.Requests = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2")}
+	withInit.Spec.Overhead = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("500m")}
+	pods := []corev1.Pod{
+		pod("run", "a", corev1.PodRunning, 4),
+		pod("pending-bound", "a", corev1.PodPending, 2),
+		pod("done", "a", corev1.PodSucceeded, 8),
+		pod("failed", "b", corev1.PodFailed, 8),
+		pod("unbound", "", corev1.PodPending, 8),
+		pod("other", "b", corev1.PodRunning, 3),
+		withInit,
+	}
+	got := Requested(pods)
+	gpus := func(n string) int64 { q := got[n][GPUResource]; return q.Value() }
+	cpu := func(n string) string { q := got[n][corev1.ResourceCPU]; return q.String() }
+	// a: 4 + 2 + (1 container + 1 sidecar); b: 3; the ended and unbound pods hold nothing.
+	if gpus("a") != 8 || gpus("b") != 3 || len(got) != 2 {
+		t.Fatalf("Requested() gpus a=%d b=%d (%d nodes), want 8, 3 on 2 nodes", gpus("a"), gpus("b"), len(got))
+	}
+	// max(containers 2, init 4) + overhead 0.5
+	if cpu("a") != "4500m" {
+		t.Fatalf("Requested() cpu on a = %s, want 4500m", cpu("a"))
+	}
+}
+
+func TestSummarizeFree(t *testing.T) {
+	nodes := []corev1.Node{node("a", 8), node("b", 8), node("c", 8)}
+	used := Requested([]corev1.Pod{pod("p1", "a", corev1.PodRunning, 8), pod("p2", "b", corev1.PodRunning, 3), pod("p3", "zz", corev1.PodRunning, 8)})
+	r := req(4, 3)
+	all, free := Summarize(nodes, r), SummarizeFree(nodes, used, r)
+	if all.PodsThatFit != 6 || all.TotalGPUs != 24 {
+		t.Fatalf("Summarize: %d ranks, %d GPUs; want 6, 24", all.PodsThatFit, all.TotalGPUs)
+	}
+	// a is full, b has 5 free (one rank of 4), c 8 (two ranks).
+	if free.PodsThatFit != 3 || free.TotalGPUs != 13 || free.GPUNodes != 2 {
+		t.Fatalf("SummarizeFree: %+v; want 3 ranks on 2 nodes with 13 GPUs", free)
+	}
+	// b holds one rank of 3, c two: 12 GPUs would do, but ranks cannot span nodes.
+	if err := Check(SummarizeFree(nodes, used, req(3, 4)), req(3, 4)); err == nil || !strings.Contains(err.Error(), "can hold only 3 such ranks") {
+		t.Fatalf("Check(free) = %v", err)
+	}
+	// Nothing requested: the same as Summarize.
+	if got := SummarizeFree(nodes, nil, r); !reflect.DeepEqual(got, all) {
+		t.Fatalf("SummarizeFree(nil) = %+v, want %+v", got, all)
+	}
+}
+
+func TestFreeNeverNegative(t *testing.T) {
+	f := Free(corev1.ResourceList{GPUResource: resource.MustParse("2")}, corev1.ResourceList{GPUResource: resource.MustParse("3")})
+	if q := f[GPUResource]; q.Value() != 0 {
+		t.Fatalf("Free = %s, want 0", q.String())
+	}
+}

@@ -373,9 +373,9 @@ func TestSubmitFileErrors(t *testing.T) {
 	}
 	tests := map[string]string{
 		filepath.Join(dir, "missing.yaml") + ":/s.yaml": "no such file or directory",
-		dir + ":/specs":                                 "is a directory",
-		big + ":/big.bin":                               "more than the 1048576 a ConfigMap can hold",
-		"nocolon":                                       "expected LOCAL_PATH:CONTAINER_PATH",
+		dir + ":/specs":   "is a directory",
+		big + ":/big.bin": "more than the 1048576 a ConfigMap can hold",
+		"nocolon":         "expected LOCAL_PATH:CONTAINER_PATH",
 	}
 	if os.Geteuid() != 0 { // root reads anything
 		tests[unreadable+":/s.yaml"] = "permission denied"

@@ -1,0 +1,106 @@
+// Package capacity implements `kubectl tao capacity`: allocatable, requested and free GPUs per
+// node. Listing is paged and folded page by page (list.go); the rest is pure (report.go).
+package capacity
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"k8s.io/cli-runtime/pkg/printers"
+
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmdutil"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/exitcode"
+)
+
+const example = `  # Free GPUs on every node, with totals
+  kubectl tao capacity
+
+  # Only H100 nodes; with CPU, memory and pod counts
+  kubectl tao capacity -l nvidia.com/gpu.product=NVIDIA-H100-80GB-HBM3 -o wide
+
+  # For scripts: {"nodes":[{"name","product","allocatable","requested","free"}],"total":{...}}
+  kubectl tao capacity -o json`
+
+// Options are the flags of `kubectl tao capacity`.
+type Options struct {
+	Selector string
+	Output   string
+
+	factory cmdutil.Factory
+	genericiooptions.IOStreams
+}
+
+// NewCmd builds `kubectl tao capacity`.
+func NewCmd(f cmdutil.Factory, streams genericiooptions.IOStreams) *cobra.Command {
+	o := &Options{factory: f, IOStreams: streams}
+	cmd := &cobra.Command{
+		Use:                   "capacity [-l NODE_SELECTOR] [-o wide|json]",
+		DisableFlagsInUseLine: true,
+		Short:                 "Show allocatable, requested and free GPUs per node",
+		Long: "Show, for every node, its GPU product (GPU Feature Discovery's nvidia.com/gpu.product label) and its\n" +
+			"nvidia.com/gpu: allocatable, requested by the pods on it that have not ended (running or pending),\n" +
+			"and free; then the totals. Needs to list nodes and pods in every namespace.",
+		Example: example,
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := o.Validate(); err != nil {
+				return err
+			}
+			return o.Run(cmd.Context())
+		},
+	}
+	cmd.Flags().StringVarP(&o.Selector, "selector", "l", "", "Node label selector, e.g. -l nvidia.com/gpu.product=NVIDIA-H100-80GB-HBM3.")
+	cmd.Flags().StringVarP(&o.Output, "output", "o", "", "Output format: wide or json.")
+	return cmd
+}
+
+// Validate checks the selector and the output format.
+func (o *Options) Validate() error {
+	switch o.Output {
+	case "", "wide", "json":
+	default:
+		return exitcode.Usagef("invalid --output %q: must be wide or json", o.Output)
+	}
+	if _, err := labels.Parse(o.Selector); err != nil {
+		return exitcode.Usagef("invalid --selector %q: %w", o.Selector, err)
+	}
+	return nil
+}
+
+// Run lists pods then nodes and prints the report.
+func (o *Options) Run(ctx context.Context) error {
+	client, err := o.factory.KubernetesClient()
+	if err != nil {
+		return err
+	}
+	usage, err := Usages(ctx, client)
+	if err != nil {
+		return fmt.Errorf("listing pods in all namespaces: %w", err)
+	}
+	var rows []NodeRow
+	err = EachNodePage(ctx, client, o.Selector, func(page []corev1.Node) {
+		for i := range page {
+			rows = append(rows, Row(&page[i], usage[page[i].Name]))
+		}
+	})
+	if err != nil {
+		return fmt.Errorf("listing nodes: %w", err)
+	}
+	rep := Finish(rows)
+	if o.Output == "json" {
+		enc := json.NewEncoder(o.Out)
+		enc.SetIndent("", "    ")
+		return enc.Encode(rep)
+	}
+	if len(rep.Nodes) == 0 {
+		fmt.Fprintln(o.ErrOut, "No resources found")
+		return nil
+	}
+	p := printers.NewTablePrinter(printers.PrintOptions{Wide: o.Output == "wide"})
+	return p.PrintObj(Table(rep), o.Out)
+}

@@ -1,0 +1,158 @@
+package capacity_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/capacity"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmdutil"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/exitcode"
+)
+
+func node(name, product string, gpus int64) *corev1.Node {
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"pool": "gpu"}},
+		Status: corev1.NodeStatus{Allocatable: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("96"), corev1.ResourceMemory: resource.MustParse("1Ti")}}}
+	if product != "" {
+		n.Labels[capacity.ProductLabel] = product
+	}
+	if gpus >= 0 {
+		n.Status.Allocatable["nvidia.com/gpu"] = *resource.NewQuantity(gpus, resource.DecimalSI)
+	}
+	return n
+}
+
+func pod(ns, name, nodeName string, phase corev1.PodPhase, gpus int64) *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec: corev1.PodSpec{NodeName: nodeName, Containers: []corev1.Container{{Name: "c", Resources: corev1.ResourceRequirements{
+			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("8")},
+			Limits:   corev1.ResourceList{"nvidia.com/gpu": *resource.NewQuantity(gpus, resource.DecimalSI)}}}}},
+		Status: corev1.PodStatus{Phase: phase},
+	}
+}
+
+func objects() []runtime.Object {
+	return []runtime.Object{
+		node("gpu-b", "NVIDIA-H100-80GB-HBM3", 8), node("gpu-a", "NVIDIA-H100-80GB-HBM3", 8), node("cpu-0", "", -1),
+		pod("ml", "train-0", "gpu-a", corev1.PodRunning, 8),
+		pod("dev", "nb", "gpu-b", corev1.PodPending, 2),
+		pod("ml", "done", "gpu-b", corev1.PodSucceeded, 8),
+		pod("ml", "waiting", "", corev1.PodPending, 8),
+	}
+}
+
+func run(c *fake.Clientset, args ...string) (int, string, string) {
+	var out, errOut bytes.Buffer
+	code := plugin.Execute(context.Background(), plugin.Deps{
+		Streams: genericiooptions.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut},
+		Getenv:  func(string) string { return "" },
+		Factory: &cmdutil.FakeFactory{NS: "ml", Client: c},
+	}, append([]string{"capacity"}, args...))
+	return code, out.String(), errOut.String()
+}
+
+func TestCapacityTable(t *testing.T) {
+	c := fake.NewClientset(objects()...)
+	code, out, errOut := run(c)
+	want := `NAME    PRODUCT                 ALLOCATABLE   REQUESTED   FREE
+cpu-0   <none>                  0             0           0
+gpu-a   NVIDIA-H100-80GB-HBM3   8             8           0
+gpu-b   NVIDIA-H100-80GB-HBM3   8             2           6
+TOTAL                           16            10          6
+`
+	if code != 0 || out != want || errOut != "" {
+		t.Fatalf("exit %d\nstdout:\n%s\nwant:\n%s\nstderr: %s", code, out, want, errOut)
+	}
+	// One paged list of each, the pods filtered on the server to those that have not ended.
+	var lists []string
+	for _, a := range c.Actions() {
+		l := a.(k8stesting.ListAction).GetListRestrictions()
+		lists = append(lists, fmt.Sprintf("%s %s ns=%q fields=%s", a.GetVerb(), a.GetResource().Resource, a.GetNamespace(), l.Fields))
+	}
+	wantLists := `list pods ns="" fields=status.phase!=Failed,status.phase!=Succeeded; list nodes ns="" fields=`
+	if got := strings.Join(lists, "; "); got != wantLists {
+		t.Fatalf("requests %s, want %s", got, wantLists)
+	}
+}
+
+func TestCapacityWide(t *testing.T) {
+	_, out, _ := run(fake.NewClientset(objects()...), "-o", "wide", "-l", "pool=gpu,nvidia.com/gpu.product")
+	if !strings.Contains(out, "CPU-FREE") || !strings.Contains(out, "gpu-a   NVIDIA-H100-80GB-HBM3   8             8           0      88/96      1Ti/1Ti       1") || strings.Contains(out, "cpu-0") {
+		t.Fatalf("stdout:\n%s", out)
+	}
+}
+
+func TestCapacityJSON(t *testing.T) {
+	_, out, _ := run(fake.NewClientset(objects()...), "-o", "json")
+	compact := strings.Join(strings.Fields(out), "")
+	want := `{"nodes":[{"name":"cpu-0","product":"","allocatable":0,"requested":0,"free":0},` +
+		`{"name":"gpu-a","product":"NVIDIA-H100-80GB-HBM3","allocatable":8,"requested":8,"free":0},` +
+		`{"name":"gpu-b","product":"NVIDIA-H100-80GB-HBM3","allocatable":8,"requested":2,"free":6}],` +
+		`"total":{"allocatable":16,"requested":10,"free":6}}`
+	if compact != want {
+		t.Fatalf("got %s\nwant %s", compact, want)
+	}
+	_, out, _ = run(fake.NewClientset(), "-o", "json")
+	if strings.Join(strings.Fields(out), "") != `{"nodes":[],"total":{"allocatable":0,"requested":0,"free":0}}` {
+		t.Fatalf("empty cluster: %s", out)
+	}
+}
+
+func TestCapacityPages(t *testing.T) {
+	c := fake.NewClientset()
+	calls := 0
+	c.PrependReactor("list", "nodes", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		calls++
+		l := &corev1.NodeList{Items: []corev1.Node{*node(fmt.Sprintf("n%d", calls), "", 4)}}
+		if calls < 3 {
+			l.Continue = fmt.Sprint(calls)
+		}
+		return true, l, nil
+	})
+	_, out, _ := run(c, "-o", "json")
+	if calls != 3 || !strings.Contains(out, `"allocatable": 12`) {
+		t.Fatalf("%d node pages, out %s", calls, out)
+	}
+}
+
+func TestCapacityErrors(t *testing.T) {
+	if code, _, _ := run(fake.NewClientset(), "-o", "yaml"); code != int(exitcode.Usage) {
+		t.Errorf("-o yaml: exit %d", code)
+	}
+	if code, _, _ := run(fake.NewClientset(), "-l", "a=(b"); code != int(exitcode.Usage) {
+		t.Errorf("bad selector: exit %d", code)
+	}
+}
+
+func BenchmarkCapacityReport5000Nodes(b *testing.B) {
+	nodes := make([]corev1.Node, 5000)
+	pods := make([]corev1.Pod, 2000)
+	for i := range nodes {
+		nodes[i] = *node(fmt.Sprintf("n%d", i), "NVIDIA-H100-80GB-HBM3", 8)
+	}
+	for i := range pods {
+		pods[i] = *pod("ml", fmt.Sprintf("p%d", i), fmt.Sprintf("n%d", i), corev1.PodRunning, 8)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		usage := map[string]*capacity.Usage{}
+		capacity.AddPods(usage, pods)
+		rows := make([]capacity.NodeRow, 0, len(nodes))
+		for i := range nodes {
+			rows = append(rows, capacity.Row(&nodes[i], usage[nodes[i].Name]))
+		}
+		capacity.Finish(rows)
+	}
+}

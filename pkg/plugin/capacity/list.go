@@ -1,0 +1,57 @@
+package capacity
+
+import (
+	"context"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+)
+
+// PageSize bounds one list response; big clusters are read in pages.
+const PageSize = 500
+
+// ActivePods selects pods that may still hold resources on their node.
+const ActivePods = "status.phase!=Succeeded,status.phase!=Failed"
+
+// EachNodePage lists the nodes matching selector a page at a time and hands each page to fn, so a
+// caller that keeps only what it needs never holds every node at once.
+func EachNodePage(ctx context.Context, client kubernetes.Interface, selector string, fn func([]corev1.Node)) error {
+	opts := metav1.ListOptions{Limit: PageSize, LabelSelector: selector}
+	for {
+		page, err := client.CoreV1().Nodes().List(ctx, opts)
+		if err != nil {
+			return err
+		}
+		fn(page.Items)
+		if page.Continue == "" {
+			return nil
+		}
+		opts.Continue = page.Continue
+	}
+}
+
+// ListNodes reads every node matching selector.
+func ListNodes(ctx context.Context, client kubernetes.Interface, selector string) ([]corev1.Node, error) {
+	var nodes []corev1.Node
+	err := EachNodePage(ctx, client, selector, func(page []corev1.Node) { nodes = append(nodes, page...) })
+	return nodes, err
+}
+
+// Usages reads the non-terminal pods of every namespace, a page at a time, and sums what they
+// request per node.
+func Usages(ctx context.Context, client kubernetes.Interface) (map[string]*Usage, error) {
+	usage := map[string]*Usage{}
+	opts := metav1.ListOptions{Limit: PageSize, FieldSelector: ActivePods}
+	for {
+		page, err := client.CoreV1().Pods(metav1.NamespaceAll).List(ctx, opts)
+		if err != nil {
+			return nil, err
+		}
+		AddPods(usage, page.Items)
+		if page.Continue == "" {
+			return usage, nil
+		}
+		opts.Continue = page.Continue
+	}
+}

@@ -1,0 +1,145 @@
+package capacity
+
+import (
+	"sort"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/gpufit"
+)
+
+// ProductLabel is the GPU model GPU Feature Discovery puts on a node.
+const ProductLabel = "nvidia.com/gpu.product"
+
+// Report is what `capacity -o json` prints. Field names are a contract with scripts.
+type Report struct {
+	Nodes []NodeRow `json:"nodes"`
+	Total Total     `json:"total"`
+}
+
+// NodeRow is one node's GPUs. CPU, memory and pod counts feed -o wide only.
+type NodeRow struct {
+	Name        string `json:"name"`
+	Product     string `json:"product"`
+	Allocatable int64  `json:"allocatable"`
+	Requested   int64  `json:"requested"`
+	Free        int64  `json:"free"`
+
+	cpuAlloc, cpuFree, memAlloc, memFree resource.Quantity
+	pods                                 int
+}
+
+// Total sums the GPU columns over the nodes shown.
+type Total struct {
+	Allocatable int64 `json:"allocatable"`
+	Requested   int64 `json:"requested"`
+	Free        int64 `json:"free"`
+}
+
+// Usage is what the non-terminal pods bound to one node request, and how many they are.
+type Usage struct {
+	Requested corev1.ResourceList
+	Pods      int
+}
+
+// AddPods folds pods into usage per node name; pods not bound, or ended, are skipped (see
+// gpufit.Requested). Called once per page, so pods need not be kept.
+func AddPods(usage map[string]*Usage, pods []corev1.Pod) {
+	for i := range pods {
+		p := &pods[i]
+		if p.Spec.NodeName == "" || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+			continue
+		}
+		u := usage[p.Spec.NodeName]
+		if u == nil {
+			u = &Usage{Requested: corev1.ResourceList{}}
+			usage[p.Spec.NodeName] = u
+		}
+		u.Pods++
+		for name, q := range gpufit.PodRequests(p) {
+			cur := u.Requested[name]
+			cur.Add(q)
+			u.Requested[name] = cur
+		}
+	}
+}
+
+// Requested is usage as gpufit.SummarizeFree takes it.
+func Requested(usage map[string]*Usage) map[string]corev1.ResourceList {
+	out := make(map[string]corev1.ResourceList, len(usage))
+	for node, u := range usage {
+		out[node] = u.Requested
+	}
+	return out
+}
+
+// Row is one node's line. Requested can exceed allocatable (a node that shrank); free is then 0.
+func Row(n *corev1.Node, u *Usage) NodeRow {
+	var req corev1.ResourceList
+	r := NodeRow{Name: n.Name, Product: n.Labels[ProductLabel]}
+	if u != nil {
+		req, r.pods = u.Requested, u.Pods
+	}
+	alloc := n.Status.Allocatable
+	free := gpufit.Free(alloc, req)
+	r.Allocatable = value(alloc, gpufit.GPUResource)
+	r.Requested = value(req, gpufit.GPUResource)
+	r.Free = value(free, gpufit.GPUResource)
+	r.cpuAlloc, r.cpuFree = alloc[corev1.ResourceCPU], free[corev1.ResourceCPU]
+	r.memAlloc, r.memFree = alloc[corev1.ResourceMemory], free[corev1.ResourceMemory]
+	return r
+}
+
+func value(l corev1.ResourceList, name corev1.ResourceName) int64 {
+	q := l[name]
+	return q.Value()
+}
+
+// Finish sorts the rows by name and totals them.
+func Finish(rows []NodeRow) Report {
+	sort.Slice(rows, func(i, j int) bool { return rows[i].Name < rows[j].Name })
+	rep := Report{Nodes: rows}
+	if rep.Nodes == nil {
+		rep.Nodes = []NodeRow{}
+	}
+	for _, r := range rows {
+		rep.Total.Allocatable += r.Allocatable
+		rep.Total.Requested += r.Requested
+		rep.Total.Free += r.Free
+	}
+	return rep
+}
+
+// Table renders the report for the table printer, with a TOTAL row last (node names are
+// lower case, so it cannot be mistaken for a node).
+func Table(rep Report) *metav1.Table {
+	cols := []metav1.TableColumnDefinition{
+		{Name: "Name", Type: "string"},
+		{Name: "Product", Type: "string"},
+		{Name: "Allocatable", Type: "integer"},
+		{Name: "Requested", Type: "integer"},
+		{Name: "Free", Type: "integer"},
+		{Name: "CPU-Free", Type: "string", Priority: 1},
+		{Name: "Memory-Free", Type: "string", Priority: 1},
+		{Name: "Pods", Type: "integer", Priority: 1},
+	}
+	t := &metav1.Table{ColumnDefinitions: cols}
+	for _, r := range rep.Nodes {
+		product := r.Product
+		if product == "" {
+			product = "<none>"
+		}
+		t.Rows = append(t.Rows, metav1.TableRow{Cells: []any{
+			r.Name, product, r.Allocatable, r.Requested, r.Free,
+			r.cpuFree.String() + "/" + r.cpuAlloc.String(),
+			r.memFree.String() + "/" + r.memAlloc.String(),
+			int64(r.pods),
+		}})
+	}
+	t.Rows = append(t.Rows, metav1.TableRow{Cells: []any{
+		"TOTAL", "", rep.Total.Allocatable, rep.Total.Requested, rep.Total.Free, "", "", "",
+	}})
+	return t
+}

@@ -1,0 +1,194 @@
+package preflight
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/version"
+
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/gpufit"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/rbac"
+)
+
+func gfdNode(name string, gpus int64, driver, cudaMaj, cudaMin string) corev1.Node {
+	n := corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{}}}
+	if driver != "" {
+		n.Labels[LabelDriverMajor], n.Labels[LabelCUDAMajor], n.Labels[LabelCUDAMinor] = driver, cudaMaj, cudaMin
+	}
+	n.Status.Allocatable = corev1.ResourceList{gpufit.GPUResource: *resource.NewQuantity(gpus, resource.DecimalSI)}
+	return n
+}
+
+func request(gpus, pods int64) gpufit.Request {
+	return gpufit.Request{Pods: pods, PerPod: corev1.ResourceList{gpufit.GPUResource: *resource.NewQuantity(gpus, resource.DecimalSI)}}
+}
+
+func allowAll() []Review {
+	var rs []Review
+	for _, a := range rbac.Needed {
+		rs = append(rs, Review{Access: a, Allowed: true})
+	}
+	return rs
+}
+
+// healthy is a cluster where everything passes for one 8-GPU rank.
+func healthy() Facts {
+	return Facts{
+		Namespace: "ml",
+		Version:   &version.Info{Major: "1", Minor: "37", GitVersion: "v1.37.2"},
+		Reviews:   allowAll(),
+		Nodes:     []corev1.Node{gfdNode("a", 8, "580", "13", "0"), gfdNode("b", 8, "590", "13", "1")},
+		Requested: map[string]corev1.ResourceList{},
+		DaemonSets: []appsv1.DaemonSet{{ObjectMeta: metav1.ObjectMeta{Namespace: "gpu-operator",
+			Name: "nvidia-device-plugin-daemonset"}}},
+		Request: request(8, 1),
+	}
+}
+
+func byName(checks []Check) map[string]Check {
+	m := map[string]Check{}
+	for _, c := range checks {
+		m[c.Name] = c
+	}
+	return m
+}
+
+var forbidden = apierrors.NewForbidden(schema.GroupResource{Resource: "nodes"}, "", errors.New("no"))
+
+func TestEvaluate(t *testing.T) {
+	used := func(node string, gpus int64) map[string]corev1.ResourceList {
+		return map[string]corev1.ResourceList{node: {gpufit.GPUResource: *resource.NewQuantity(gpus, resource.DecimalSI)}}
+	}
+	tests := []struct {
+		name   string
+		edit   func(*Facts)
+		check  string
+		result Result
+		want   []string
+	}{
+		{"healthy cluster", func(*Facts) {}, "fit", Pass, []string{"1 x 8 nvidia.com/gpu fits now", "2 such ranks", "16 free GPUs"}},
+		{"version", func(*Facts) {}, "cluster", Pass, []string{"v1.37.2"}},
+		{"unreachable", func(f *Facts) { f.VersionErr = errors.New("dial tcp: connection refused") }, "cluster", Fail, []string{"Could not reach the Kubernetes API server"}},
+		{"unauthenticated", func(f *Facts) { f.VersionErr = apierrors.NewUnauthorized("bad token") }, "cluster", Fail, []string{"Could not authenticate to a Kubernetes cluster"}},
+		{"namespace missing", func(f *Facts) {
+			f.NamespaceErr = apierrors.NewNotFound(schema.GroupResource{Resource: "namespaces"}, "ml")
+		}, "namespace", Fail, []string{"namespace ml does not exist", "kubectl create namespace ml"}},
+		{"namespace unreadable", func(f *Facts) { f.NamespaceErr = forbidden }, "namespace", Warn, []string{"you may not get it"}},
+		{"all permissions", func(*Facts) {}, "permissions", Pass, []string{"permissions kubectl tao needs in namespace ml are granted"}},
+		{"a denied verb is named", func(f *Facts) { f.Reviews[0].Allowed = false; f.Reviews[13].Allowed = false }, "permissions", Fail,
+			[]string{"you may not: create jobs.batch (submit), get pods (status)", "kubectl tao rbac -n ml"}},
+		{"review error", func(f *Facts) { f.Reviews[1].Err = errors.New("boom") }, "permissions", Warn, []string{"patch jobs.batch (boom)"}},
+		{"node reads denied", func(f *Facts) {
+			for i := range f.Reviews {
+				if f.Reviews[i].Access.Cluster {
+					f.Reviews[i].Allowed = false
+				}
+			}
+			f.NodesErr = forbidden
+		}, "cluster-reads", Warn, []string{"list nodes", "capacity guard", "fit checks are skipped"}},
+		{"no GPUs", func(f *Facts) { f.Nodes = []corev1.Node{gfdNode("cpu", 0, "", "", "")} }, "gpus", Fail, []string{gpufit.ErrNoGPUs.Error(), "GPU Operator"}},
+		{"GPUs counted", func(*Facts) {}, "gpus", Pass, []string{"16 nvidia.com/gpu allocatable on 2 of 2 nodes"}},
+		{"operator found", func(*Facts) {}, "gpu-operator", Pass, []string{"gpu-operator/nvidia-device-plugin-daemonset"}},
+		{"operator by label", func(f *Facts) {
+			f.DaemonSets = []appsv1.DaemonSet{{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "dp", Labels: map[string]string{"k8s-app": "nvidia-gpu-device-plugin"}}}}
+		}, "gpu-operator", Pass, []string{"kube-system/dp"}},
+		{"no operator", func(f *Facts) { f.DaemonSets = []appsv1.DaemonSet{{ObjectMeta: metav1.ObjectMeta{Name: "kube-proxy"}}} }, "gpu-operator", Warn, []string{"no GPU Operator or NVIDIA device plugin", "gpu-operator/latest"}},
+		{"daemonsets unreadable", func(f *Facts) { f.DaemonSetsErr = forbidden }, "gpu-operator", Warn, []string{"you may not list daemonsets"}},
+		{"runtime ok", func(*Facts) {}, "node-runtime", Pass, []string{"all 2 GPU nodes have driver 580+ and CUDA 13.0+"}},
+		{"unlabelled nodes named", func(f *Facts) {
+			f.Nodes = append(f.Nodes, gfdNode("bare-1", 8, "", "", ""), gfdNode("bare-0", 4, "", "", ""))
+		}, "node-runtime", Warn,
+			[]string{"2 of 4 GPU nodes carry no GPU Feature Discovery", "bare-0, bare-1"}},
+		{"old driver on some", func(f *Facts) { f.Nodes[0] = gfdNode("a", 8, "550", "12", "4") }, "node-runtime", Warn, []string{"1 of 2 GPU nodes are below driver 580+", "a (driver 550, CUDA 12.4)"}},
+		{"old cuda on all", func(f *Facts) { f.Nodes = []corev1.Node{gfdNode("a", 8, "580", "12", "9")} }, "node-runtime", Fail, []string{"no GPU node meets", "CUDA 12.9"}},
+		{"selector limits the runtime check", func(f *Facts) {
+			f.Nodes = append(f.Nodes, gfdNode("old", 8, "470", "11", "0"))
+			f.Nodes[0].Labels["pool"] = "new"
+			f.Request.Selector = labels.SelectorFromSet(labels.Set{"pool": "new"})
+		}, "node-runtime", Pass, []string{"all 1 GPU nodes"}},
+		{"toolkit is info", func(*Facts) {}, "container-toolkit", Info, []string{"1.19.0", "not visible through the Kubernetes API"}},
+		{"multi-node on new server", func(f *Facts) { f.Request = request(8, 2) }, "multi-node", Pass, []string{"1.28+"}},
+		{"multi-node on old server", func(f *Facts) { f.Request = request(4, 2); f.Version = &version.Info{Major: "1", Minor: "27+"} }, "multi-node", Fail, []string{"Kubernetes 1.27 is too old"}},
+		{"does not fit", func(f *Facts) { f.Request = request(8, 3) }, "fit", Fail, []string{"needs 24 nvidia.com/gpu (8 per node x 3 nodes) but only 16 are allocatable"}},
+		{"fits when others finish", func(f *Facts) { f.Request = request(8, 2); f.Requested = used("a", 2) }, "fit", Warn,
+			[]string{"2 x 8 nvidia.com/gpu fits when others finish: only 1 such ranks fit on the 14 free GPUs now (2 on allocatable)"}},
+		{"--now makes it a failure", func(f *Facts) { f.Request = request(8, 2); f.Requested = used("b", 8); f.Now = true }, "fit", Fail, []string{"does not fit now (--now)"}},
+		{"pods unreadable", func(f *Facts) { f.PodsErr = forbidden; f.Requested = nil }, "fit", Warn, []string{"free GPUs not checked"}},
+		{"pull secret ok", func(f *Facts) {
+			f.PullSecretName = "ngc"
+			f.PullSecret = &corev1.Secret{Type: corev1.SecretTypeDockerConfigJson}
+		}, "pull-secret", Pass, []string{"secret ngc is a kubernetes.io/dockerconfigjson"}},
+		{"pull secret wrong type", func(f *Facts) {
+			f.PullSecretName = "ngc"
+			f.PullSecret = &corev1.Secret{Type: corev1.SecretTypeOpaque}
+		}, "pull-secret", Fail, []string{"of type Opaque"}},
+		{"pull secret missing", func(f *Facts) {
+			f.PullSecretName = "ngc"
+			f.PullSecretErr = apierrors.NewNotFound(schema.GroupResource{Resource: "secrets"}, "ngc")
+		}, "pull-secret", Fail, []string{"secret ngc not found in namespace ml", "create-pull-secret ngc"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			f := healthy()
+			tc.edit(&f)
+			checks := Evaluate(f)
+			c, ok := byName(checks)[tc.check]
+			if !ok {
+				t.Fatalf("no %q check in %+v", tc.check, checks)
+			}
+			if c.Result != tc.result {
+				t.Fatalf("%s = %s (%s), want %s", tc.check, c.Result, c.Message, tc.result)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(c.Message+" | "+c.Fix, w) {
+					t.Errorf("%s: %q | %q lacks %q", tc.check, c.Message, c.Fix, w)
+				}
+			}
+			if (c.Result == Pass) != (c.Fix == "") {
+				t.Errorf("%s %s has fix %q: a fix is given exactly when not PASS", tc.check, c.Result, c.Fix)
+			}
+		})
+	}
+}
+
+func TestEvaluateHealthyHasNoFailure(t *testing.T) {
+	checks := Evaluate(healthy())
+	if Failed(checks) {
+		t.Fatalf("healthy cluster failed: %+v", checks)
+	}
+	var names []string
+	for _, c := range checks {
+		names = append(names, c.Name)
+	}
+	want := "cluster namespace permissions cluster-reads gpus gpu-operator node-runtime container-toolkit fit"
+	if got := strings.Join(names, " "); got != want {
+		t.Fatalf("checks %q, want %q", got, want)
+	}
+}
+
+func TestUnreachableIsTheOnlyLine(t *testing.T) {
+	f := healthy()
+	f.VersionErr = errors.New("refused")
+	if checks := Evaluate(f); len(checks) != 1 || !Failed(checks) {
+		t.Fatalf("got %+v, want one failing cluster check", checks)
+	}
+}
+
+func TestNodesUnreadableSkipsGPUChecks(t *testing.T) {
+	f := healthy()
+	f.NodesErr = forbidden
+	m := byName(Evaluate(f))
+	for _, n := range []string{"gpus", "gpu-operator", "node-runtime", "fit"} {
+		if _, ok := m[n]; ok {
+			t.Errorf("check %s ran without nodes", n)
+		}
+	}
+}

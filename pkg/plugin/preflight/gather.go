@@ -1,0 +1,78 @@
+package preflight
+
+import (
+	"context"
+	"sync"
+
+	appsv1 "k8s.io/api/apps/v1"
+	authv1 "k8s.io/api/authorization/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/capacity"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/gpufit"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/rbac"
+)
+
+// Gather reads what the checks need. The server version comes first: if the cluster cannot be
+// reached nothing else is tried. Then every read and access review runs at once.
+func Gather(ctx context.Context, client kubernetes.Interface, ns string, r gpufit.Request, pullSecret string) Facts {
+	f := Facts{Namespace: ns, Request: r, PullSecretName: pullSecret}
+	f.Version, f.VersionErr = discovery.ToDiscoveryInterfaceWithContext(client.Discovery()).ServerVersionWithContext(ctx)
+	if f.VersionErr != nil {
+		return f
+	}
+	var wg sync.WaitGroup
+	f.Reviews = make([]Review, len(rbac.Needed))
+	for i, a := range rbac.Needed {
+		wg.Go(func() { f.Reviews[i] = review(ctx, client, ns, a) })
+	}
+	wg.Go(func() { _, f.NamespaceErr = client.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{}) })
+	wg.Go(func() { f.Nodes, f.NodesErr = capacity.ListNodes(ctx, client, "") })
+	if r.GPUsPerPod() > 0 {
+		wg.Go(func() {
+			usage, err := capacity.Usages(ctx, client)
+			f.Requested, f.PodsErr = capacity.Requested(usage), err
+		})
+	}
+	wg.Go(func() { f.DaemonSets, f.DaemonSetsErr = gpuDaemonSets(ctx, client) })
+	if pullSecret != "" {
+		wg.Go(func() {
+			f.PullSecret, f.PullSecretErr = client.CoreV1().Secrets(ns).Get(ctx, pullSecret, metav1.GetOptions{})
+		})
+	}
+	wg.Wait()
+	return f
+}
+
+func review(ctx context.Context, client kubernetes.Interface, ns string, a rbac.Access) Review {
+	ssar := &authv1.SelfSubjectAccessReview{Spec: authv1.SelfSubjectAccessReviewSpec{ResourceAttributes: a.Attributes(ns)}}
+	got, err := client.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, ssar, metav1.CreateOptions{})
+	if err != nil {
+		return Review{Access: a, Err: err}
+	}
+	return Review{Access: a, Allowed: got.Status.Allowed}
+}
+
+// gpuDaemonSets pages through the DaemonSets of every namespace, keeping only GPU Operator and
+// device plugin ones, and stops at the first page that has one.
+func gpuDaemonSets(ctx context.Context, client kubernetes.Interface) ([]appsv1.DaemonSet, error) {
+	var found []appsv1.DaemonSet
+	opts := metav1.ListOptions{Limit: capacity.PageSize}
+	for {
+		page, err := client.AppsV1().DaemonSets(metav1.NamespaceAll).List(ctx, opts)
+		if err != nil {
+			return nil, err
+		}
+		for i := range page.Items {
+			if IsGPUOperator(&page.Items[i]) {
+				found = append(found, page.Items[i])
+			}
+		}
+		if len(found) > 0 || page.Continue == "" {
+			return found, nil
+		}
+		opts.Continue = page.Continue
+	}
+}

@@ -1,0 +1,169 @@
+package preflight_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+
+	authv1 "k8s.io/api/authorization/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/version"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+	fakediscovery "k8s.io/client-go/discovery/fake"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmdutil"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/exitcode"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/preflight"
+)
+
+func node(name string, gpus int64) *corev1.Node {
+	return &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{
+			preflight.LabelDriverMajor: "580", preflight.LabelCUDAMajor: "13", preflight.LabelCUDAMinor: "0"}},
+		Status: corev1.NodeStatus{Allocatable: corev1.ResourceList{
+			"nvidia.com/gpu": *resource.NewQuantity(gpus, resource.DecimalSI), corev1.ResourceMemory: resource.MustParse("1Ti")}},
+	}
+}
+
+func runningPod(name, nodeName string, gpus int64) *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "other"},
+		Spec: corev1.PodSpec{NodeName: nodeName, Containers: []corev1.Container{{Name: "c", Resources: corev1.ResourceRequirements{
+			Limits: corev1.ResourceList{"nvidia.com/gpu": *resource.NewQuantity(gpus, resource.DecimalSI)}}}}},
+		Status: corev1.PodStatus{Phase: corev1.PodRunning},
+	}
+}
+
+// newClient answers every SelfSubjectAccessReview with allowed unless deny says otherwise.
+func newClient(deny func(*authv1.ResourceAttributes) bool, objs ...runtime.Object) *fake.Clientset {
+	c := fake.NewClientset(objs...)
+	c.Discovery().(*fakediscovery.FakeDiscovery).FakedServerVersion = &version.Info{Major: "1", Minor: "37", GitVersion: "v1.37.2"}
+	c.PrependReactor("create", "selfsubjectaccessreviews", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		r := a.(k8stesting.CreateAction).GetObject().(*authv1.SelfSubjectAccessReview).DeepCopy()
+		r.Status.Allowed = deny == nil || !deny(r.Spec.ResourceAttributes)
+		return true, r, nil
+	})
+	return c
+}
+
+type result struct {
+	code           int
+	stdout, stderr string
+}
+
+func run(c *fake.Clientset, args ...string) result {
+	var out, errOut bytes.Buffer
+	code := plugin.Execute(context.Background(), plugin.Deps{
+		Streams: genericiooptions.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut},
+		Getenv:  func(string) string { return "" },
+		Factory: &cmdutil.FakeFactory{NS: "ml", Client: c},
+	}, append([]string{"preflight"}, args...))
+	return result{code, out.String(), errOut.String()}
+}
+
+func cluster() []runtime.Object {
+	return []runtime.Object{&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ml"}}, node("a", 8), node("b", 8)}
+}
+
+func TestPreflightJSON(t *testing.T) {
+	c := newClient(nil, cluster()...)
+	r := run(c, "--gpus", "8", "--nodes", "2", "-o", "json")
+	if r.code != 0 || r.stderr != "" {
+		t.Fatalf("exit %d, stderr %q, stdout %s", r.code, r.stderr, r.stdout)
+	}
+	var checks []map[string]string
+	if err := json.Unmarshal([]byte(r.stdout), &checks); err != nil {
+		t.Fatalf("stdout is not a JSON list: %v\n%s", err, r.stdout)
+	}
+	got := map[string]string{}
+	for _, ch := range checks {
+		if len(ch) != 4 {
+			t.Errorf("check %v: want exactly name, result, message, fix", ch)
+		}
+		got[ch["name"]] = ch["result"]
+	}
+	want := map[string]string{"cluster": "PASS", "namespace": "PASS", "permissions": "PASS", "cluster-reads": "PASS", "gpus": "PASS",
+		"gpu-operator": "WARN", "node-runtime": "PASS", "container-toolkit": "INFO", "multi-node": "PASS", "fit": "PASS"}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%s = %q, want %q (all: %v)", k, got[k], v, got)
+		}
+	}
+	// One list each for nodes, pods and daemonsets; one review per permission; nothing written.
+	counts := map[string]int{}
+	for _, a := range c.Actions() {
+		counts[a.GetVerb()+" "+a.GetResource().Resource]++
+	}
+	if counts["list nodes"] != 1 || counts["list pods"] != 1 || counts["list daemonsets"] != 1 || counts["get namespaces"] != 1 ||
+		counts["create selfsubjectaccessreviews"] < 15 || len(counts) != 6 {
+		t.Fatalf("API requests: %v", counts)
+	}
+}
+
+func TestPreflightFailsWithNumbers(t *testing.T) {
+	r := run(newClient(nil, cluster()...), "--gpus", "8", "--nodes", "3")
+	if r.code != int(exitcode.PreflightFailed) {
+		t.Fatalf("exit %d, want %d\n%s%s", r.code, exitcode.PreflightFailed, r.stdout, r.stderr)
+	}
+	if !strings.Contains(r.stdout, "needs 24 nvidia.com/gpu (8 per node x 3 nodes) but only 16 are allocatable") ||
+		!strings.HasPrefix(r.stdout, "CHECK ") || r.stderr != "error: preflight failed: fit\n" {
+		t.Fatalf("stdout:\n%s\nstderr:\n%s", r.stdout, r.stderr)
+	}
+}
+
+func TestPreflightFreeNow(t *testing.T) {
+	objs := append(cluster(), runningPod("busy", "a", 4))
+	if r := run(newClient(nil, objs...), "--gpus", "8", "--nodes", "2"); r.code != 0 || !strings.Contains(r.stdout, "fits when others finish") {
+		t.Fatalf("without --now: exit %d\n%s", r.code, r.stdout)
+	}
+	if r := run(newClient(nil, objs...), "--gpus", "8", "--nodes", "2", "--now"); r.code != int(exitcode.PreflightFailed) || !strings.Contains(r.stdout, "does not fit now") {
+		t.Fatalf("with --now: exit %d\n%s", r.code, r.stdout)
+	}
+}
+
+func TestPreflightNamesDeniedVerbs(t *testing.T) {
+	deny := func(a *authv1.ResourceAttributes) bool {
+		return (a.Resource == "pods" && a.Subresource == "log") || a.Resource == "nodes"
+	}
+	c := newClient(deny, cluster()...)
+	c.PrependReactor("list", "nodes", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, errForbidden
+	})
+	r := run(c)
+	if r.code != int(exitcode.PreflightFailed) || !strings.Contains(r.stdout, "you may not: get pods/log (logs)") ||
+		!strings.Contains(r.stdout, "list nodes") || strings.Contains(r.stdout, "\nfit ") {
+		t.Fatalf("exit %d\n%s", r.code, r.stdout)
+	}
+}
+
+func TestPreflightUnreachable(t *testing.T) {
+	c := newClient(nil)
+	c.PrependReactor("get", "version", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, errors.New("dial tcp 127.0.0.1:1: connect: connection refused")
+	})
+	r := run(c, "-o", "json")
+	if r.code != int(exitcode.PreflightFailed) || !strings.Contains(r.stdout, "Could not reach the Kubernetes API server") || len(c.Actions()) != 1 {
+		t.Fatalf("exit %d, %d requests\n%s", r.code, len(c.Actions()), r.stdout)
+	}
+}
+
+func TestPreflightUsage(t *testing.T) {
+	for _, args := range [][]string{{"--nodes", "0"}, {"-o", "yaml"}, {"--toleration", "bad"}, {"extra"}} {
+		if r := run(newClient(nil), args...); r.code != int(exitcode.Usage) {
+			t.Errorf("%v: exit %d, want usage\n%s", args, r.code, r.stderr)
+		}
+	}
+}
+
+var errForbidden = apierrors.NewForbidden(schema.GroupResource{Resource: "nodes"}, "", errors.New("RBAC: denied"))

@@ -1,0 +1,62 @@
+package rbac
+
+import authv1 "k8s.io/api/authorization/v1"
+
+// Access is one permission a kubectl tao command needs, and who needs it.
+type Access struct {
+	Verb, Group, Resource, Subresource string
+	// Cluster marks reads across the cluster (a ClusterRole grants them).
+	Cluster bool
+	// Optional marks what only degrades a check when denied; the rest breaks a command.
+	Optional bool
+	For      string
+}
+
+func (a Access) String() string {
+	r := a.Resource
+	if a.Group != "" {
+		r += "." + a.Group
+	}
+	if a.Subresource != "" {
+		r += "/" + a.Subresource
+	}
+	return a.Verb + " " + r
+}
+
+// Attributes is the access review's question, in namespace ns.
+func (a Access) Attributes(ns string) *authv1.ResourceAttributes {
+	if a.Cluster {
+		ns = ""
+	}
+	return &authv1.ResourceAttributes{Namespace: ns, Verb: a.Verb, Group: a.Group, Resource: a.Resource, Subresource: a.Subresource}
+}
+
+// Needed is every request kubectl tao's commands make: the Role and ClusterRole `kubectl tao
+// rbac` prints grant exactly these, and preflight reviews each one. Keep it in step with the
+// commands' API calls.
+var Needed = []Access{
+	{Verb: "create", Group: "batch", Resource: "jobs", For: "submit"},
+	{Verb: "patch", Group: "batch", Resource: "jobs", For: "submit (unsuspend)"},
+	{Verb: "delete", Group: "batch", Resource: "jobs", For: "submit rollback, cancel, delete, prune"},
+	{Verb: "get", Group: "batch", Resource: "jobs", For: "status, wait, logs, diagnose, cancel"},
+	{Verb: "list", Group: "batch", Resource: "jobs", For: "list, prune"},
+	{Verb: "watch", Group: "batch", Resource: "jobs", For: "wait, list --watch, cancel"},
+	{Verb: "update", Group: "batch", Resource: "jobs", Subresource: "finalizers", For: "submit, where owner references are enforced"},
+	{Verb: "create", Resource: "services", For: "multi-node submit"},
+	{Verb: "delete", Resource: "services", For: "submit rollback"},
+	{Verb: "create", Resource: "configmaps", For: "submit --file"},
+	{Verb: "delete", Resource: "configmaps", For: "submit rollback"},
+	{Verb: "create", Resource: "secrets", For: "create-pull-secret"},
+	{Verb: "update", Resource: "secrets", For: "create-pull-secret --overwrite"},
+	{Verb: "get", Resource: "pods", For: "status"},
+	{Verb: "list", Resource: "pods", For: "status, logs, diagnose"},
+	{Verb: "watch", Resource: "pods", For: "logs -f, wait, cancel"},
+	{Verb: "delete", Resource: "pods", For: "cancel --grace-period"},
+	{Verb: "get", Resource: "pods", Subresource: "log", For: "logs"},
+	{Verb: "list", Resource: "events", For: "diagnose, replicas"},
+	{Verb: "get", Resource: "namespaces", Optional: true, For: "preflight's namespace check"},
+	{Verb: "get", Resource: "nodes", Cluster: true, Optional: true, For: "diagnose (node conditions)"},
+	{Verb: "list", Resource: "nodes", Cluster: true, Optional: true, For: "the capacity guard, preflight, capacity"},
+	{Verb: "list", Resource: "pods", Cluster: true, Optional: true, For: "free GPUs in preflight and capacity"},
+	{Verb: "list", Group: "apps", Resource: "daemonsets", Cluster: true, Optional: true, For: "preflight's GPU Operator check"},
+}
