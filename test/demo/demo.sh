@@ -7,13 +7,21 @@ bold=$'\033[1m' dim=$'\033[2m' reset=$'\033[0m'
 [ -t 1 ] || { bold='' dim='' reset=''; }
 
 step() { printf '\n%s# %s%s\n' "$dim" "$1" "$reset"; }
+# show prints a command the way one would type it: arguments that need it in single quotes.
+show() {
+  local out='' a
+  for a in "$@"; do
+    if [[ $a =~ ^[A-Za-z0-9_./:=@%+,-]+$ ]]; then out+="$a "; else out+="'${a//\'/\'\\\'\'}' "; fi
+  done
+  printf '%s$ %s%s\n' "$bold" "${out% }" "$reset"
+}
 run() {
-  printf '%s$ %s%s\n' "$bold" "$*" "$reset"
+  show "$@"
   "$@"
 }
 # run_expect_fail shows a command the plugin must refuse, and its exit code.
 run_expect_fail() {
-  printf '%s$ %s%s\n' "$bold" "$*" "$reset"
+  show "$@"
   local rc=0
   "$@" || rc=$?
   [ "$rc" -ne 0 ] || { echo "demo: expected a refusal" >&2; exit 1; }
