@@ -90,7 +90,17 @@ func namespace(t *testing.T) string {
 		return err == nil, ignoreNotFound(err)
 	})
 	t.Cleanup(func() {
-		_ = client.CoreV1().Namespaces().Delete(context.Background(), name, metav1.DeleteOptions{})
+		ctx := context.Background()
+		_ = client.CoreV1().Namespaces().Delete(ctx, name, metav1.DeleteOptions{})
+		// Wait until the namespace's pods are gone: they hold GPUs, and the next test (preflight's
+		// "free now", capacity) must find the cluster as idle as the test before found it.
+		err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
+			pods, err := client.CoreV1().Pods(name).List(ctx, metav1.ListOptions{})
+			return err == nil && len(pods.Items) == 0, nil
+		})
+		if err != nil {
+			t.Logf("pods of namespace %s still there after 60s: later tests may see fewer free GPUs", name)
+		}
 	})
 	return name
 }
