@@ -98,3 +98,123 @@ clean: ## Remove build output (not the cluster binary cache)
 
 .PHONY: FORCE
 FORCE:
+
+# ---------------------------------------------------------------------------------------------
+# Release archives, krew manifest, completion, reference docs and CI quality gates.
+
+DIST_DIR       ?= dist
+DIST_PLATFORMS ?= linux/amd64 linux/arm64 darwin/amd64 darwin/arm64 windows/amd64
+# Every archive entry carries the commit's time, so two builds of one commit are identical.
+SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
+RELEASE_TOOL   := bin/release
+KUBECTL        ?= kubectl
+# Tools are built by `go install` at pinned versions, once per machine, next to the local
+# cluster's binaries: <cache>/kubectl-tao/tools/<name>-<version>/<name>.
+TOOLS_DIR      ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/kubectl-tao/tools
+KREW_VERSION          := v0.4.3
+GOLANGCI_LINT_VERSION := v2.15.0
+GOVULNCHECK_VERSION   := v1.9.0
+# The Go vulnerability database as a Go module (golang.org/x/vulndb, served by the module
+# proxy): its OSV files are indexed into a local database so govulncheck runs offline.
+VULNDB_VERSION        := v0.0.0-20261105234957-e22db6528018
+KREW                   := $(TOOLS_DIR)/krew-$(KREW_VERSION)/krew
+VALIDATE_KREW_MANIFEST := $(TOOLS_DIR)/validate-krew-manifest-$(KREW_VERSION)/validate-krew-manifest
+GOLANGCI_LINT          := $(TOOLS_DIR)/golangci-lint-$(GOLANGCI_LINT_VERSION)/golangci-lint
+GOVULNCHECK            := $(TOOLS_DIR)/govulncheck-$(GOVULNCHECK_VERSION)/govulncheck
+INDEXDB                := $(TOOLS_DIR)/indexdb-$(VULNDB_VERSION)/indexdb
+VULNDB_DIR             := $(TOOLS_DIR)/vulndb-$(VULNDB_VERSION)
+
+$(RELEASE_TOOL): FORCE
+	@$(GO) build -o $@ ./internal/release/cmd/release
+
+.PHONY: dist
+dist: $(RELEASE_TOOL) ## Cross-compile the release archives and sha256sums.txt into dist/ (reproducible)
+	@rm -rf '$(DIST_DIR)'; mkdir -p '$(DIST_DIR)/.build'
+	@for p in $(DIST_PLATFORMS); do \
+	  os=$${p%/*}; arch=$${p#*/}; exe=; script=pkg/plugin/completion/kubectl_complete-tao; sname=kubectl_complete-tao; \
+	  if [ "$$os" = windows ]; then exe=.exe; script=$$script.cmd; sname=$$sname.cmd; fi; \
+	  echo "dist: $$os/$$arch"; \
+	  CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch $(GO) build -trimpath -ldflags '$(LDFLAGS)' \
+	    -o '$(DIST_DIR)'/.build/$${os}_$$arch/kubectl-tao$$exe ./cmd/kubectl-tao; \
+	  $(RELEASE_TOOL) pack -out '$(DIST_DIR)'/kubectl-tao_$${os}_$$arch.tar.gz -mtime $(SOURCE_DATE_EPOCH) \
+	    kubectl-tao$$exe='$(DIST_DIR)'/.build/$${os}_$$arch/kubectl-tao$$exe:755 LICENSE=LICENSE:644 $$sname=$$script:755; \
+	done
+	@rm -rf '$(DIST_DIR)/.build'
+	$(RELEASE_TOOL) sums -dir '$(DIST_DIR)'
+	@cat '$(DIST_DIR)/sha256sums.txt'
+
+.PHONY: dist-check
+dist-check: ## Build the archives twice and fail unless both builds are byte-identical
+	$(MAKE) --no-print-directory dist
+	@tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
+	$(MAKE) --no-print-directory dist DIST_DIR="$$tmp/dist" >/dev/null; \
+	if ! cmp -s '$(DIST_DIR)/sha256sums.txt' "$$tmp/dist/sha256sums.txt"; then \
+	  echo "dist is not reproducible:"; diff '$(DIST_DIR)/sha256sums.txt' "$$tmp/dist/sha256sums.txt"; exit 1; fi; \
+	echo "dist: reproducible (two builds, identical sha256sums.txt)"
+
+.PHONY: krew-manifest
+krew-manifest: $(RELEASE_TOOL) ## Render krew/tao.yaml from .krew.yaml for $(VERSION) and the archives in dist/
+	@test -f '$(DIST_DIR)/kubectl-tao_linux_amd64.tar.gz' || { echo "no archives in $(DIST_DIR)/: run 'make dist' first"; exit 1; }
+	$(RELEASE_TOOL) krew-manifest -template .krew.yaml -tag '$(VERSION)' -dist '$(DIST_DIR)' -out krew/tao.yaml
+
+$(KREW):
+	GOBIN='$(@D)' CGO_ENABLED=0 $(GO) install sigs.k8s.io/krew/cmd/krew@$(KREW_VERSION)
+
+$(VALIDATE_KREW_MANIFEST):
+	GOBIN='$(@D)' CGO_ENABLED=0 $(GO) install sigs.k8s.io/krew/cmd/validate-krew-manifest@$(KREW_VERSION)
+
+.PHONY: krew-check
+krew-check: krew-manifest $(KREW) $(VALIDATE_KREW_MANIFEST) ## Validate krew/tao.yaml and install it offline with krew; run `kubectl tao version` through kubectl
+	$(VALIDATE_KREW_MANIFEST) -manifest krew/tao.yaml -skip-install
+	@root=$$(mktemp -d); trap 'rm -rf "$$root"' EXIT; \
+	git init -q "$$root/index/default"; \
+	mkdir -p "$$root/tools"; ln -s '$(KREW)' "$$root/tools/kubectl-krew"; \
+	export KREW_ROOT="$$root" KREW_NO_UPGRADE_CHECK=1 PATH="$$root/bin:$$root/tools:$$PATH"; \
+	$(KUBECTL) krew install --manifest=krew/tao.yaml --archive='$(DIST_DIR)/kubectl-tao_linux_amd64.tar.gz'; \
+	out=$$($(KUBECTL) tao version); echo "$$out"; \
+	case "$$out" in "kubectl-tao $(VERSION) "*) ;; *) echo "krew-check: want version $(VERSION)"; exit 1;; esac; \
+	eval "$$($(KUBECTL) tao completion kubectl)"; \
+	comp=$$($(KUBECTL) __complete tao vers 2>/dev/null); \
+	case "$$comp" in version*) ;; *) echo "krew-check: kubectl __complete tao vers answered: $$comp"; exit 1;; esac; \
+	$(KUBECTL) krew list | grep -Eqx '(detached/)?tao'; \
+	$(KUBECTL) krew uninstall tao; \
+	echo "krew-check: installed, ran and completed kubectl tao $(VERSION) through $$($(KUBECTL) version --client 2>/dev/null | head -1)"
+
+.PHONY: docs
+docs: ## Regenerate the command reference in docs/reference/
+	$(GO) test ./internal/docgen -run TestReferenceDocs -count=1 -update
+
+$(GOLANGCI_LINT):
+	GOBIN='$(@D)' CGO_ENABLED=0 $(GO) install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION)
+
+$(GOVULNCHECK):
+	GOBIN='$(@D)' CGO_ENABLED=0 $(GO) install golang.org/x/vuln/cmd/govulncheck@$(GOVULNCHECK_VERSION)
+
+$(INDEXDB):
+	GOBIN='$(@D)' CGO_ENABLED=0 $(GO) install golang.org/x/vulndb/cmd/indexdb@$(VULNDB_VERSION)
+
+$(VULNDB_DIR)/index/db.json: | $(INDEXDB)
+	@src=$$($(GO) mod download -json golang.org/x/vulndb@$(VULNDB_VERSION) | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$$/\1/p'); \
+	test -d "$$src/data/osv" || { echo "golang.org/x/vulndb@$(VULNDB_VERSION) has no data/osv"; exit 1; }; \
+	rm -rf '$(VULNDB_DIR).tmp'; $(INDEXDB) -vulns "$$src/data/osv" -out '$(VULNDB_DIR).tmp'; \
+	rm -rf '$(VULNDB_DIR)'; mv '$(VULNDB_DIR).tmp' '$(VULNDB_DIR)'
+
+.PHONY: golangci-lint
+golangci-lint: $(GOLANGCI_LINT) ## Run golangci-lint (.golangci.yml)
+	$(GOLANGCI_LINT) run ./...
+
+.PHONY: tidy-check
+tidy-check: ## Fail if `go mod tidy` would change go.mod or go.sum
+	@$(GO) mod tidy -diff || { echo "run 'go mod tidy'"; exit 1; }
+
+.PHONY: vulncheck
+vulncheck: $(GOVULNCHECK) $(VULNDB_DIR)/index/db.json ## govulncheck (offline database from golang.org/x/vulndb); fails on called vulnerabilities in required modules
+	@$(GO) build -o bin/vulngate ./internal/vulngate
+	$(GOVULNCHECK) -db 'file://$(VULNDB_DIR)' -format json ./... | bin/vulngate
+
+.PHONY: race
+race: ## Run the unit tests with the race detector
+	CGO_ENABLED=1 $(GO) test -race ./pkg/... ./internal/...
+
+.PHONY: ci-checks
+ci-checks: lint golangci-lint tidy-check vulncheck race ## The CI quality gates: gofmt, vet, golangci-lint, go mod tidy, govulncheck, race

@@ -17,6 +17,7 @@ import (
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cancel"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/capacity"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmdutil"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/completion"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/diagnose"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/exitcode"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/list"
@@ -94,7 +95,9 @@ func NewRootCmd(d Deps) *cobra.Command {
 		rbac.NewCmd(f, d.Streams),
 		pullsecret.NewCmd(f, d.Streams, d.Getenv),
 		version.NewCmd(d.Streams),
+		completion.NewCmd(d.Streams),
 	)
+	completion.RegisterFlags(cmd, flags, f)
 	usageArgs(cmd)
 	return cmd
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"k8s.io/kubectl/pkg/util/templates"
 	"sigs.k8s.io/yaml"
 
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/exitcode"
@@ -54,7 +55,16 @@ func NewCmd(streams genericiooptions.IOStreams) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "version",
 		Short: "Print the kubectl-tao version",
-		Args:  cobra.NoArgs,
+		Long: templates.LongDesc(`
+			Print the version of kubectl-tao: the release, the commit it was built from, the
+			commit's date, the Go version and the platform. It needs no cluster.`),
+		Example: templates.Examples(`
+			# One line, for humans
+			kubectl tao version
+
+			# The same as JSON, for scripts and bug reports
+			kubectl tao version -o json`),
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := o.Validate(); err != nil {
 				return err

@@ -1,0 +1,111 @@
+// Command release packs one platform's archive, writes sha256sums.txt and renders the krew
+// manifest; `make dist` and `make krew-manifest` run it.
+//
+//	release pack -out dist/kubectl-tao_linux_amd64.tar.gz -mtime 1700000000 NAME=SRC[:MODE]...
+//	release sums -dir dist
+//	release krew-manifest -template .krew.yaml -tag v1.2.3 -dist dist -out krew/tao.yaml
+package main
+
+import (
+	"bytes"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/kubectl-tao/kubectl-tao/internal/release"
+)
+
+func main() {
+	if len(os.Args) < 2 {
+		fail(fmt.Errorf("usage: release pack|sums|krew-manifest [flags]"))
+	}
+	var err error
+	switch os.Args[1] {
+	case "pack":
+		err = pack(os.Args[2:])
+	case "sums":
+		err = sums(os.Args[2:])
+	case "krew-manifest":
+		err = manifest(os.Args[2:])
+	default:
+		err = fmt.Errorf("unknown command %q", os.Args[1])
+	}
+	if err != nil {
+		fail(err)
+	}
+}
+
+func fail(err error) {
+	fmt.Fprintln(os.Stderr, "release:", err)
+	os.Exit(1)
+}
+
+func pack(args []string) error {
+	fs := flag.NewFlagSet("pack", flag.ExitOnError)
+	out := fs.String("out", "", "archive to write")
+	mtime := fs.Int64("mtime", 0, "modification time of every entry (Unix seconds; the commit's time)")
+	_ = fs.Parse(args)
+	if *out == "" || fs.NArg() == 0 {
+		return fmt.Errorf("pack: -out and NAME=SRC[:MODE] arguments are required")
+	}
+	var files []release.File
+	for _, a := range fs.Args() {
+		name, src, ok := strings.Cut(a, "=")
+		if !ok {
+			return fmt.Errorf("pack: %q is not NAME=SRC[:MODE]", a)
+		}
+		mode := int64(0o644)
+		if s, m, ok := strings.Cut(src, ":"); ok {
+			v, err := strconv.ParseInt(m, 8, 64)
+			if err != nil {
+				return fmt.Errorf("pack: mode of %q: %w", a, err)
+			}
+			src, mode = s, v
+		}
+		files = append(files, release.File{Name: name, Source: src, Mode: mode})
+	}
+	var b bytes.Buffer
+	if err := release.Pack(&b, files, time.Unix(*mtime, 0)); err != nil {
+		return err
+	}
+	return os.WriteFile(*out, b.Bytes(), 0o644)
+}
+
+func sums(args []string) error {
+	fs := flag.NewFlagSet("sums", flag.ExitOnError)
+	dir := fs.String("dir", "dist", "directory of the archives")
+	_ = fs.Parse(args)
+	s, err := release.Sums(*dir, ".tar.gz", ".zip")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(*dir, "sha256sums.txt"), []byte(s), 0o644)
+}
+
+func manifest(args []string) error {
+	fs := flag.NewFlagSet("krew-manifest", flag.ExitOnError)
+	tmpl := fs.String("template", ".krew.yaml", "krew-release-bot template")
+	tag := fs.String("tag", "", "the release tag (the version)")
+	dist := fs.String("dist", "dist", "directory of the archives")
+	out := fs.String("out", "krew/tao.yaml", "manifest to write")
+	_ = fs.Parse(args)
+	if *tag == "" {
+		return fmt.Errorf("krew-manifest: -tag is required")
+	}
+	t, err := os.ReadFile(*tmpl)
+	if err != nil {
+		return err
+	}
+	m, err := release.RenderManifest(t, *tag, *dist)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(*out), 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(*out, m, 0o644)
+}

@@ -1,0 +1,1 @@
+@kubectl-tao.exe __complete %*
