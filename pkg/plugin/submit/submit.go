@@ -14,7 +14,6 @@ import (
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/cli-runtime/pkg/printers"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/utils/clock"
 
@@ -102,7 +101,6 @@ type Options struct {
 	dryRun  cmdutil.DryRun
 	ttlSet  bool
 	printer printers.ResourcePrinter
-	client  kubernetes.Interface
 
 	factory    cmdutil.Factory
 	randomName func() string

@@ -79,9 +79,8 @@ func serve(log []logLine, since time.Time) string {
 // breakAfter yields the first n lines of s, then fails as a dropped connection does (a line may
 // be cut in half).
 type breakAfter struct {
-	r     io.Reader
-	lines int
-	cut   bool
+	r   io.Reader
+	cut bool
 }
 
 func newBreakAfter(s string, n int, cutMidLine bool) *breakAfter {

@@ -79,7 +79,11 @@ func run(ranks, lines, runs int, tao, kubectl string) error {
 	if _, err := client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 		return err
 	}
-	defer client.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{})
+	defer func() {
+		if err := client.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{}); err != nil {
+			fmt.Fprintf(os.Stderr, "logsbench: deleting namespace %s: %v\n", ns, err)
+		}
+	}()
 	for {
 		if _, err := client.CoreV1().ServiceAccounts(ns).Get(ctx, "default", metav1.GetOptions{}); err == nil {
 			break
