@@ -17,6 +17,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 )
@@ -133,6 +134,48 @@ func TestLocalClusterEndToEnd(t *testing.T) {
 			if st.pod.Status.Phase != corev1.PodFailed || st.term.Reason != "Error" || st.term.ExitCode != 3 {
 				t.Errorf("phase %s, reason %s, exit %d; want Failed, Error, 3", st.pod.Status.Phase, st.term.Reason, st.term.ExitCode)
 			}
+		})
+		t.Run("evict", func(t *testing.T) {
+			t.Parallel()
+			pod := testPod("evictee", map[string]string{AnnotationRunDuration: "3s"}, 1)
+			pod.Spec.RestartPolicy = corev1.RestartPolicyNever
+			if _, err := cs.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			waitFor(ctx, t, "evictee Running", func() (bool, error) {
+				p, err := cs.CoreV1().Pods("default").Get(ctx, "evictee", metav1.GetOptions{})
+				return err == nil && p.Status.Phase == corev1.PodRunning, err
+			})
+			patch := []byte(`{"metadata":{"labels":{"` + LabelEvict + `":"true"}}}`)
+			if _, err := cs.CoreV1().Pods("default").Patch(ctx, "evictee", types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			check := func() {
+				p, err := cs.CoreV1().Pods("default").Get(ctx, "evictee", metav1.GetOptions{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				var dt *corev1.PodCondition
+				for i := range p.Status.Conditions {
+					if p.Status.Conditions[i].Type == corev1.DisruptionTarget {
+						dt = &p.Status.Conditions[i]
+					}
+				}
+				term := p.Status.ContainerStatuses[0].State.Terminated
+				if p.Status.Phase != corev1.PodFailed || p.Status.Reason != "Evicted" || dt == nil || dt.Status != corev1.ConditionTrue ||
+					dt.Reason != "TerminationByKubelet" || term == nil || term.ExitCode != 137 {
+					t.Errorf("phase %s, reason %s, DisruptionTarget %+v, terminated %+v; want Failed, Evicted, True TerminationByKubelet, 137",
+						p.Status.Phase, p.Status.Reason, dt, term)
+				}
+			}
+			waitFor(ctx, t, "evictee Failed", func() (bool, error) {
+				p, err := cs.CoreV1().Pods("default").Get(ctx, "evictee", metav1.GetOptions{})
+				return err == nil && p.Status.Phase == corev1.PodFailed, err
+			})
+			check()
+			// Past its run-duration the pod must stay evicted: no other fate may finish it.
+			time.Sleep(4 * time.Second)
+			check()
 		})
 		t.Run("image-pull-backoff", func(t *testing.T) {
 			t.Parallel()
