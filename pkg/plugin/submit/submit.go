@@ -49,14 +49,16 @@ reaches the container literally: kubectl-tao escapes the kubelet's $(VAR) expans
 command and in --env values.
 
 The Job has restartPolicy Never and backoffLimit 0: a failure surfaces instead of being retried.
---retries N replaces failed pods instead, through a pod failure policy: evicted, preempted
-and lost pods are replaced without counting, OOM kills and commands that cannot run fail the
-job at once, and any other failure is retried up to N times (per rank with --nodes). A
-multi-node torchrun gang survives a lost rank only by restarting as a whole: resume from a
-checkpoint at start (see README, "Retries").
 With --nodes N > 1 it is an Indexed Job of N pods plus a headless Service named after the job,
 and every rank gets WORLD_SIZE and NNODES (N), NUM_GPU_PER_NODE and NPROC_PER_NODE (--gpus),
 NODE_RANK (its index, 0..N-1), MASTER_ADDR (NAME-0.NAME) and MASTER_PORT (--master-port).
+
+--retries N replaces failed pods instead, through a pod failure policy: evicted, preempted and
+lost pods are replaced without counting, OOM kills (exit 137) and commands that cannot run
+(exit 2, 126, 127) fail the job at once, and any other failure is retried up to N times (per
+rank with --nodes). A multi-node torchrun gang survives a lost rank only by restarting as a
+whole, from the start of its command: have it resume from its last checkpoint (README,
+"Retries").
 
 Before creating anything, submit checks that the cluster's allocatable GPUs can ever hold the
 job: N ranks of --gpus GPUs each, a rank never spanning nodes. The objects are created
