@@ -246,3 +246,64 @@ func TestRetriesBoundOtherFailures(t *testing.T) {
 		})
 	}
 }
+
+// crashLabel has the local cluster's kwok end a running pod with the label's value as exit code,
+// as a rank dies when NCCL or the rendezvous fails under it after a peer was lost.
+const crashLabel = "sim.kubectl-tao.dev/crash"
+
+func label(t *testing.T, ns, pod, key, value string) {
+	t.Helper()
+	patch := []byte(`{"metadata":{"labels":{"` + key + `":"` + value + `"}}}`)
+	if _, err := client.CoreV1().Pods(ns).Patch(context.Background(), pod, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// What the Job does for a torchrun gang: rank 1 is evicted (free), rank 0 then dies of the NCCL
+// error its loss causes (exit 1, one retry of rank 0), every rank is replaced once terminated,
+// and the new gang completes. --retries 1 is enough for one such incident on any job size.
+func TestRetriesGangRestartsThroughTheJob(t *testing.T) {
+	ns := namespace(t)
+	r := tao(t, nil, "submit", "gang", "-n", ns, "--image", "busybox", "--gpus", "8", "--nodes", "2", "--retries", "1",
+		"--annotation", "sim.kubectl-tao.dev/run-duration=10s", "--", "torchrun train.py")
+	if r.code != 0 {
+		t.Fatalf("submit: %s", r)
+	}
+	first := map[string]string{}
+	poll(t, 30*time.Second, "both ranks running", func(ctx context.Context) (bool, error) {
+		for _, p := range jobPods(t, ns, "gang") {
+			if p.Status.Phase == corev1.PodRunning {
+				first[rankOf(&p)] = p.Name
+			}
+		}
+		return len(first) == 2, nil
+	})
+	label(t, ns, first["1"], evictLabel, "true")
+	poll(t, 10*time.Second, "rank 1 evicted", func(ctx context.Context) (bool, error) {
+		p, err := client.CoreV1().Pods(ns).Get(ctx, first["1"], metav1.GetOptions{})
+		return err == nil && p.Status.Phase == corev1.PodFailed, err
+	})
+	label(t, ns, first["0"], crashLabel, "1")
+
+	job, cond := terminalJob(t, ns, "gang")
+	if cond.Type != batchv1.JobComplete {
+		t.Fatalf("job ended %s (%s: %s), want Complete", cond.Type, cond.Reason, cond.Message)
+	}
+	if job.Status.Failed != 1 || job.Status.Succeeded != 2 {
+		t.Errorf("failed %d, succeeded %d; want 1 (rank 0's crash; the eviction is free) and 2", job.Status.Failed, job.Status.Succeeded)
+	}
+	pods := jobPods(t, ns, "gang")
+	perRank := map[string][]corev1.PodPhase{}
+	for _, p := range pods {
+		perRank[rankOf(&p)] = append(perRank[rankOf(&p)], p.Status.Phase)
+	}
+	for _, rank := range []string{"0", "1"} {
+		if got := perRank[rank]; len(got) != 2 || !slices.Contains(got, corev1.PodFailed) || !slices.Contains(got, corev1.PodSucceeded) {
+			t.Errorf("rank %s pods %v; want the first Failed and its replacement Succeeded", rank, got)
+		}
+	}
+	d := diagnoseJSON(t, ns, "gang")
+	if d.ErrClass != nil || !strings.Contains(strings.Join(d.Notes, "\n"), "rank 1: pod "+first["1"]+" was evicted") {
+		t.Errorf("diagnose: class %v, notes %q", d.ErrClass, d.Notes)
+	}
+}

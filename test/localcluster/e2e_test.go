@@ -177,6 +177,34 @@ func TestLocalClusterEndToEnd(t *testing.T) {
 			time.Sleep(4 * time.Second)
 			check()
 		})
+		t.Run("crash", func(t *testing.T) {
+			t.Parallel()
+			pod := testPod("crashee", map[string]string{AnnotationRunDuration: "3s"}, 1)
+			pod.Spec.RestartPolicy = corev1.RestartPolicyNever
+			if _, err := cs.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			waitFor(ctx, t, "crashee Running", func() (bool, error) {
+				p, err := cs.CoreV1().Pods("default").Get(ctx, "crashee", metav1.GetOptions{})
+				return err == nil && p.Status.Phase == corev1.PodRunning, err
+			})
+			patch := []byte(`{"metadata":{"labels":{"` + LabelCrash + `":"134"}}}`)
+			if _, err := cs.CoreV1().Pods("default").Patch(ctx, "crashee", types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			var p *corev1.Pod
+			waitFor(ctx, t, "crashee Failed", func() (bool, error) {
+				var err error
+				p, err = cs.CoreV1().Pods("default").Get(ctx, "crashee", metav1.GetOptions{})
+				return err == nil && p.Status.Phase == corev1.PodFailed, err
+			})
+			time.Sleep(4 * time.Second) // past run-duration: still crashed, not completed
+			p, _ = cs.CoreV1().Pods("default").Get(ctx, "crashee", metav1.GetOptions{})
+			term := p.Status.ContainerStatuses[0].State.Terminated
+			if p.Status.Phase != corev1.PodFailed || term == nil || term.ExitCode != 134 || term.Reason != "Error" {
+				t.Errorf("phase %s, terminated %+v; want Failed, Error, 134", p.Status.Phase, term)
+			}
+		})
 		t.Run("image-pull-backoff", func(t *testing.T) {
 			t.Parallel()
 			if _, err := cs.CoreV1().Pods("default").Create(ctx, testPod("pull", map[string]string{AnnotationFate: FateImagePullBackOff}, 1), metav1.CreateOptions{}); err != nil {

@@ -45,7 +45,7 @@ func TestStagesParse(t *testing.T) {
 			t.Errorf("%s: a pod stage other than pod-delete must skip terminating pods", s.GetName())
 		}
 	}
-	for _, want := range []string{"node-initialize", "node-heartbeat-with-lease", "pod-ready", "pod-complete", "pod-delete", "pod-oom-killed", "pod-exit-error", "pod-err-image-pull", "pod-image-pull-backoff", "pod-evicted"} {
+	for _, want := range []string{"node-initialize", "node-heartbeat-with-lease", "pod-ready", "pod-complete", "pod-delete", "pod-oom-killed", "pod-exit-error", "pod-err-image-pull", "pod-image-pull-backoff", "pod-evicted", "pod-crash"} {
 		if !names[want] {
 			t.Errorf("missing stage %s", want)
 		}
@@ -102,6 +102,16 @@ func TestFateSelectors(t *testing.T) {
 	for _, stage := range []string{"pod-complete", "pod-oom-killed", "pod-exit-error"} {
 		if !strings.Contains(byName[stage], evict+" DoesNotExist") {
 			t.Errorf("stage %s must skip pods labelled for eviction:\n%s", stage, byName[stage])
+		}
+	}
+	// A crash is triggered the same way; every other terminal stage skips crash-labelled pods.
+	crash := `.metadata.labels["sim.kubectl-tao.dev/crash"]`
+	if !strings.Contains(byName["pod-crash"], crash+" Exists") || !strings.Contains(byName["pod-crash"], ".status.phase In Running") {
+		t.Errorf("pod-crash must select running pods with the crash label:\n%s", byName["pod-crash"])
+	}
+	for _, stage := range []string{"pod-complete", "pod-oom-killed", "pod-exit-error", "pod-evicted"} {
+		if !strings.Contains(byName[stage], crash+" DoesNotExist") {
+			t.Errorf("stage %s must skip pods labelled to crash:\n%s", stage, byName[stage])
 		}
 	}
 	for _, s := range stages {
