@@ -140,11 +140,13 @@ func TestRetriesEvictedRankIsReplaced(t *testing.T) {
 
 			st := tao(t, nil, "status", name, "-n", ns, "-o", "json")
 			var summary struct {
-				Status string `json:"status"`
-				Failed int32  `json:"failed"`
+				Status  string `json:"status"`
+				Message string `json:"message"`
+				Failed  int32  `json:"failed"`
 			}
-			if err := json.Unmarshal([]byte(st.stdout), &summary); err != nil || summary.Status != "Complete" || summary.Failed != 0 {
-				t.Errorf("status = %+v (%v), want Complete with 0 failed", summary, err)
+			if err := json.Unmarshal([]byte(st.stdout), &summary); err != nil || summary.Status != "Complete" || summary.Failed != 0 ||
+				!strings.Contains(summary.Message, "1 pod replaced after an eviction or preemption (not a failure)") {
+				t.Errorf("status = %+v (%v), want Complete, 0 failed, and the replacement named", summary, err)
 			}
 			d := diagnoseJSON(t, ns, name)
 			if d.ErrClass != nil || !strings.Contains(strings.Join(d.Notes, "\n"), "replaced by pod "+replacement.Name) {

@@ -3,12 +3,13 @@ package triage
 import (
 	"fmt"
 	"regexp"
-	"slices"
 	"strconv"
 	"strings"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/jobstatus"
 )
 
 // What a pod failure policy rule is about, as diagnose explains it.
@@ -111,41 +112,10 @@ func policyNote(r *FiredRule) string {
 	return fmt.Sprintf("the Job's pod failure policy failed it at once, by %s, on pod %s", rule, r.Pod)
 }
 
-// policyAction is what the Job's pod failure policy does with a failed pod: the action of the
-// first rule that matches, as the job controller evaluates them, or "" when none matches (the
-// failure counts against the retries) or the Job has no policy.
+// policyAction is what the Job's pod failure policy does with a failed pod ("" when its failure
+// counts, or there is no policy).
 func policyAction(job *batchv1.Job, pod *corev1.Pod) batchv1.PodFailurePolicyAction {
-	if job == nil || job.Spec.PodFailurePolicy == nil || pod.Status.Phase != corev1.PodFailed {
-		return ""
-	}
-	for _, rule := range job.Spec.PodFailurePolicy.Rules {
-		if rule.OnExitCodes != nil && exitCodesMatch(rule.OnExitCodes, pod) {
-			return rule.Action
-		}
-		for _, want := range rule.OnPodConditions {
-			if c := podCondition(pod, want.Type); c != nil && c.Status == want.Status {
-				return rule.Action
-			}
-		}
-	}
-	return ""
-}
-
-func exitCodesMatch(req *batchv1.PodFailurePolicyOnExitCodesRequirement, pod *corev1.Pod) bool {
-	for _, cs := range pod.Status.ContainerStatuses {
-		if req.ContainerName != nil && cs.Name != *req.ContainerName {
-			continue
-		}
-		t := cs.State.Terminated
-		if t == nil || t.ExitCode == 0 {
-			continue
-		}
-		in := slices.Contains(req.Values, t.ExitCode)
-		if in == (req.Operator == batchv1.PodFailurePolicyOnExitCodesOpIn) {
-			return true
-		}
-	}
-	return false
+	return jobstatus.PolicyAction(job, pod)
 }
 
 // ignoredNote says that a disrupted pod did not count: the Job's policy ignored it and the Job
