@@ -316,6 +316,8 @@ func (o *Options) Run(cmd *cobra.Command) error {
 	if err != nil {
 		return err
 	}
+	// created.Job is what the server stored (the create response, then resumed by a patch that
+	// touches only spec.suspend): a field it dropped on create is missing here too.
 	warnDroppedRetryFields(o.ErrOut, objs.Job, created.Job)
 	if o.Follow {
 		logStreams := o.IOStreams
