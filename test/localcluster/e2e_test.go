@@ -17,6 +17,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 )
@@ -132,6 +133,76 @@ func TestLocalClusterEndToEnd(t *testing.T) {
 			st := runToTermination(ctx, t, cs, testPod("exit3", map[string]string{AnnotationFate: FateExit, AnnotationExitCode: "3", AnnotationRunDuration: "1s"}, 1))
 			if st.pod.Status.Phase != corev1.PodFailed || st.term.Reason != "Error" || st.term.ExitCode != 3 {
 				t.Errorf("phase %s, reason %s, exit %d; want Failed, Error, 3", st.pod.Status.Phase, st.term.Reason, st.term.ExitCode)
+			}
+		})
+		t.Run("evict", func(t *testing.T) {
+			t.Parallel()
+			pod := testPod("evictee", map[string]string{AnnotationRunDuration: "3s"}, 1)
+			pod.Spec.RestartPolicy = corev1.RestartPolicyNever
+			if _, err := cs.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			waitFor(ctx, t, "evictee Running", func() (bool, error) {
+				p, err := cs.CoreV1().Pods("default").Get(ctx, "evictee", metav1.GetOptions{})
+				return err == nil && p.Status.Phase == corev1.PodRunning, err
+			})
+			patch := []byte(`{"metadata":{"labels":{"` + LabelEvict + `":"true"}}}`)
+			if _, err := cs.CoreV1().Pods("default").Patch(ctx, "evictee", types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			check := func() {
+				p, err := cs.CoreV1().Pods("default").Get(ctx, "evictee", metav1.GetOptions{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				var dt *corev1.PodCondition
+				for i := range p.Status.Conditions {
+					if p.Status.Conditions[i].Type == corev1.DisruptionTarget {
+						dt = &p.Status.Conditions[i]
+					}
+				}
+				term := p.Status.ContainerStatuses[0].State.Terminated
+				if p.Status.Phase != corev1.PodFailed || p.Status.Reason != "Evicted" || dt == nil || dt.Status != corev1.ConditionTrue ||
+					dt.Reason != "TerminationByKubelet" || term == nil || term.ExitCode != 137 {
+					t.Errorf("phase %s, reason %s, DisruptionTarget %+v, terminated %+v; want Failed, Evicted, True TerminationByKubelet, 137",
+						p.Status.Phase, p.Status.Reason, dt, term)
+				}
+			}
+			waitFor(ctx, t, "evictee Failed", func() (bool, error) {
+				p, err := cs.CoreV1().Pods("default").Get(ctx, "evictee", metav1.GetOptions{})
+				return err == nil && p.Status.Phase == corev1.PodFailed, err
+			})
+			check()
+			// Past its run-duration the pod must stay evicted: no other fate may finish it.
+			time.Sleep(4 * time.Second)
+			check()
+		})
+		t.Run("crash", func(t *testing.T) {
+			t.Parallel()
+			pod := testPod("crashee", map[string]string{AnnotationRunDuration: "3s"}, 1)
+			pod.Spec.RestartPolicy = corev1.RestartPolicyNever
+			if _, err := cs.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			waitFor(ctx, t, "crashee Running", func() (bool, error) {
+				p, err := cs.CoreV1().Pods("default").Get(ctx, "crashee", metav1.GetOptions{})
+				return err == nil && p.Status.Phase == corev1.PodRunning, err
+			})
+			patch := []byte(`{"metadata":{"labels":{"` + LabelCrash + `":"134"}}}`)
+			if _, err := cs.CoreV1().Pods("default").Patch(ctx, "crashee", types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			var p *corev1.Pod
+			waitFor(ctx, t, "crashee Failed", func() (bool, error) {
+				var err error
+				p, err = cs.CoreV1().Pods("default").Get(ctx, "crashee", metav1.GetOptions{})
+				return err == nil && p.Status.Phase == corev1.PodFailed, err
+			})
+			time.Sleep(4 * time.Second) // past run-duration: still crashed, not completed
+			p, _ = cs.CoreV1().Pods("default").Get(ctx, "crashee", metav1.GetOptions{})
+			term := p.Status.ContainerStatuses[0].State.Terminated
+			if p.Status.Phase != corev1.PodFailed || term == nil || term.ExitCode != 134 || term.Reason != "Error" {
+				t.Errorf("phase %s, terminated %+v; want Failed, Error, 134", p.Status.Phase, term)
 			}
 		})
 		t.Run("image-pull-backoff", func(t *testing.T) {

@@ -45,7 +45,7 @@ func TestStagesParse(t *testing.T) {
 			t.Errorf("%s: a pod stage other than pod-delete must skip terminating pods", s.GetName())
 		}
 	}
-	for _, want := range []string{"node-initialize", "node-heartbeat-with-lease", "pod-ready", "pod-complete", "pod-delete", "pod-oom-killed", "pod-exit-error", "pod-err-image-pull", "pod-image-pull-backoff"} {
+	for _, want := range []string{"node-initialize", "node-heartbeat-with-lease", "pod-ready", "pod-complete", "pod-delete", "pod-oom-killed", "pod-exit-error", "pod-err-image-pull", "pod-image-pull-backoff", "pod-evicted", "pod-crash"} {
 		if !names[want] {
 			t.Errorf("missing stage %s", want)
 		}
@@ -91,6 +91,27 @@ func TestFateSelectors(t *testing.T) {
 	for stage, want := range checks {
 		if !strings.Contains(byName[stage], want) {
 			t.Errorf("stage %s selector lacks %q:\n%s", stage, want, byName[stage])
+		}
+	}
+	// An eviction is triggered by a label on one running pod, and then no other terminal stage
+	// may match it: a pod evicted by one stage must not "succeed" or "OOM" by another later.
+	evict := `.metadata.labels["sim.kubectl-tao.dev/evict"]`
+	if !strings.Contains(byName["pod-evicted"], evict+" Exists") || !strings.Contains(byName["pod-evicted"], ".status.phase In Running") {
+		t.Errorf("pod-evicted must select running pods with the evict label:\n%s", byName["pod-evicted"])
+	}
+	for _, stage := range []string{"pod-complete", "pod-oom-killed", "pod-exit-error"} {
+		if !strings.Contains(byName[stage], evict+" DoesNotExist") {
+			t.Errorf("stage %s must skip pods labelled for eviction:\n%s", stage, byName[stage])
+		}
+	}
+	// A crash is triggered the same way; every other terminal stage skips crash-labelled pods.
+	crash := `.metadata.labels["sim.kubectl-tao.dev/crash"]`
+	if !strings.Contains(byName["pod-crash"], crash+" Exists") || !strings.Contains(byName["pod-crash"], ".status.phase In Running") {
+		t.Errorf("pod-crash must select running pods with the crash label:\n%s", byName["pod-crash"])
+	}
+	for _, stage := range []string{"pod-complete", "pod-oom-killed", "pod-exit-error", "pod-evicted"} {
+		if !strings.Contains(byName[stage], crash+" DoesNotExist") {
+			t.Errorf("stage %s must skip pods labelled to crash:\n%s", stage, byName[stage])
 		}
 	}
 	for _, s := range stages {

@@ -18,6 +18,12 @@ const (
 	AnnotationStartDelay  = AnnotationPrefix + "start-delay"
 	AnnotationLogLines    = AnnotationPrefix + "log-lines"
 	AnnotationLogInterval = AnnotationPrefix + "log-interval"
+	// LabelEvict, put on a running pod, has kwok evict it at once (Failed, reason Evicted,
+	// DisruptionTarget). A label, so that replacements made from the template lack it.
+	LabelEvict = AnnotationPrefix + "evict"
+	// LabelCrash=<exit code>, put on a running pod, has kwok end it at once with that code, as
+	// a rank whose peer was lost dies of an NCCL or rendezvous error.
+	LabelCrash = AnnotationPrefix + "crash"
 
 	// CompletionIndexAnnotation is set by the job controller on pods of Indexed Jobs.
 	CompletionIndexAnnotation = "batch.kubernetes.io/job-completion-index"

@@ -36,7 +36,8 @@ func Build(s Spec) Objects {
 			Annotations: toMap(s.Annotations),
 		},
 		Spec: batchv1.JobSpec{
-			// Failures surface instead of being retried silently (the SDK's contract).
+			// Failures surface instead of being retried silently (the SDK's contract);
+			// --retries changes it in applyRetries.
 			BackoffLimit: ptr.To[int32](0),
 			Parallelism:  ptr.To(int32(s.Nodes)),
 			Completions:  ptr.To(int32(s.Nodes)),
@@ -70,6 +71,7 @@ func Build(s Spec) Objects {
 	if s.Deadline != nil {
 		job.Spec.ActiveDeadlineSeconds = ptr.To(int64(s.Deadline.Seconds()))
 	}
+	applyRetries(s, job)
 	addMounts(s, &job.Spec.Template.Spec)
 	if shm := s.ShmQuantity(); shm != nil {
 		pod := &job.Spec.Template.Spec

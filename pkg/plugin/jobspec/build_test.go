@@ -51,6 +51,13 @@ func TestBuildGolden(t *testing.T) {
 			}
 			return s
 		}(),
+		"retries": func() Spec { s := validSpec(); s.Retries = 3; return s }(),
+		"multi-node-retries": func() Spec {
+			s := validSpec()
+			s.Name, s.Nodes, s.Retries = "ddp", 4, 2
+			s.Command = []string{"torchrun --nnodes $NNODES --nproc-per-node $NPROC_PER_NODE train.py"}
+			return s
+		}(),
 		"no-gpu-toleration": func() Spec { s := validSpec(); s.NoGPUToleration = true; s.ShmSize = "1Gi"; return s }(),
 		"every-flag": {
 			Name: "full", Namespace: "research", Image: "pytorch/pytorch:2.9.0-cuda13.0",

@@ -100,6 +100,9 @@ type Spec struct {
 	Volumes []Volume
 	// Files are small local files shipped in a ConfigMap and mounted at their paths.
 	Files []File
+	// Retries bounds how often failed pods are replaced (see applyRetries); 0 fails the Job on
+	// the first failure, as the SDK does.
+	Retries int
 }
 
 // Volume is one --volume CLAIM:MOUNT_PATH[:ro].

@@ -74,6 +74,9 @@ func (s *Spec) Validate() error {
 	if s.Nodes < 1 {
 		add("invalid --nodes %d: must be 1 or more", s.Nodes)
 	}
+	if s.Retries < 0 || s.Retries > MaxRetries {
+		add("invalid --retries %d: must be between 0 and %d (evictions and preemptions do not count against it)", s.Retries, MaxRetries)
+	}
 	if s.MasterPort < 1 || s.MasterPort > 65535 {
 		add("invalid --master-port %d: must be between 1 and 65535", s.MasterPort)
 	}

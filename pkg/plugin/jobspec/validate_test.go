@@ -40,6 +40,9 @@ func TestValidateAcceptsGoodSpecs(t *testing.T) {
 			s.Resources = []KeyValue{{"nvidia.com/mig-1g.10gb", "2"}}
 		},
 		"shm disabled on multi-node": func(s *Spec) { s.Nodes, s.ShmSize, s.Memory = 2, "0", "1Gi" },
+		"one retry":                  func(s *Spec) { s.Retries = 1 },
+		"most retries":               func(s *Spec) { s.Retries = MaxRetries },
+		"retries on multi-node":      func(s *Spec) { s.Nodes, s.Retries = 4, 3 },
 	} {
 		t.Run(name, func(t *testing.T) {
 			s := validSpec()
@@ -121,6 +124,9 @@ func TestValidateRejectsBadInput(t *testing.T) {
 		{"files too big", func(s *Spec) {
 			s.Files = []File{{ContainerPath: "/a", Data: make([]byte, 600<<10)}, {ContainerPath: "/b", Data: make([]byte, 600<<10)}}
 		}, "more than the 1048576 a ConfigMap can hold"},
+		{"negative retries", func(s *Spec) { s.Retries = -1 }, "invalid --retries -1: must be between 0 and 20"},
+		{"too many retries", func(s *Spec) { s.Retries = MaxRetries + 1 }, "invalid --retries 21"},
+		{"absurd retries", func(s *Spec) { s.Retries = 1 << 40 }, "invalid --retries 1099511627776"},
 		{"huge annotations", func(s *Spec) { s.Annotations = []KeyValue{{"a", strings.Repeat("x", 300*1024)}} }, "256 KiB"},
 	}
 	if len(tests) < 25 {

@@ -70,8 +70,14 @@ func Of(job *batchv1.Job, pods []corev1.Pod) Result {
 		r.Status, r.Message = Error, reasonMessage(c)
 		return r
 	}
+	// Pods the Job's pod failure policy ignored were replaced: say so, since a Failed pod in
+	// `kubectl get pods` otherwise looks like a failure.
+	replaced := ""
+	if n := ignoredFailures(job, pods); n > 0 {
+		replaced = replacedNote(n)
+	}
 	if c := condition(job, batchv1.JobComplete, batchv1.JobSuccessCriteriaMet); c != nil {
-		r.Status, r.Message = Complete, fmt.Sprintf("%d/%d ranks succeeded", job.Status.Succeeded, r.Nodes)
+		r.Status, r.Message = Complete, fmt.Sprintf("%d/%d ranks succeeded", job.Status.Succeeded, r.Nodes)+replaced
 		return r
 	}
 	if job.DeletionTimestamp != nil {
@@ -85,10 +91,10 @@ func Of(job *batchv1.Job, pods []corev1.Pod) Result {
 		return r
 	}
 	if r.Running > 0 {
-		r.Status, r.Message = Running, fmt.Sprintf("%d/%d ranks running", r.Running, r.Nodes)
+		r.Status, r.Message = Running, fmt.Sprintf("%d/%d ranks running", r.Running, r.Nodes)+replaced
 		return r
 	}
-	r.Status, r.Message = Pending, fmt.Sprintf("0/%d ranks running", r.Nodes)
+	r.Status, r.Message = Pending, fmt.Sprintf("0/%d ranks running", r.Nodes)+replaced
 	return r
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -52,6 +53,13 @@ With --nodes N > 1 it is an Indexed Job of N pods plus a headless Service named 
 and every rank gets WORLD_SIZE and NNODES (N), NUM_GPU_PER_NODE and NPROC_PER_NODE (--gpus),
 NODE_RANK (its index, 0..N-1), MASTER_ADDR (NAME-0.NAME) and MASTER_PORT (--master-port).
 
+--retries N replaces failed pods instead, through a pod failure policy: evicted, preempted and
+lost pods are replaced without counting, OOM kills (exit 137) and commands that cannot run
+(exit 2, 126, 127) fail the job at once, and any other failure is retried up to N times (per
+rank with --nodes). A multi-node torchrun gang survives a lost rank only by restarting as a
+whole, from the start of its command: have it resume from its last checkpoint (README,
+"Retries").
+
 Before creating anything, submit checks that the cluster's allocatable GPUs can ever hold the
 job: N ranks of --gpus GPUs each, a rank never spanning nodes. The objects are created
 atomically: if any step fails, what was created is removed again.
@@ -95,6 +103,7 @@ type Options struct {
 	NoGPUToleration  bool
 	Volumes          []string
 	Files            []string
+	Retries          int
 
 	// Set by Complete.
 	spec    jobspec.Spec
@@ -165,6 +174,7 @@ func NewCmd(f cmdutil.Factory, streams genericiooptions.IOStreams, randomName fu
 	fl.BoolVar(&o.NoGPUToleration, "no-gpu-toleration", o.NoGPUToleration, "Do not add the default toleration of the nvidia.com/gpu:NoSchedule taint.")
 	fl.StringArrayVar(&o.Volumes, "volume", o.Volumes, "PersistentVolumeClaim to mount, CLAIM:MOUNT_PATH[:ro] (repeatable). A volume at /results sets TAO_RESULTS_ROOT=/results.")
 	fl.StringArrayVar(&o.Files, "file", o.Files, "Local file to ship with the job, LOCAL_PATH:CONTAINER_PATH (repeatable), e.g. a TAO spec file. Carried in a ConfigMap owned by the Job, 1 MiB in all.")
+	fl.IntVar(&o.Retries, "retries", o.Retries, "Replace failed pods up to N times (per rank for multi-node jobs). Evictions, preemption and node loss never count and are always replaced; OOM kills (exit 137) and commands that cannot run (exit 2, 126, 127) fail the job at once. 0: the first failure fails the job. At most "+strconv.Itoa(jobspec.MaxRetries)+".")
 	fl.BoolVar(&o.NoCapacityCheck, "no-capacity-check", o.NoCapacityCheck, "Skip the check that the cluster's allocatable GPUs can hold the job.")
 	fl.BoolVar(&o.Wait, "wait", o.Wait, "After creating the job, wait until it ends, as `kubectl tao wait` does (progress on stderr, exit code of the outcome).")
 	fl.BoolVar(&o.Follow, "follow", o.Follow, "After creating the job, follow every rank's log as `kubectl tao logs -f` does (exit code of the outcome); Ctrl-C detaches, the job keeps running.")
@@ -230,6 +240,7 @@ func (o *Options) Complete(cmd *cobra.Command, args []string) error {
 		ServiceAccount:   o.ServiceAccount,
 		OneRankPerNode:   o.OneRankPerNode,
 		NoGPUToleration:  o.NoGPUToleration,
+		Retries:          o.Retries,
 	}
 	if o.ttlSet {
 		o.spec.TTL = &o.TTL
@@ -305,6 +316,9 @@ func (o *Options) Run(cmd *cobra.Command) error {
 	if err != nil {
 		return err
 	}
+	// created.Job is what the server stored (the create response, then resumed by a patch that
+	// touches only spec.suspend): a field it dropped on create is missing here too.
+	warnDroppedRetryFields(o.ErrOut, objs.Job, created.Job)
 	if o.Follow {
 		logStreams := o.IOStreams
 		// When following, stdout carries only log lines: the created objects are named on stderr.

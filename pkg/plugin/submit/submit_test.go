@@ -319,6 +319,9 @@ func TestSubmitUsageErrorsTouchNothing(t *testing.T) {
 		{[]string{"j", "--image", "img", "--dry-run=maybe", "--", "true"}, `invalid --dry-run value "maybe"`},
 		{[]string{"j", "--image", "img", "--bogus", "--", "true"}, "unknown flag: --bogus"},
 		{[]string{"Bad", "--image", "img", "--", "true"}, `invalid job name "Bad"`},
+		{[]string{"j", "--image", "img", "--retries", "-1", "--", "true"}, "invalid --retries -1"},
+		{[]string{"j", "--image", "img", "--retries", "1000", "--", "true"}, "invalid --retries 1000: must be between 0 and 20"},
+		{[]string{"j", "--image", "img", "--retries", "some", "--", "true"}, `invalid argument "some" for "--retries"`},
 	}
 	for _, tc := range tests {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
@@ -404,5 +407,49 @@ func TestSubmitFailedConfigMapCreateLeavesNothing(t *testing.T) {
 	}
 	if got := strings.Join(mutations(c), ","); got != "create jobs,create configmaps,create services,delete configmaps,delete jobs" {
 		t.Fatalf("mutations = %s, want the ConfigMap and Job removed newest first", got)
+	}
+}
+
+func TestSubmitRetriesKeptByTheServer(t *testing.T) {
+	c := newClient(gpuNode("n1", 8), gpuNode("n2", 8))
+	r := run(t, &cmdutil.FakeFactory{Client: c}, "ddp", "--image", "img", "--gpus", "8", "--nodes", "2", "--retries", "3", "--", "true")
+	if r.code != 0 || r.stderr != "" {
+		t.Fatalf("got %+v, want no warning", r)
+	}
+	job, err := c.BatchV1().Jobs("default").Get(context.Background(), "ddp", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if job.Spec.PodFailurePolicy == nil || *job.Spec.BackoffLimitPerIndex != 3 || *job.Spec.PodReplacementPolicy != batchv1.Failed {
+		t.Errorf("retries not on the created Job: %+v", job.Spec)
+	}
+}
+
+// An older API server drops the fields of features it lacks and answers 201 all the same.
+func TestSubmitRetriesDroppedByTheServerWarns(t *testing.T) {
+	for _, dryRun := range []string{"none", "server"} {
+		t.Run(dryRun, func(t *testing.T) {
+			c := newClient(gpuNode("n1", 8))
+			c.PrependReactor("create", "jobs", func(a k8stesting.Action) (bool, runtime.Object, error) {
+				job := a.(k8stesting.CreateAction).GetObject().(*batchv1.Job)
+				job.Spec.PodReplacementPolicy, job.Spec.PodFailurePolicy = nil, nil
+				return false, nil, nil
+			})
+			r := run(t, &cmdutil.FakeFactory{Client: c}, "train", "--image", "img", "--retries", "2", "--dry-run="+dryRun, "--", "true")
+			if r.code != 0 {
+				t.Fatalf("got %+v", r)
+			}
+			for _, want := range []string{
+				"Warning: the API server did not keep spec.podFailurePolicy, spec.podReplacementPolicy of the Job",
+				"OOM kills are retried", "may start while the failed one is still terminating",
+			} {
+				if !strings.Contains(r.stderr, want) {
+					t.Errorf("stderr = %q, want %q", r.stderr, want)
+				}
+			}
+			if strings.Contains(r.stdout, "Warning") {
+				t.Errorf("warning on stdout: %q", r.stdout)
+			}
+		})
 	}
 }

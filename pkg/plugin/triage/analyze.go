@@ -160,14 +160,27 @@ func Diagnose(s Snapshot) Analysis {
 	if s.Job != nil {
 		a.Job, a.Namespace = s.Job.Name, s.Job.Namespace
 	}
+	all := inspectAll(&s)
 	if st.Status == jobstatus.Complete {
+		// Nothing to diagnose; still say which pods were replaced after an eviction.
+		for _, in := range all {
+			if in.finding != nil && policyAction(s.Job, in.pod) == batchv1.PodFailurePolicyActionIgnore {
+				a.Notes = append(a.Notes, ignoredNote(in, all))
+			}
+		}
 		return a
 	}
-	all := inspectAll(&s)
 	var events []NodeEvent
+	var ignored []string
 	for _, in := range all {
 		f := in.finding
 		if f == nil {
+			continue
+		}
+		if policyAction(s.Job, in.pod) == batchv1.PodFailurePolicyActionIgnore {
+			// An evicted or preempted pod the policy ignores was replaced: not a failure, and
+			// never the root cause of one.
+			ignored = append(ignored, ignoredNote(in, all))
 			continue
 		}
 		events = append(events, NodeEvent{
@@ -180,6 +193,17 @@ func Diagnose(s Snapshot) Analysis {
 	root := -1
 	if len(events) > 0 {
 		root = 0
+	}
+	rule := firedRule(s.Job)
+	if rule != nil {
+		a.FailedByRule = rule
+		// The pod the policy fired on is the cause, even if a peer died a moment earlier.
+		for i := range events {
+			if events[i].Pod == rule.Pod {
+				root = i
+				break
+			}
+		}
 	}
 	if c := failedCondition(s.Job); c != nil {
 		a.JobFailure = joinNonEmpty(c.Reason, c.Message)
@@ -203,17 +227,31 @@ func Diagnose(s Snapshot) Analysis {
 	} else if st.Status == jobstatus.Error {
 		// Failed, yet no pod tells why (pods already gone, e.g. deleted by a TTL or by hand).
 		class := ErrInfra
-		if c := failedCondition(s.Job); c != nil && c.Reason == batchv1.JobReasonBackoffLimitExceeded {
+		if c := failedCondition(s.Job); c != nil && programReason(c.Reason, rule) {
 			class = ErrProgram
 		}
 		a.ErrClass = &class
 		a.Suggestion = "The Job failed but its pods are gone, so the cause cannot be read from them. Resubmit and run " +
 			"`kubectl tao diagnose` while the pods still exist."
 	}
-	if notes := jobNotes(&s, all); len(notes) > 0 {
-		a.Notes = notes
+	if rule != nil {
+		a.Notes = append(a.Notes, policyNote(rule))
 	}
+	a.Notes = append(a.Notes, ignored...)
+	a.Notes = append(a.Notes, jobNotes(&s, all)...)
 	return a
+}
+
+// programReason reports whether a Job failed for this reason is the program's fault when no pod
+// is left to tell: it ran out of retries, or its policy failed it on an OOM or an exit code.
+func programReason(reason string, rule *FiredRule) bool {
+	switch reason {
+	case batchv1.JobReasonBackoffLimitExceeded, batchv1.JobReasonMaxFailedIndexesExceeded, batchv1.JobReasonFailedIndexes:
+		return true
+	case batchv1.JobReasonPodFailurePolicy:
+		return rule != nil && (rule.Kind == RuleKindOOM || rule.Kind == RuleKindProgram)
+	}
+	return false
 }
 
 func failedCondition(job *batchv1.Job) *batchv1.JobCondition {

@@ -47,6 +47,17 @@ func exitSuggestion(code int32, job string, rank int) string {
 		return "The process was asked to stop (" + signalOf(code) + "): a cancel, a node drain or the program's own " +
 			"timeout. If nobody stopped it, look for the rank that failed first. " + logs
 	}
+	switch code {
+	case 127:
+		return "The command was not found (exit code 127): the image lacks the program, or PATH does not reach it. " +
+			"Check the command after \"--\" against the image. " + logs
+	case 126:
+		return "The command cannot be executed (exit code 126): the file is not executable or is not a program for " +
+			"this platform. " + logs
+	case 2:
+		return "The command was used wrongly (exit code 2): a usage error of bash or argparse, or python could not " +
+			"open its script. Check the arguments and paths. " + logs
+	}
 	return fmt.Sprintf("The training command exited with code %d. %s", code, logs)
 }
 

@@ -89,6 +89,9 @@ type Analysis struct {
 	JobFailure string `json:"job_failure,omitempty"`
 	// FirstFailure is the earliest finding: where things went wrong first.
 	FirstFailure *NodeEvent `json:"first_failure"`
-	// Notes are job-level observations, such as a partial start.
+	// FailedByRule is the pod failure policy rule (--retries) that failed the Job at once.
+	FailedByRule *FiredRule `json:"failed_by_rule,omitempty"`
+	// Notes are job-level observations, such as a partial start, or a pod whose eviction the
+	// Job's pod failure policy ignored.
 	Notes []string `json:"notes"`
 }
