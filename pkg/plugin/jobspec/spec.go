@@ -100,6 +100,8 @@ type Spec struct {
 	Volumes []Volume
 	// Files are small local files shipped in a ConfigMap and mounted at their paths.
 	Files []File
+	// Staging, when set, downloads inputs from S3 before the command and uploads outputs after.
+	Staging *Staging
 }
 
 // Volume is one --volume CLAIM:MOUNT_PATH[:ro].
