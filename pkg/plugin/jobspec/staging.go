@@ -19,7 +19,7 @@ import (
 // EnvStager tells the wrapper where the init container put the stager binary.
 const EnvStager = "TAO_STAGER"
 
-// Staging is S3 data staging (--input, --output): an init container copies the stager binary
+// Staging is S3 data staging (--input, --output-path): an init container copies the stager binary
 // into a shared emptyDir, and the wrapper runs `stage in` before the command and `stage out`
 // after it. Credentials reach the pod only through secretKeyRef.
 type Staging struct {
@@ -109,7 +109,7 @@ func (s *Spec) validateStaging() []error {
 		}
 	}
 	if len(st.Inputs) == 0 && len(st.Outputs) == 0 {
-		add("S3 staging needs at least one --input or --output")
+		add("S3 staging needs at least one --input or --output-path")
 	}
 	switch {
 	case strings.TrimSpace(st.StagerImage) == "":
@@ -152,21 +152,21 @@ func (s *Spec) validateStaging() []error {
 	outs := map[string]bool{}
 	for _, o := range st.Outputs {
 		if err := staging.ValidateContainerPath(o); err != nil {
-			add("--output: %w", err)
+			add("--output-path: %w", err)
 			continue
 		}
 		if outs[o] {
-			add("--output %s: the path is given more than once", o)
+			add("--output-path %s: the path is given more than once", o)
 			continue
 		}
 		for p := range outs {
 			if under(o, p) || under(p, o) {
-				add("--output %s and --output %s are nested: the inner one would be uploaded twice", p, o)
+				add("--output-path %s and --output-path %s are nested: the inner one would be uploaded twice", p, o)
 			}
 		}
 		outs[o] = true
 		if under(o, staging.StagerDir) {
-			add("--output %s: the path %s is reserved for the stager binary", o, staging.StagerDir)
+			add("--output-path %s: the path %s is reserved for the stager binary", o, staging.StagerDir)
 		}
 	}
 
@@ -178,18 +178,19 @@ func (s *Spec) validateStaging() []error {
 			add("invalid --s3-secret %q: %s", st.ExistingSecret, strings.Join(msgs, "; "))
 		}
 	default:
-		errs = append(errs, ValidateCredentials(st.Credentials, "in the submitting shell")...)
+		errs = append(errs, ValidateCredentials(st.Credentials, "in the submitting shell",
+			"export them, or name a Secret holding them with --s3-secret")...)
 	}
 	return errs
 }
 
 // ValidateCredentials checks credentials from the shell or a Secret (where says which) without
-// ever quoting a key's value.
-func ValidateCredentials(creds map[string]string, where string) []error {
+// ever quoting a key's value; fix says what to do about missing ones.
+func ValidateCredentials(creds map[string]string, where, fix string) []error {
 	var errs []error
 	if missing := MissingCredentials(creds); len(missing) > 0 {
-		errs = append(errs, fmt.Errorf("S3 staging needs %s %s (and %s for a non-AWS endpoint): set them, or name a Secret holding them with --s3-secret",
-			strings.Join(missing, ", "), where, staging.EnvEndpoint))
+		errs = append(errs, fmt.Errorf("S3 staging needs %s %s (and %s for a non-AWS endpoint): %s",
+			strings.Join(missing, ", "), where, staging.EnvEndpoint, fix))
 	}
 	if b := creds[staging.EnvBucket]; b != "" {
 		if err := staging.ValidateBucket(b); err != nil {
