@@ -152,6 +152,23 @@ dist-check: ## Build the archives twice and fail unless both builds are byte-ide
 	  echo "dist is not reproducible:"; diff '$(DIST_DIR)/sha256sums.txt' "$$tmp/dist/sha256sums.txt"; exit 1; fi; \
 	echo "dist: reproducible (two builds, identical sha256sums.txt)"
 
+# The stager image (S3 staging's init container): FROM scratch, the static binary at /kubectl-tao.
+STAGER_IMAGE     ?= ghcr.io/kubectl-tao/kubectl-tao:$(VERSION)
+STAGER_PLATFORMS ?= linux/amd64 linux/arm64
+STAGER_ARCHIVE   ?= bin/kubectl-tao-stager.oci.tar
+
+.PHONY: stager-image
+stager-image: $(RELEASE_TOOL) ## Build the stager image (FROM scratch, static binary at /kubectl-tao) as an OCI archive, without docker
+	@tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; bins=; \
+	for p in $(STAGER_PLATFORMS); do \
+	  os=$${p%/*}; arch=$${p#*/}; echo "stager-image: $$os/$$arch"; \
+	  CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o "$$tmp/$${os}_$$arch" ./cmd/kubectl-tao; \
+	  bins="$$bins $$p=$$tmp/$${os}_$$arch"; \
+	done; \
+	$(RELEASE_TOOL) oci-image -out '$(STAGER_ARCHIVE)' -ref '$(STAGER_IMAGE)' -version '$(VERSION)' -mtime $(SOURCE_DATE_EPOCH) $$bins
+	@echo "stager-image: $(STAGER_ARCHIVE) ($(STAGER_IMAGE), $(STAGER_PLATFORMS)); push it with"
+	@echo "  skopeo copy --all oci-archive:$(STAGER_ARCHIVE) docker://$(STAGER_IMAGE)"
+
 .PHONY: krew-manifest
 krew-manifest: $(RELEASE_TOOL) ## Render krew/tao.yaml from .krew.yaml for $(VERSION) and the archives in dist/
 	@test -f '$(DIST_DIR)/kubectl-tao_linux_amd64.tar.gz' || { echo "no archives in $(DIST_DIR)/: run 'make dist' first"; exit 1; }

@@ -84,6 +84,10 @@ func Build(s Spec) Objects {
 		pod.Containers[0].VolumeMounts = append(pod.Containers[0].VolumeMounts, corev1.VolumeMount{Name: ShmVolume, MountPath: "/dev/shm"})
 	}
 	objs := Objects{Job: job}
+	if s.Staging != nil {
+		// Before the other children: the Secret is what the pod needs first.
+		addStaging(s, &objs)
+	}
 	if len(s.Files) > 0 {
 		objs.Children = append(objs.Children, filesConfigMap(s))
 	}
@@ -153,7 +157,7 @@ func objectLabels(s Spec) map[string]string {
 }
 
 func containerEnv(s Spec) []corev1.EnvVar {
-	var env []corev1.EnvVar
+	env := jobEnv(s)
 	if s.MultiNode() {
 		// NODE_RANK is derived from JOB_COMPLETION_INDEX by the wrapper at run time: the Job
 		// controller appends that variable last, so a $(JOB_COMPLETION_INDEX) reference here
@@ -166,6 +170,9 @@ func containerEnv(s Spec) []corev1.EnvVar {
 			corev1.EnvVar{Name: EnvMasterAddr, Value: s.Name + "-0." + s.Name},
 			corev1.EnvVar{Name: EnvMasterPort, Value: strconv.Itoa(s.MasterPort)},
 		)
+	}
+	if s.Staging != nil {
+		env = append(env, stagingEnvVars(s)...)
 	}
 	for _, kv := range s.Env {
 		env = append(env, corev1.EnvVar{Name: kv.Key, Value: EscapeKubelet(kv.Value)})

@@ -10,7 +10,34 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
+
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/staging"
 )
+
+// Fake credentials: what the golden files and the leak checks look for.
+const (
+	testAccessKey = "AKIAGOLDENACCESS"
+	testSecretKey = "golden/secret+key="
+)
+
+// stagedSpec downloads a file and a prefix, uploads a directory, with the shell's credentials.
+func stagedSpec() Spec {
+	s := validSpec()
+	s.Command = []string{"dino train -e /specs/train.yaml results_dir=/results"}
+	s.Staging = &Staging{
+		Inputs: []staging.Input{
+			{Path: "/data/train", Source: staging.URL{Bucket: "datasets", Key: "coco/train/"}},
+			{Path: "/specs/train.yaml", Source: staging.URL{Bucket: "datasets", Key: "specs/$(dino).yaml"}},
+		},
+		Outputs:     []string{"/results"},
+		StagerImage: "ghcr.io/kubectl-tao/kubectl-tao:v1.2.3",
+		Credentials: map[string]string{
+			staging.EnvAccessKey: testAccessKey, staging.EnvSecretKey: testSecretKey,
+			staging.EnvBucket: "results-bucket", staging.EnvEndpoint: "https://s3.example.com",
+		},
+	}
+	return s
+}
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
 
@@ -56,6 +83,24 @@ func TestBuildGolden(t *testing.T) {
 			s := validSpec()
 			s.Name, s.Nodes, s.Retries = "ddp", 4, 2
 			s.Command = []string{"torchrun --nnodes $NNODES --nproc-per-node $NPROC_PER_NODE train.py"}
+			return s
+		}(),
+		"staged": func() Spec {
+			s := stagedSpec()
+			s.CPU, s.Memory = "8", "64Gi"
+			return s
+		}(),
+		"staged-multi-node-s3-secret": func() Spec {
+			s := stagedSpec()
+			s.Name, s.Nodes = "ddp", 2
+			s.Command = []string{"torchrun", "train.py", "--out", "$(HOME)"}
+			s.Staging.Inputs = nil
+			s.Staging.Credentials, s.Staging.ExistingSecret = nil, "team-s3"
+			return s
+		}(),
+		"staged-inputs-only": func() Spec {
+			s := stagedSpec()
+			s.Staging.Outputs = nil
 			return s
 		}(),
 		"no-gpu-toleration": func() Spec { s := validSpec(); s.NoGPUToleration = true; s.ShmSize = "1Gi"; return s }(),

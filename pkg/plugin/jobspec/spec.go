@@ -103,6 +103,8 @@ type Spec struct {
 	// Retries bounds how often failed pods are replaced (see applyRetries); 0 fails the Job on
 	// the first failure, as the SDK does.
 	Retries int
+	// Staging, when set, downloads inputs from S3 before the command and uploads outputs after.
+	Staging *Staging
 }
 
 // Volume is one --volume CLAIM:MOUNT_PATH[:ro].

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/staging"
 )
 
 // maxNameLength is the Job name limit: the Job controller copies the name into the pods'
@@ -94,6 +96,9 @@ func (s *Spec) Validate() error {
 		if msgs := validation.IsEnvVarName(kv.Key); len(msgs) > 0 {
 			add("invalid --env %q: %s", kv.Key, strings.Join(msgs, "; "))
 		}
+		if kv.Key == staging.EnvJobID || kv.Key == staging.EnvJobUID {
+			add("invalid --env %q: kubectl-tao sets it to the Job's name and UID", kv.Key)
+		}
 		if s.MultiNode() && slices.Contains(reservedEnv, kv.Key) {
 			add("invalid --env %q: multi-node jobs set it themselves (use --nodes, --gpus or --master-port)", kv.Key)
 		}
@@ -127,6 +132,7 @@ func (s *Spec) Validate() error {
 	}
 	errs = append(errs, s.validateResources()...)
 	errs = append(errs, s.validateMounts()...)
+	errs = append(errs, s.validateStaging()...)
 	return errors.Join(errs...)
 }
 

@@ -4,7 +4,6 @@ package pullsecret
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -20,6 +19,7 @@ import (
 
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmdutil"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/exitcode"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/redact"
 )
 
 // EnvKey is where the key comes from unless --from-stdin.
@@ -181,7 +181,7 @@ func (o *Options) Run(ctx context.Context) error {
 		verb = "replaced"
 	}
 	if err != nil {
-		return redactErr(fmt.Errorf("writing secret/%s in namespace %s: %w", o.Name, o.namespace, err), o.key)
+		return redact.Error(fmt.Errorf("writing secret/%s in namespace %s: %w", o.Name, o.namespace, err), o.key)
 	}
 	got.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Secret"))
 	if o.dryRun == cmdutil.DryRunServer || (o.PrintFlags.OutputFormat != nil && *o.PrintFlags.OutputFormat != "" && *o.PrintFlags.OutputFormat != "name") {
@@ -192,21 +192,4 @@ func (o *Options) Run(ctx context.Context) error {
 		return nil
 	}
 	return o.printer.PrintObj(Redact(got), o.Out)
-}
-
-// scrubbed hides the key in an error's text but keeps the error chain, so exit codes still
-// classify it.
-type scrubbed struct {
-	msg string
-	err error
-}
-
-func (e *scrubbed) Error() string { return e.msg }
-func (e *scrubbed) Unwrap() error { return e.err }
-
-func redactErr(err error, key string) error {
-	if err == nil || key == "" || !strings.Contains(err.Error(), key) {
-		return err
-	}
-	return &scrubbed{msg: strings.ReplaceAll(err.Error(), key, Redacted), err: errors.Unwrap(err)}
 }

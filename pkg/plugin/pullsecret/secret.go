@@ -7,6 +7,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/redact"
 )
 
 // NGC's registry and the fixed user its API keys log in as.
@@ -16,7 +18,7 @@ const (
 )
 
 // Redacted stands in for the key wherever a Secret or a message is shown.
-const Redacted = "REDACTED"
+const Redacted = redact.Value
 
 type dockerConfig struct {
 	Auths map[string]dockerAuth `json:"auths"`
@@ -45,7 +47,8 @@ func Build(ns, name, key string) *corev1.Secret {
 }
 
 // Redact returns a copy fit to print: the data replaced by the same document with the password
-// and auth fields REDACTED, shown as stringData so a reader sees the shape.
+// and auth fields REDACTED, shown as stringData so a reader sees the shape. (redact.Secret hides
+// whole values; a pull secret keeps its document's shape, which is what users check.)
 func Redact(s *corev1.Secret) *corev1.Secret {
 	out := s.DeepCopy()
 	out.Data = nil

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"path"
+	"regexp"
 	"strings"
 )
 
@@ -237,4 +238,21 @@ func OutputKey(jobName, uid, containerPath string) (string, error) {
 		return "", err
 	}
 	return prefix + strings.TrimPrefix(containerPath, "/"), nil
+}
+
+// PublishedImage is the repository of the project's stager images, one tag per release.
+const PublishedImage = "ghcr.io/kubectl-tao/kubectl-tao"
+
+// releaseVersion matches what a release is tagged: vMAJOR.MINOR.PATCH, optionally -rc.N. A
+// build from an untagged commit (v0.0.0-dev, v0.0.0-<commit>, v1.2.3-4-g<commit>, -dirty) has
+// no published image.
+var releaseVersion = regexp.MustCompile(`^v(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)(-rc\.[0-9]+)?$`)
+
+// DefaultStagerImage is the published stager image for a binary of this version, and false for
+// a development build, which has none: it must name one (built with `make stager-image`).
+func DefaultStagerImage(version string) (string, bool) {
+	if !releaseVersion.MatchString(version) || strings.HasPrefix(version, "v0.0.0") {
+		return "", false
+	}
+	return PublishedImage + ":" + version, true
 }

@@ -91,3 +91,22 @@ func TestResultsLayout(t *testing.T) {
 		t.Error("OutputKey accepted a path escaping with ..")
 	}
 }
+
+func TestDefaultStagerImage(t *testing.T) {
+	for v, want := range map[string]string{
+		"v1.2.3":            "ghcr.io/kubectl-tao/kubectl-tao:v1.2.3",
+		"v0.4.0":            "ghcr.io/kubectl-tao/kubectl-tao:v0.4.0",
+		"v2.0.0-rc.1":       "ghcr.io/kubectl-tao/kubectl-tao:v2.0.0-rc.1",
+		"v0.0.0-dev":        "",
+		"v0.0.0-a3e01cd":    "",
+		"v1.2.3-4-gabc1234": "",
+		"v1.2.3-dirty":      "",
+		"1.2.3":             "",
+		"v01.2.3":           "",
+	} {
+		got, ok := DefaultStagerImage(v)
+		if got != want || ok != (want != "") {
+			t.Errorf("DefaultStagerImage(%q) = %q, %v; want %q", v, got, ok, want)
+		}
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -20,6 +21,7 @@ import (
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/exitcode"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/gpufit"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/jobspec"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/staging"
 )
 
 // nodePageSize bounds one node list response; big clusters are read in pages.
@@ -121,6 +123,14 @@ func create(ctx context.Context, client kubernetes.Interface, objs jobspec.Objec
 
 func createChild(ctx context.Context, client kubernetes.Interface, child runtime.Object, owner *batchv1.Job, opts metav1.CreateOptions) (runtime.Object, error) {
 	switch c := child.(type) {
+	case *corev1.Secret:
+		c = c.DeepCopy()
+		jobspec.SetOwner(c, owner)
+		made, err := client.CoreV1().Secrets(c.Namespace).Create(ctx, c, opts)
+		if err != nil {
+			return nil, explainCreate(c.Namespace, "secret/"+c.Name, err)
+		}
+		return made, nil
 	case *corev1.ConfigMap:
 		c = c.DeepCopy()
 		jobspec.SetOwner(c, owner)
@@ -155,6 +165,8 @@ func rollback(client kubernetes.Interface, job *batchv1.Job, children []runtime.
 			err = client.CoreV1().Services(c.Namespace).Delete(ctx, c.Name, deleteOptions(c.UID))
 		case *corev1.ConfigMap:
 			err = client.CoreV1().ConfigMaps(c.Namespace).Delete(ctx, c.Name, deleteOptions(c.UID))
+		case *corev1.Secret:
+			err = client.CoreV1().Secrets(c.Namespace).Delete(ctx, c.Name, deleteOptions(c.UID))
 		}
 		if err != nil && !apierrors.IsNotFound(err) {
 			errs = append(errs, err)
@@ -188,6 +200,34 @@ func explainCreate(namespace, what string, err error) error {
 	return fmt.Errorf("creating %s: %w", what, err)
 }
 
+// checkS3Secret reads the --s3-secret once: it must exist and hold the keys staging needs, or
+// the pods would fail to start (CreateContainerConfigError) long after submit said yes. Users
+// who may not read Secrets get a warning and go on: the kubelet may still read it for them.
+// No value is ever shown.
+func checkS3Secret(ctx context.Context, client kubernetes.Interface, ns, name string, warn io.Writer) error {
+	s, err := client.CoreV1().Secrets(ns).Get(ctx, name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsForbidden(err):
+		fmt.Fprintf(warn, "Warning: --s3-secret %s not checked: you may not read Secrets in namespace %s (%v); if it is missing or lacks a key, the pods will not start\n",
+			name, ns, apierrors.ReasonForError(err))
+		return nil
+	case apierrors.IsNotFound(err):
+		return exitcode.WithCode(exitcode.NotFound, fmt.Errorf("--s3-secret: secret/%s not found in namespace %s: create it with the keys %s "+
+			"(e.g. kubectl create secret generic %s -n %s --from-env-file=FILE, which keeps the keys off the command line)",
+			name, ns, strings.Join(staging.CredentialKeys, ", "), name, ns))
+	case err != nil:
+		return fmt.Errorf("reading --s3-secret secret/%s: %w", name, err)
+	}
+	creds := map[string]string{}
+	for k, v := range s.Data {
+		creds[k] = string(v)
+	}
+	if errs := jobspec.ValidateCredentials(creds, "in secret/"+name, "add them to the Secret"); len(errs) > 0 {
+		return fmt.Errorf("--s3-secret: %w", errors.Join(errs...))
+	}
+	return nil
+}
+
 // withTypes restores apiVersion and kind, which the typed client leaves empty on returned objects.
 func withTypes(o jobspec.Objects) jobspec.Objects {
 	o.Job.APIVersion, o.Job.Kind = "batch/v1", "Job"
@@ -197,6 +237,8 @@ func withTypes(o jobspec.Objects) jobspec.Objects {
 			c.APIVersion, c.Kind = "v1", "Service"
 		case *corev1.ConfigMap:
 			c.APIVersion, c.Kind = "v1", "ConfigMap"
+		case *corev1.Secret:
+			c.APIVersion, c.Kind = "v1", "Secret"
 		}
 	}
 	return o

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
@@ -22,6 +23,9 @@ import (
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/exitcode"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/jobspec"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/logs"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/redact"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/staging"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/version"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/wait"
 )
 
@@ -38,15 +42,25 @@ const example = `  # One node, 8 GPUs, a bash command string (run as /bin/bash -
   kubectl tao submit --image python:3.13 --gpus 0 -- python -c 'print("hello, world")'
 
   # See the objects without creating anything (no cluster needed)
-  kubectl tao submit demo --image busybox --gpus 1 --nodes 2 --dry-run=client -o yaml -- sleep 10`
+  kubectl tao submit demo --image busybox --gpus 1 --nodes 2 --dry-run=client -o yaml -- sleep 10
+
+  # Download a dataset prefix and a spec file from S3, upload /results afterwards (credentials
+  # from ACCESS_KEY, SECRET_KEY, S3_BUCKET_NAME and S3_ENDPOINT_URL in this shell)
+  kubectl tao submit dino --image nvcr.io/nvidia/tao/tao-toolkit:6.0.0-pyt --gpus 8 \
+    --input /data/train=s3://datasets/coco/train/ --input /specs/train.yaml=s3://datasets/specs/dino.yaml \
+    --output-path /results -- 'dino train -e /specs/train.yaml results_dir=/results'
+
+  # The same with credentials from an existing Secret (keys ACCESS_KEY, SECRET_KEY, S3_BUCKET_NAME)
+  kubectl tao submit dino --image IMAGE --s3-secret team-s3 --input /data=s3://datasets/coco/ --output-path /results -- 'train.sh'`
 
 const long = `Submit a GPU training job as a Kubernetes Job.
 
 Everything after "--" is the command. A single argument is a bash command string, run as
 /bin/bash -c COMMAND (as the TAO SDK does); several arguments are an argv, passed on exactly as
-typed. Either way the command is exec'd, so it receives SIGTERM when the job is canceled. Text
-reaches the container literally: kubectl-tao escapes the kubelet's $(VAR) expansion in the
-command and in --env values.
+typed. Either way the command is exec'd (with --output-path: run as a child, the signals
+forwarded to it), so it receives SIGTERM when the job is canceled. Text reaches the container
+literally: kubectl-tao escapes the kubelet's $(VAR) expansion in the command and in --env
+values.
 
 The Job has restartPolicy Never and backoffLimit 0: a failure surfaces instead of being retried.
 With --nodes N > 1 it is an Indexed Job of N pods plus a headless Service named after the job,
@@ -67,6 +81,23 @@ atomically: if any step fails, what was created is removed again.
 Pods that ask for GPUs tolerate the nvidia.com/gpu:NoSchedule taint that GPU node pools carry
 (--no-gpu-toleration drops it). Multi-node jobs get a 16Gi memory-backed /dev/shm unless
 --shm-size says otherwise; it counts toward the pod's memory.
+
+S3 data staging: each --input CONTAINER_PATH=s3://BUCKET/KEY is downloaded before the command
+runs (a KEY ending in "/" is a prefix, downloaded as a directory); each --output-path
+CONTAINER_PATH is uploaded after it ends, even when it failed, to
+s3://$S3_BUCKET_NAME/results/NAME/JOB_UID/CONTAINER_PATH (without its leading "/"). In a
+multi-node job every rank downloads and rank 0 alone uploads. The credentials are ACCESS_KEY,
+SECRET_KEY, S3_BUCKET_NAME and, for a non-AWS endpoint, S3_ENDPOINT_URL from this shell, copied
+into a Secret NAME-s3 owned by the Job; or an existing Secret with those keys named by
+--s3-secret (nothing is copied then). Pods read them only through secretKeyRef, and dry runs
+print the Secret redacted. submit itself never contacts S3: in the pod, kubectl-tao makes the
+transfers, copied there by an init container from --stager-image (default: this release's
+published image, ghcr.io/kubectl-tao/kubectl-tao:VERSION; a development build has none and
+needs the flag, see make stager-image). The job exits with the command's code; if the command
+succeeded but the upload failed, with the upload's, so that the job fails. On SIGTERM the
+upload waits until the command has exited; an OOM kill or SIGKILL (the end of the termination
+grace period) takes the whole container, and nothing is uploaded then. Every job's container
+gets TAO_JOB_ID (the job's name) and TAO_JOB_UID (its UID).
 
 Without NAME, a name "tao-" plus 5 random characters is chosen.`
 
@@ -104,6 +135,10 @@ type Options struct {
 	Volumes          []string
 	Files            []string
 	Retries          int
+	Inputs           []string
+	Outputs          []string
+	S3Secret         string
+	StagerImage      string
 
 	// Set by Complete.
 	spec    jobspec.Spec
@@ -113,11 +148,14 @@ type Options struct {
 
 	factory    cmdutil.Factory
 	randomName func() string
+	getenv     func(string) string
+	// version picks the default --stager-image.
+	version string
 	genericiooptions.IOStreams
 }
 
 // NewOptions returns options with the defaults of the flags.
-func NewOptions(f cmdutil.Factory, streams genericiooptions.IOStreams, randomName func() string) *Options {
+func NewOptions(f cmdutil.Factory, streams genericiooptions.IOStreams, randomName func() string, getenv func(string) string) *Options {
 	return &Options{
 		PrintFlags: genericclioptions.NewPrintFlags("created").WithTypeSetter(scheme.Scheme),
 		GPUs:       1,
@@ -126,13 +164,15 @@ func NewOptions(f cmdutil.Factory, streams genericiooptions.IOStreams, randomNam
 		DryRunFlag: string(cmdutil.DryRunNone),
 		factory:    f,
 		randomName: randomName,
+		getenv:     getenv,
+		version:    version.Get().Version,
 		IOStreams:  streams,
 	}
 }
 
 // NewCmd builds `kubectl tao submit`.
-func NewCmd(f cmdutil.Factory, streams genericiooptions.IOStreams, randomName func() string) *cobra.Command {
-	o := NewOptions(f, streams, randomName)
+func NewCmd(f cmdutil.Factory, streams genericiooptions.IOStreams, randomName func() string, getenv func(string) string) *cobra.Command {
+	o := NewOptions(f, streams, randomName, getenv)
 	cmd := &cobra.Command{
 		Use:                   "submit [NAME] --image IMAGE [flags] -- COMMAND [ARG...]",
 		DisableFlagsInUseLine: true,
@@ -175,6 +215,10 @@ func NewCmd(f cmdutil.Factory, streams genericiooptions.IOStreams, randomName fu
 	fl.StringArrayVar(&o.Volumes, "volume", o.Volumes, "PersistentVolumeClaim to mount, CLAIM:MOUNT_PATH[:ro] (repeatable). A volume at /results sets TAO_RESULTS_ROOT=/results.")
 	fl.StringArrayVar(&o.Files, "file", o.Files, "Local file to ship with the job, LOCAL_PATH:CONTAINER_PATH (repeatable), e.g. a TAO spec file. Carried in a ConfigMap owned by the Job, 1 MiB in all.")
 	fl.IntVar(&o.Retries, "retries", o.Retries, "Replace failed pods up to N times (per rank for multi-node jobs). Evictions, preemption and node loss never count and are always replaced; OOM kills (exit 137) and commands that cannot run (exit 2, 126, 127) fail the job at once. 0: the first failure fails the job. At most "+strconv.Itoa(jobspec.MaxRetries)+".")
+	fl.StringArrayVar(&o.Inputs, "input", o.Inputs, "Download from S3 before the command, CONTAINER_PATH=s3://BUCKET/KEY (repeatable); a KEY ending in / is a prefix, downloaded as a directory.")
+	fl.StringArrayVar(&o.Outputs, "output-path", o.Outputs, "Upload CONTAINER_PATH (a file or directory) to s3://$S3_BUCKET_NAME/results/NAME/JOB_UID/CONTAINER_PATH after the command, even when it failed (repeatable).")
+	fl.StringVar(&o.S3Secret, "s3-secret", o.S3Secret, "Existing Secret with the S3 credentials (keys ACCESS_KEY, SECRET_KEY, S3_BUCKET_NAME, optional S3_ENDPOINT_URL) for --input/--output-path. Default: the variables of the same names in this shell, copied into a Secret NAME-s3 owned by the Job.")
+	fl.StringVar(&o.StagerImage, "stager-image", o.StagerImage, "Image holding the static kubectl-tao binary at /kubectl-tao, which makes the transfers of --input/--output-path. Default: "+staging.PublishedImage+":VERSION for a release; a development build has no published image and needs this flag (make stager-image).")
 	fl.BoolVar(&o.NoCapacityCheck, "no-capacity-check", o.NoCapacityCheck, "Skip the check that the cluster's allocatable GPUs can hold the job.")
 	fl.BoolVar(&o.Wait, "wait", o.Wait, "After creating the job, wait until it ends, as `kubectl tao wait` does (progress on stderr, exit code of the outcome).")
 	fl.BoolVar(&o.Follow, "follow", o.Follow, "After creating the job, follow every rank's log as `kubectl tao logs -f` does (exit code of the outcome); Ctrl-C detaches, the job keeps running.")
@@ -258,6 +302,9 @@ func (o *Options) Complete(cmd *cobra.Command, args []string) error {
 	if o.spec.Files, err = readFiles(o.Files); err != nil {
 		return exitcode.WithCode(exitcode.Usage, err)
 	}
+	if o.spec.Staging, err = o.completeStaging(cmd); err != nil {
+		return exitcode.WithCode(exitcode.Usage, err)
+	}
 	for _, raw := range o.Tolerations {
 		t, err := jobspec.ParseToleration(raw)
 		if err != nil {
@@ -285,6 +332,46 @@ func (o *Options) Complete(cmd *cobra.Command, args []string) error {
 	return nil
 }
 
+// completeStaging turns --input, --output-path, --s3-secret and --stager-image into the spec's
+// staging, with the credentials from the shell unless --s3-secret names a Secret. nil without
+// --input and --output-path.
+func (o *Options) completeStaging(cmd *cobra.Command) (*jobspec.Staging, error) {
+	if len(o.Inputs) == 0 && len(o.Outputs) == 0 {
+		for _, flag := range []string{"s3-secret", "stager-image"} {
+			if cmd.Flags().Changed(flag) {
+				return nil, fmt.Errorf("--%s only applies with --input or --output-path", flag)
+			}
+		}
+		return nil, nil
+	}
+	st := &jobspec.Staging{Outputs: o.Outputs, StagerImage: o.StagerImage, ExistingSecret: o.S3Secret}
+	for _, raw := range o.Inputs {
+		in, err := staging.ParseInput(raw)
+		if err != nil {
+			return nil, err
+		}
+		st.Inputs = append(st.Inputs, in)
+	}
+	if !cmd.Flags().Changed("stager-image") {
+		image, ok := staging.DefaultStagerImage(o.version)
+		if !ok {
+			return nil, fmt.Errorf("this kubectl-tao is a development build (%s) with no published stager image: "+
+				"build one with `make stager-image`, push it, and pass --stager-image", o.version)
+		}
+		st.StagerImage = image
+	}
+	if o.S3Secret == "" {
+		// Copied into the Secret NAME-s3; never printed, never on a command line.
+		st.Credentials = map[string]string{}
+		for _, k := range staging.CredentialKeys {
+			if v := o.getenv(k); v != "" {
+				st.Credentials[k] = v
+			}
+		}
+	}
+	return st, nil
+}
+
 // Validate checks the spec without contacting the server.
 func (o *Options) Validate() error {
 	if o.Follow && (o.Wait || o.dryRun != cmdutil.DryRunNone) {
@@ -307,6 +394,11 @@ func (o *Options) Run(cmd *cobra.Command) error {
 		return err
 	}
 	ctx := cmd.Context()
+	if st := o.spec.Staging; st != nil && st.ExistingSecret != "" {
+		if err := checkS3Secret(ctx, client, o.spec.Namespace, st.ExistingSecret, o.ErrOut); err != nil {
+			return err
+		}
+	}
 	if !o.NoCapacityCheck && o.spec.GPUs > 0 {
 		if err := checkCapacity(ctx, client, o.spec, o.ErrOut); err != nil {
 			return err
@@ -314,7 +406,8 @@ func (o *Options) Run(cmd *cobra.Command) error {
 	}
 	created, err := create(ctx, client, objs, o.dryRun == cmdutil.DryRunServer)
 	if err != nil {
-		return err
+		// An API error could quote what was sent: never the credentials.
+		return redact.Error(err, o.secretValues()...)
 	}
 	// created.Job is what the server stored (the create response, then resumed by a patch that
 	// touches only spec.suspend): a field it dropped on create is missing here too.
@@ -340,17 +433,36 @@ func (o *Options) Run(cmd *cobra.Command) error {
 	return wait.Wait(cmd, client, target, 0, nil, clock.RealClock{}, streams)
 }
 
+// secretValues are the credentials submit holds, to be scrubbed from any error.
+func (o *Options) secretValues() []string {
+	if o.spec.Staging == nil {
+		return nil
+	}
+	var out []string
+	for _, v := range o.spec.Staging.Credentials {
+		out = append(out, v)
+	}
+	return out
+}
+
 func (o *Options) print(objs jobspec.Objects) error {
+	all := objs.All()
+	for i, obj := range all {
+		// Whatever the format and whether created or not, a Secret is shown redacted.
+		if s, ok := obj.(*corev1.Secret); ok {
+			all[i] = redact.Secret(s)
+		}
+	}
 	// The name printer (the default "job.batch/NAME created" and -o name) prints one line per
 	// object; every other format prints one v1 List holding them all, as kubectl does.
 	if format := *o.PrintFlags.OutputFormat; format != "" && format != "name" {
-		list, err := toList(objs.All())
+		list, err := toList(all)
 		if err != nil {
 			return err
 		}
 		return o.printer.PrintObj(list, o.Out)
 	}
-	for _, obj := range objs.All() {
+	for _, obj := range all {
 		if err := o.printer.PrintObj(obj, o.Out); err != nil {
 			return err
 		}

@@ -4,6 +4,7 @@
 //	release pack -out dist/kubectl-tao_linux_amd64.tar.gz -mtime 1700000000 NAME=SRC[:MODE]...
 //	release sums -dir dist
 //	release krew-manifest -template .krew.yaml -tag v1.2.3 -dist dist -out krew/tao.yaml
+//	release oci-image -out dist/kubectl-tao-stager.oci.tar -ref REPO:TAG -mtime 1700000000 linux/amd64=BINARY...
 package main
 
 import (
@@ -21,7 +22,7 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fail(fmt.Errorf("usage: release pack|sums|krew-manifest [flags]"))
+		fail(fmt.Errorf("usage: release pack|sums|krew-manifest|oci-image [flags]"))
 	}
 	var err error
 	switch os.Args[1] {
@@ -31,6 +32,8 @@ func main() {
 		err = sums(os.Args[2:])
 	case "krew-manifest":
 		err = manifest(os.Args[2:])
+	case "oci-image":
+		err = ociImage(os.Args[2:])
 	default:
 		err = fmt.Errorf("unknown command %q", os.Args[1])
 	}
@@ -108,4 +111,45 @@ func manifest(args []string) error {
 		return err
 	}
 	return os.WriteFile(*out, m, 0o644)
+}
+
+// ociImage writes the stager image: FROM scratch, the binary at /kubectl-tao.
+func ociImage(args []string) error {
+	fs := flag.NewFlagSet("oci-image", flag.ExitOnError)
+	out := fs.String("out", "", "OCI archive to write")
+	ref := fs.String("ref", "", "image reference, REPOSITORY:TAG")
+	mtime := fs.Int64("mtime", 0, "creation time of the image and its files (Unix seconds; the commit's time)")
+	version := fs.String("version", "", "org.opencontainers.image.version label")
+	_ = fs.Parse(args)
+	if *out == "" || *ref == "" || fs.NArg() == 0 {
+		return fmt.Errorf("oci-image: -out, -ref and OS/ARCH=BINARY arguments are required")
+	}
+	var bins []release.ImageBinary
+	for _, a := range fs.Args() {
+		plat, path, ok := strings.Cut(a, "=")
+		goos, arch, ok2 := strings.Cut(plat, "/")
+		if !ok || !ok2 {
+			return fmt.Errorf("oci-image: %q is not OS/ARCH=BINARY", a)
+		}
+		bins = append(bins, release.ImageBinary{OS: goos, Arch: arch, Path: path})
+	}
+	labels := map[string]string{
+		"org.opencontainers.image.source":      "https://github.com/kubectl-tao/kubectl-tao",
+		"org.opencontainers.image.description": "kubectl-tao's S3 stager: the static kubectl-tao binary at /kubectl-tao",
+		"org.opencontainers.image.licenses":    "Apache-2.0",
+	}
+	if *version != "" {
+		labels["org.opencontainers.image.version"] = *version
+	}
+	var b bytes.Buffer
+	err := release.OCIImage(&b, bins, release.ImageOptions{
+		Ref: *ref, BinaryPath: "/kubectl-tao", User: "65532:65532", Created: time.Unix(*mtime, 0), Labels: labels,
+	})
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(*out), 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(*out, b.Bytes(), 0o644)
 }
