@@ -20,6 +20,7 @@ import (
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmdutil"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/exitcode"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/jobspec"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/kueue"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/logs"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/wait"
 )
@@ -60,6 +61,11 @@ Pods that ask for GPUs tolerate the nvidia.com/gpu:NoSchedule taint that GPU nod
 (--no-gpu-toleration drops it). Multi-node jobs get a 16Gi memory-backed /dev/shm unless
 --shm-size says otherwise; it counts toward the pod's memory.
 
+With --queue NAME the job goes through a Kueue LocalQueue: it is created suspended, and labelled
+for the queue only once its Service and ConfigMap exist; Kueue admits it by resuming it, so all
+ranks start together. Submit first checks that Kueue is installed and that the LocalQueue exists
+in the namespace (a job nobody admits would stay suspended forever).
+
 Without NAME, a name "tao-" plus 5 random characters is chosen.`
 
 // Options are the flags and arguments of `kubectl tao submit`.
@@ -95,6 +101,7 @@ type Options struct {
 	NoGPUToleration  bool
 	Volumes          []string
 	Files            []string
+	Queue            string
 
 	// Set by Complete.
 	spec    jobspec.Spec
@@ -165,6 +172,7 @@ func NewCmd(f cmdutil.Factory, streams genericiooptions.IOStreams, randomName fu
 	fl.BoolVar(&o.NoGPUToleration, "no-gpu-toleration", o.NoGPUToleration, "Do not add the default toleration of the nvidia.com/gpu:NoSchedule taint.")
 	fl.StringArrayVar(&o.Volumes, "volume", o.Volumes, "PersistentVolumeClaim to mount, CLAIM:MOUNT_PATH[:ro] (repeatable). A volume at /results sets TAO_RESULTS_ROOT=/results.")
 	fl.StringArrayVar(&o.Files, "file", o.Files, "Local file to ship with the job, LOCAL_PATH:CONTAINER_PATH (repeatable), e.g. a TAO spec file. Carried in a ConfigMap owned by the Job, 1 MiB in all.")
+	fl.StringVar(&o.Queue, "queue", o.Queue, "Kueue LocalQueue to submit to (label kueue.x-k8s.io/queue-name). The Job stays suspended until Kueue admits it, then every rank starts at once.")
 	fl.BoolVar(&o.NoCapacityCheck, "no-capacity-check", o.NoCapacityCheck, "Skip the check that the cluster's allocatable GPUs can hold the job.")
 	fl.BoolVar(&o.Wait, "wait", o.Wait, "After creating the job, wait until it ends, as `kubectl tao wait` does (progress on stderr, exit code of the outcome).")
 	fl.BoolVar(&o.Follow, "follow", o.Follow, "After creating the job, follow every rank's log as `kubectl tao logs -f` does (exit code of the outcome); Ctrl-C detaches, the job keeps running.")
@@ -230,6 +238,7 @@ func (o *Options) Complete(cmd *cobra.Command, args []string) error {
 		ServiceAccount:   o.ServiceAccount,
 		OneRankPerNode:   o.OneRankPerNode,
 		NoGPUToleration:  o.NoGPUToleration,
+		Queue:            o.Queue,
 	}
 	if o.ttlSet {
 		o.spec.TTL = &o.TTL
@@ -301,9 +310,22 @@ func (o *Options) Run(cmd *cobra.Command) error {
 			return err
 		}
 	}
+	if o.spec.Queue != "" {
+		dyn, err := o.factory.DynamicClient()
+		if err != nil {
+			return err
+		}
+		if err := kueue.Check(ctx, client.Discovery(), dyn, o.spec.Namespace, o.spec.Queue, o.ErrOut); err != nil {
+			return err
+		}
+	}
 	created, err := create(ctx, client, objs, o.dryRun == cmdutil.DryRunServer)
 	if err != nil {
 		return err
+	}
+	if o.spec.Queue != "" && o.dryRun == cmdutil.DryRunNone {
+		fmt.Fprintf(o.ErrOut, "job %s is queued in LocalQueue %s: Kueue starts all %d ranks when it admits the job (`kubectl tao status %s` shows it)\n",
+			created.Job.Name, o.spec.Queue, o.spec.Nodes, created.Job.Name)
 	}
 	if o.Follow {
 		logStreams := o.IOStreams
