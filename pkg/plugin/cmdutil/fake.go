@@ -1,9 +1,9 @@
 package cmdutil
 
 import (
-	"errors"
-
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/dynamic"
+	fakedynamic "k8s.io/client-go/dynamic/fake"
 	"k8s.io/client-go/kubernetes"
 )
 
@@ -33,14 +33,14 @@ func (f *FakeFactory) KubernetesClient() (kubernetes.Interface, error) {
 	return f.Client, nil
 }
 
-// DynamicClient returns Dynamic, or ClientErr when set; a test that reaches it without setting
-// Dynamic gets an error rather than a nil client.
+// DynamicClient returns Dynamic, or ClientErr when set; without Dynamic, an empty fake (a
+// cluster without custom resources).
 func (f *FakeFactory) DynamicClient() (dynamic.Interface, error) {
 	if f.ClientErr != nil {
 		return nil, f.ClientErr
 	}
 	if f.Dynamic == nil {
-		return nil, errors.New("FakeFactory: no dynamic client set")
+		return fakedynamic.NewSimpleDynamicClient(runtime.NewScheme()), nil
 	}
 	return f.Dynamic, nil
 }
