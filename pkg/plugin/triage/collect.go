@@ -138,6 +138,7 @@ func relevantEvents(job *batchv1.Job, pods []corev1.Pod, events []corev1.Event) 
 		case io.UID != "" && uids[string(io.UID)]:
 		case io.UID == "" && io.Kind == "Pod" && names[io.Name]:
 		case io.UID == "" && io.Kind == "Job" && io.Name == job.Name:
+		case isWorkloadOf(job, io):
 		default:
 			continue
 		}

@@ -2,6 +2,7 @@ package triage
 
 import (
 	"fmt"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -427,15 +428,19 @@ func (v podView) unscheduled() *finding {
 		}
 	case sm.has("unbound immediate PersistentVolumeClaims") || sm.has("unbound PersistentVolumeClaims"):
 		f.name = "PersistentVolumeClaimNotBound"
-		f.suggestion = fmt.Sprintf("A PersistentVolumeClaim of the pod is not bound. Check `kubectl get pvc -n %s` "+
-			"and the claim's StorageClass.", pod.Namespace)
+		claims := podClaims(pod)
+		f.suggestion = fmt.Sprintf("A PersistentVolumeClaim of the pod (%s) is not bound to a volume, so the pod cannot "+
+			"be placed. Check `kubectl get pvc %s -n %s`: a Pending claim needs a StorageClass that can provision it "+
+			"(`kubectl describe pvc` says why it waits) or a matching PersistentVolume; a claim that does not exist "+
+			"must be created before the job (--volume mounts existing claims only).",
+			strings.Join(claims, ", "), strings.Join(claims, " "), pod.Namespace)
 	case sm.has("Insufficient " + gpuResource):
 		f.suggestion = fmt.Sprintf("No node has %s free %s for this rank. Wait for running jobs to finish, ask for "+
 			"fewer GPUs per node (--gpus) over more nodes (--nodes), or add GPU nodes. `kubectl tao submit` checks "+
 			"total capacity unless --no-capacity-check is given.", gpuRequest(pod), gpuResource)
 	case sm.has("untolerated taint"):
-		f.suggestion = "The nodes carry taints the pod does not tolerate (GPU pools are often tainted " +
-			"nvidia.com/gpu:NoSchedule). Ask the cluster admin which toleration to use."
+		f.name = "UntoleratedTaint"
+		f.suggestion = taintSuggestion(msg)
 	case sm.has("Insufficient"):
 		f.suggestion = "No node has enough free CPU or memory for the pod's requests. Lower the requests or wait for room."
 	}
@@ -584,4 +589,52 @@ func (v podView) mountFailure() *finding {
 		suggestion: fmt.Sprintf("A volume of the pod cannot be mounted: check that the PersistentVolumeClaim, Secret or "+
 			"ConfigMap it names exists in namespace %s and that the claim is Bound (kubectl get pvc -n %s).",
 			v.pod.Namespace, v.pod.Namespace)}
+}
+
+// podClaims names the PersistentVolumeClaims a pod mounts.
+func podClaims(pod *corev1.Pod) []string {
+	var out []string
+	for _, v := range pod.Spec.Volumes {
+		if v.PersistentVolumeClaim != nil {
+			out = append(out, v.PersistentVolumeClaim.ClaimName)
+		}
+	}
+	if len(out) == 0 {
+		return []string{"see its volumes"}
+	}
+	return out
+}
+
+// taintRE reads the scheduler's "had untolerated taint {KEY: VALUE}" (VALUE may be empty).
+var taintRE = regexp.MustCompile(`untolerated taint\(?s?\)? ?\{([^:}]+): ?([^}]*)\}`)
+
+// taintSuggestion turns the taints named in a FailedScheduling message into the --toleration
+// flags that would tolerate them. The message does not give the effect: NoSchedule is the
+// common one, and the command to see it is given.
+func taintSuggestion(msg string) string {
+	var flags []string
+	seen := map[string]bool{}
+	for _, m := range taintRE.FindAllStringSubmatch(msg, -1) {
+		key, value := strings.TrimSpace(m[1]), strings.TrimSpace(m[2])
+		flag := "--toleration " + key
+		if value != "" {
+			flag += "=" + value
+		}
+		flag += ":NoSchedule"
+		if !seen[flag] {
+			seen[flag] = true
+			flags = append(flags, flag)
+		}
+	}
+	see := "`kubectl get nodes -o custom-columns=NAME:.metadata.name,TAINTS:.spec.taints`"
+	if len(flags) == 0 {
+		return "The nodes carry taints the pod does not tolerate. See them with " + see + " and resubmit with " +
+			"--toleration KEY[=VALUE]:EFFECT, if the nodes are meant for this job (ask the cluster admin)."
+	}
+	s := "The nodes carry taints the pod does not tolerate. If those nodes are meant for this job, resubmit with " +
+		strings.Join(flags, " ") + " (use the taint's own effect, NoSchedule or NoExecute: " + see + ")."
+	if seen["--toleration "+gpuResource+":NoSchedule"] || strings.Contains(strings.Join(flags, " "), " "+gpuResource+"=") {
+		s += " kubectl tao adds the " + gpuResource + " toleration itself to pods that ask for GPUs, unless --no-gpu-toleration is given."
+	}
+	return s
 }
