@@ -324,8 +324,8 @@ func (o *Options) Run(cmd *cobra.Command) error {
 		return err
 	}
 	if o.spec.Queue != "" && o.dryRun == cmdutil.DryRunNone {
-		fmt.Fprintf(o.ErrOut, "job %s is queued in LocalQueue %s: Kueue starts all %d ranks when it admits the job (`kubectl tao status %s` shows it)\n",
-			created.Job.Name, o.spec.Queue, o.spec.Nodes, created.Job.Name)
+		fmt.Fprintf(o.ErrOut, "job %s is queued in LocalQueue %s: Kueue starts all %d ranks when it admits the job (`kubectl tao status %s -n %s` shows it)\n",
+			created.Job.Name, o.spec.Queue, o.spec.Nodes, created.Job.Name, created.Job.Namespace)
 	}
 	if o.Follow {
 		logStreams := o.IOStreams

@@ -67,7 +67,7 @@ func Replicas(s Snapshot) ([]Replica, []string) {
 	notes := jobNotes(&s, all)
 	if q := queuedFinding(&s); q != nil {
 		// A queued job has no pods yet: without this, replicas would print nothing at all.
-		notes = append(notes, fmt.Sprintf("job %s is %s", s.Job.Name, q.Message))
+		notes = append(notes, q.Message)
 	}
 	return out, notes
 }

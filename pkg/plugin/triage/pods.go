@@ -2,6 +2,7 @@ package triage
 
 import (
 	"fmt"
+	"k8s.io/apimachinery/pkg/labels"
 	"regexp"
 	"sort"
 	"strconv"
@@ -440,7 +441,7 @@ func (v podView) unscheduled() *finding {
 			"total capacity unless --no-capacity-check is given.", gpuRequest(pod), gpuResource)
 	case sm.has("untolerated taint"):
 		f.name = "UntoleratedTaint"
-		f.suggestion = taintSuggestion(msg)
+		f.suggestion = taintSuggestion(msg, pod, v.s.TaintedNodes)
 	case sm.has("Insufficient"):
 		f.suggestion = "No node has enough free CPU or memory for the pod's requests. Lower the requests or wait for room."
 	}
@@ -608,22 +609,21 @@ func podClaims(pod *corev1.Pod) []string {
 // taintRE reads the scheduler's "had untolerated taint {KEY: VALUE}" (VALUE may be empty).
 var taintRE = regexp.MustCompile(`untolerated taint\(?s?\)? ?\{([^:}]+): ?([^}]*)\}`)
 
-// taintSuggestion turns the taints named in a FailedScheduling message into the --toleration
-// flags that would tolerate them. The message does not give the effect: NoSchedule is the
-// common one, and the command to see it is given.
-func taintSuggestion(msg string) string {
-	var flags []string
-	seen := map[string]bool{}
-	for _, m := range taintRE.FindAllStringSubmatch(msg, -1) {
-		key, value := strings.TrimSpace(m[1]), strings.TrimSpace(m[2])
-		flag := "--toleration " + key
-		if value != "" {
-			flag += "=" + value
-		}
-		flag += ":NoSchedule"
-		if !seen[flag] {
-			seen[flag] = true
-			flags = append(flags, flag)
+// taintSuggestion turns the taints that keep the pod off its nodes into the --toleration flags
+// that would tolerate them. Older schedulers name the taint in the message ("{KEY: VALUE}",
+// without its effect); newer ones only say "untolerated taint(s)", and the taints come from
+// the nodes the pod is meant for (matching its node selector, with GPUs if it asks for them).
+func taintSuggestion(msg string, pod *corev1.Pod, nodes []corev1.Node) string {
+	flags := untoleratedFlags(pod, nodes)
+	effectKnown := len(flags) > 0
+	if !effectKnown {
+		seen := map[string]bool{}
+		for _, m := range taintRE.FindAllStringSubmatch(msg, -1) {
+			f := tolerationFlag(strings.TrimSpace(m[1]), strings.TrimSpace(m[2]), corev1.TaintEffectNoSchedule)
+			if !seen[f] {
+				seen[f] = true
+				flags = append(flags, f)
+			}
 		}
 	}
 	see := "`kubectl get nodes -o custom-columns=NAME:.metadata.name,TAINTS:.spec.taints`"
@@ -632,9 +632,69 @@ func taintSuggestion(msg string) string {
 			"--toleration KEY[=VALUE]:EFFECT, if the nodes are meant for this job (ask the cluster admin)."
 	}
 	s := "The nodes carry taints the pod does not tolerate. If those nodes are meant for this job, resubmit with " +
-		strings.Join(flags, " ") + " (use the taint's own effect, NoSchedule or NoExecute: " + see + ")."
-	if seen["--toleration "+gpuResource+":NoSchedule"] || strings.Contains(strings.Join(flags, " "), " "+gpuResource+"=") {
+		strings.Join(flags, " ")
+	if effectKnown {
+		s += "."
+	} else {
+		s += " (use the taint's own effect, NoSchedule or NoExecute: " + see + ")."
+	}
+	if strings.Contains(" "+strings.Join(flags, " "), " --toleration "+gpuResource+":") ||
+		strings.Contains(strings.Join(flags, " "), " "+gpuResource+"=") {
 		s += " kubectl tao adds the " + gpuResource + " toleration itself to pods that ask for GPUs, unless --no-gpu-toleration is given."
 	}
 	return s
+}
+
+func tolerationFlag(key, value string, effect corev1.TaintEffect) string {
+	f := "--toleration " + key
+	if value != "" {
+		f += "=" + value
+	}
+	return f + ":" + string(effect)
+}
+
+// untoleratedFlags are the flags for the taints, on the nodes the pod is meant for, that it
+// does not tolerate, in node and taint order without repeats.
+func untoleratedFlags(pod *corev1.Pod, nodes []corev1.Node) []string {
+	wantsGPU := gpuRequest(pod) != "enough"
+	var flags []string
+	seen := map[string]bool{}
+	for i := range nodes {
+		n := &nodes[i]
+		if !labels.SelectorFromSet(pod.Spec.NodeSelector).Matches(labels.Set(n.Labels)) {
+			continue
+		}
+		if q, ok := n.Status.Allocatable[gpuResource]; wantsGPU && (!ok || q.IsZero()) {
+			continue
+		}
+		for j := range n.Spec.Taints {
+			t := &n.Spec.Taints[j]
+			if t.Effect == corev1.TaintEffectPreferNoSchedule || tolerated(pod.Spec.Tolerations, t) {
+				continue
+			}
+			f := tolerationFlag(t.Key, t.Value, t.Effect)
+			if !seen[f] {
+				seen[f] = true
+				flags = append(flags, f)
+			}
+		}
+	}
+	return flags
+}
+
+// tolerated is the scheduler's matching of a taint by tolerations (the Exists and Equal
+// operators kubectl-tao's --toleration makes).
+func tolerated(tols []corev1.Toleration, t *corev1.Taint) bool {
+	for _, tol := range tols {
+		if tol.Effect != "" && tol.Effect != t.Effect {
+			continue
+		}
+		if tol.Key != "" && tol.Key != t.Key {
+			continue
+		}
+		if tol.Operator == corev1.TolerationOpExists || (tol.Key != "" && tol.Value == t.Value) {
+			return true
+		}
+	}
+	return false
 }

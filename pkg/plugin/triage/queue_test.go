@@ -7,6 +7,7 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 )
@@ -80,7 +81,7 @@ func TestDiagnoseQueued(t *testing.T) {
 
 func TestReplicasQueuedNote(t *testing.T) {
 	reps, notes := Replicas(Snapshot{Job: queuedJob("ddp", "team-a", 2), Now: now})
-	if len(reps) != 0 || len(notes) != 1 || !strings.Contains(notes[0], "job ddp is queued in team-a, not admitted yet") {
+	if len(reps) != 0 || len(notes) != 1 || !strings.HasPrefix(notes[0], "queued in team-a, not admitted yet") {
 		t.Fatalf("replicas %+v, notes %q", reps, notes)
 	}
 }
@@ -112,23 +113,47 @@ func TestIsWorkloadOf(t *testing.T) {
 }
 
 func TestSchedulingFixes(t *testing.T) {
+	const modern = "0/4 nodes are available: 4 node(s) had untolerated taint(s). preemption: 0/4 nodes are available: 4 Preemption is not helpful for scheduling."
+	gpuNode := func(name string, gpus int64, lbls map[string]string, taints ...corev1.Taint) corev1.Node {
+		return corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: lbls}, Spec: corev1.NodeSpec{Taints: taints},
+			Status: corev1.NodeStatus{Allocatable: corev1.ResourceList{gpuResource: *resource.NewQuantity(gpus, resource.DecimalSI)}}}
+	}
+	dedicated := corev1.Taint{Key: "dedicated", Value: "ml", Effect: corev1.TaintEffectNoExecute}
+	gpuTaint := corev1.Taint{Key: gpuResource, Effect: corev1.TaintEffectNoSchedule}
+	controlPlane := corev1.Taint{Key: "node-role.kubernetes.io/control-plane", Effect: corev1.TaintEffectNoSchedule}
+	wantsGPU := func(p *corev1.Pod) {
+		p.Spec.Containers = []corev1.Container{{Name: "tao", Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{gpuResource: resource.MustParse("8")}}}}
+		p.Spec.Tolerations = []corev1.Toleration{{Key: gpuResource, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}}
+		p.Spec.NodeSelector = map[string]string{"pool": "h100"}
+	}
 	tests := []struct {
 		name   string
 		pod    corev1.Pod
+		nodes  []corev1.Node
 		reason string
 		want   []string
 	}{
+		{"modern message: the taint comes from the nodes meant for the pod", testPod("t", 0, unschedulable(modern), wantsGPU),
+			[]corev1.Node{
+				gpuNode("cp", 0, map[string]string{"pool": "h100"}, controlPlane),            // no GPUs: not meant for it
+				gpuNode("other-pool", 8, map[string]string{"pool": "a100"}, dedicated),       // not selected
+				gpuNode("gpu-1", 8, map[string]string{"pool": "h100"}, gpuTaint, dedicated),  // GPU taint tolerated
+				gpuNode("gpu-2", 8, map[string]string{"pool": "h100"}, dedicated, dedicated), // repeats once
+			},
+			"UntoleratedTaint", []string{"resubmit with --toleration dedicated=ml:NoExecute."}},
+		{"modern message, nodes unknown", testPod("t", 0, unschedulable(modern)), nil,
+			"UntoleratedTaint", []string{"--toleration KEY[=VALUE]:EFFECT", "kubectl get nodes -o custom-columns="}},
 		{"GPU taint without value", testPod("t", 0, unschedulable("0/4 nodes are available: 4 node(s) had untolerated taint {nvidia.com/gpu: }. preemption: 0/4 nodes are available: 4 Preemption is not helpful for scheduling.")),
-			"UntoleratedTaint", []string{"--toleration nvidia.com/gpu:NoSchedule", "unless --no-gpu-toleration", "NoSchedule or NoExecute", "kubectl get nodes -o custom-columns="}},
+			nil, "UntoleratedTaint", []string{"--toleration nvidia.com/gpu:NoSchedule", "unless --no-gpu-toleration", "NoSchedule or NoExecute", "kubectl get nodes -o custom-columns="}},
 		{"two taints", testPod("t", 0, unschedulable("0/3 nodes are available: 1 node(s) had untolerated taint {dedicated: ml}, 2 node(s) had untolerated taint {node-role.kubernetes.io/control-plane: }.")),
-			"UntoleratedTaint", []string{"--toleration dedicated=ml:NoSchedule --toleration node-role.kubernetes.io/control-plane:NoSchedule"}},
+			nil, "UntoleratedTaint", []string{"--toleration dedicated=ml:NoSchedule --toleration node-role.kubernetes.io/control-plane:NoSchedule"}},
 		{"unbound claim named", testPod("t", 0, unschedulable(msgPVC), func(p *corev1.Pod) {
 			p.Spec.Volumes = []corev1.Volume{{Name: "r", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "results"}}}}
-		}), "PersistentVolumeClaimNotBound", []string{"(results) is not bound", "kubectl get pvc results -n ml", "StorageClass", "--volume mounts existing claims only"}},
+		}), nil, "PersistentVolumeClaimNotBound", []string{"(results) is not bound", "kubectl get pvc results -n ml", "StorageClass", "--volume mounts existing claims only"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			a := Diagnose(Snapshot{Job: testJob("t", 1), Pods: []corev1.Pod{tc.pod}, Now: now})
+			a := Diagnose(Snapshot{Job: testJob("t", 1), Pods: []corev1.Pod{tc.pod}, Now: now, TaintedNodes: tc.nodes})
 			if a.FirstFailure == nil || a.FirstFailure.NodeEventName != tc.reason {
 				t.Fatalf("first failure %+v, want %s", a.FirstFailure, tc.reason)
 			}
@@ -138,5 +163,17 @@ func TestSchedulingFixes(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+func TestNeedsTaints(t *testing.T) {
+	taint := testPod("t", 0, unschedulable("0/4 nodes are available: 4 node(s) had untolerated taint(s)."))
+	gpu := testPod("t", 0, unschedulable(msgNoGPU))
+	bare := testPod("t", 1)
+	if !NeedsTaints([]corev1.Pod{gpu, taint}, nil) || NeedsTaints([]corev1.Pod{gpu}, nil) {
+		t.Error("taints are needed exactly when a pod's condition names an untolerated taint")
+	}
+	if !NeedsTaints([]corev1.Pod{bare}, []corev1.Event{podEvent(bare, "FailedScheduling", msgTaint, time.Second)}) {
+		t.Error("a FailedScheduling event naming a taint needs them too")
 	}
 }
