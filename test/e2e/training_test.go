@@ -90,6 +90,9 @@ func TestTaintedNodesNeedTheToleration(t *testing.T) {
 		}
 		return false, nil
 	})
+	// diagnose names the taint from the real scheduler's message, and the flag that tolerates it.
+	diag := tao(t, nil, "diagnose", "forced", "-n", ns)
+	contains(t, diag, 0, "UntoleratedTaint", "--toleration dedicated=ml:NoSchedule")
 
 	ok := tao(t, nil, "submit", "tolerated", "-n", ns, "--image", "img", "--toleration", "dedicated=ml:NoSchedule",
 		"--annotation", "sim.kubectl-tao.dev/fate=run-forever", "--", "true")

@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
@@ -35,6 +36,9 @@ type Factory interface {
 	// KubernetesClient returns a typed client, or an error with exit code NoCluster when no
 	// cluster is configured.
 	KubernetesClient() (kubernetes.Interface, error)
+	// DynamicClient returns a client for custom resources (Kueue's), whose Go types the plugin
+	// does not import; same errors as KubernetesClient.
+	DynamicClient() (dynamic.Interface, error)
 }
 
 // NewFactory wraps kubectl's standard flags. getenv is os.Getenv outside tests.
@@ -46,6 +50,7 @@ type factory struct {
 	flags  *genericclioptions.ConfigFlags
 	getenv func(string) string
 	client kubernetes.Interface
+	dyn    dynamic.Interface
 	// requests, when above the default burst, is how many requests a command sends at once.
 	requests int
 }
@@ -116,6 +121,23 @@ func (f *factory) KubernetesClient() (kubernetes.Interface, error) {
 	}
 	f.client = c
 	return c, nil
+}
+
+func (f *factory) DynamicClient() (dynamic.Interface, error) {
+	if f.dyn != nil {
+		return f.dyn, nil
+	}
+	cfg, err := f.restConfig()
+	if err != nil {
+		return nil, err
+	}
+	// Custom resources have no protobuf encoding: dynamic.NewForConfig switches to JSON.
+	d, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("creating the dynamic client: %w", err)
+	}
+	f.dyn = d
+	return d, nil
 }
 
 func (f *factory) restConfig() (*rest.Config, error) {

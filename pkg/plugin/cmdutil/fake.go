@@ -1,12 +1,19 @@
 package cmdutil
 
-import "k8s.io/client-go/kubernetes"
+import (
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/dynamic"
+	fakedynamic "k8s.io/client-go/dynamic/fake"
+	"k8s.io/client-go/kubernetes"
+)
 
 // FakeFactory is a Factory for command tests: a fixed namespace and an injected client (a fake
-// clientset), or an error for commands that must not reach a cluster.
+// clientset, and a fake dynamic client for custom resources), or an error for commands that
+// must not reach a cluster.
 type FakeFactory struct {
 	NS        string
 	Client    kubernetes.Interface
+	Dynamic   dynamic.Interface
 	ClientErr error
 }
 
@@ -24,4 +31,16 @@ func (f *FakeFactory) KubernetesClient() (kubernetes.Interface, error) {
 		return nil, f.ClientErr
 	}
 	return f.Client, nil
+}
+
+// DynamicClient returns Dynamic, or ClientErr when set; without Dynamic, an empty fake (a
+// cluster without custom resources).
+func (f *FakeFactory) DynamicClient() (dynamic.Interface, error) {
+	if f.ClientErr != nil {
+		return nil, f.ClientErr
+	}
+	if f.Dynamic == nil {
+		return fakedynamic.NewSimpleDynamicClient(runtime.NewScheme()), nil
+	}
+	return f.Dynamic, nil
 }

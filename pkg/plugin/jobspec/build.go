@@ -65,6 +65,13 @@ func Build(s Spec) Objects {
 			},
 		},
 	}
+	if s.Queue != "" {
+		// The built object is the final one, as dry runs show it: labelled and suspended until
+		// Kueue admits it. Submit creates it without the label and adds the label last, once
+		// every child exists (see Unqueued).
+		job.Labels[QueueLabel] = s.Queue
+		job.Spec.Suspend = ptr.To(true)
+	}
 	if s.TTL != nil {
 		job.Spec.TTLSecondsAfterFinished = ptr.To(int32(s.TTL.Seconds()))
 	}
@@ -132,6 +139,18 @@ func rendezvousService(s Spec) *corev1.Service {
 			}},
 		},
 	}
+}
+
+// Queued reports the LocalQueue a built Job is submitted to, "" when none.
+func Queued(job *batchv1.Job) string { return job.Labels[QueueLabel] }
+
+// Unqueued returns a copy of job without the queue label, the form in which a queued Job is
+// first created: Kueue ignores it until the label is added, so it cannot be admitted before
+// its Service, ConfigMaps and Secrets exist.
+func Unqueued(job *batchv1.Job) *batchv1.Job {
+	j := job.DeepCopy()
+	delete(j.Labels, QueueLabel)
+	return j
 }
 
 // SetOwner makes job the controlling owner of child, so that deleting the Job deletes the child,

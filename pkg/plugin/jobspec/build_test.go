@@ -103,6 +103,12 @@ func TestBuildGolden(t *testing.T) {
 			s.Staging.Outputs = nil
 			return s
 		}(),
+		"queued": func() Spec {
+			s := validSpec()
+			s.Name, s.Nodes, s.Queue = "queued", 2, "team-a"
+			s.Labels = []KeyValue{{"team", "vision"}}
+			return s
+		}(),
 		"no-gpu-toleration": func() Spec { s := validSpec(); s.NoGPUToleration = true; s.ShmSize = "1Gi"; return s }(),
 		"every-flag": {
 			Name: "full", Namespace: "research", Image: "pytorch/pytorch:2.9.0-cuda13.0",
@@ -184,5 +190,24 @@ func TestBuildContract(t *testing.T) {
 	}
 	if got := single.Job.Spec.Template.Spec.Containers[0].Command; len(got) != 3 || got[0] != "/bin/bash" || got[1] != "-c" || got[2] != "python train.py" {
 		t.Errorf("single-node command = %q, want the SDK's [/bin/bash -c COMMAND]", got)
+	}
+}
+
+func TestUnqueued(t *testing.T) {
+	s := validSpec()
+	s.Queue = "team-a"
+	job := Build(s).Job
+	if Queued(job) != "team-a" || job.Spec.Suspend == nil || !*job.Spec.Suspend {
+		t.Fatalf("built queued job: label %q, suspend %v; want team-a, true", Queued(job), job.Spec.Suspend)
+	}
+	u := Unqueued(job)
+	if Queued(u) != "" || u.Labels[ManagedByLabel] != ManagedByValue || !*u.Spec.Suspend {
+		t.Fatalf("Unqueued: labels %v, suspend %v; want no queue label, the rest kept, still suspended", u.Labels, *u.Spec.Suspend)
+	}
+	if Queued(job) != "team-a" {
+		t.Fatal("Unqueued changed its argument")
+	}
+	if plain := Build(validSpec()).Job; Queued(plain) != "" || plain.Spec.Suspend != nil {
+		t.Fatalf("unqueued spec: label %q, suspend %v; want none", Queued(plain), plain.Spec.Suspend)
 	}
 }

@@ -30,6 +30,9 @@ const (
 	ShmVolume = "dshm"
 	// FilesVolume names the ConfigMap volume that carries --file contents.
 	FilesVolume = "tao-files"
+	// QueueLabel names the Kueue LocalQueue a Job is submitted to (--queue). Kueue manages
+	// only Jobs that carry it, and admits a Job by setting spec.suspend to false.
+	QueueLabel = "kueue.x-k8s.io/queue-name"
 	// ResultsPath is where the SDK writes results when a volume is mounted there.
 	ResultsPath = "/results"
 	// EnvResultsRoot tells TAO entrypoints to write to ResultsPath instead of uploading.
@@ -105,6 +108,9 @@ type Spec struct {
 	Retries int
 	// Staging, when set, downloads inputs from S3 before the command and uploads outputs after.
 	Staging *Staging
+	// Queue is a Kueue LocalQueue in the namespace; "" submits without a queue. A queued Job is
+	// built suspended with QueueLabel: Kueue admits it by resuming it, never kubectl-tao.
+	Queue string
 }
 
 // Volume is one --volume CLAIM:MOUNT_PATH[:ro].

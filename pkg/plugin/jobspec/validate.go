@@ -119,6 +119,18 @@ func (s *Spec) Validate() error {
 		if kv.Key == ManagedByLabel || kv.Key == JobNameLabel || strings.HasPrefix(kv.Key, "batch.kubernetes.io/") {
 			add("invalid --label %q: the key is reserved for kubectl-tao and the Job controller", kv.Key)
 		}
+		if kv.Key == QueueLabel {
+			// As a plain label it would be on the Job from its creation, and Kueue could admit it
+			// before its Service exists; --queue adds it once everything is in place.
+			add("invalid --label %q: use --queue NAME to submit to a Kueue LocalQueue", kv.Key)
+		}
+	}
+	if s.Queue != "" {
+		// A LocalQueue name is an object name, and it is carried as a label value.
+		msgs := append(validation.IsDNS1123Subdomain(s.Queue), validation.IsValidLabelValue(s.Queue)...)
+		if len(msgs) > 0 {
+			add("invalid --queue %q: %s", s.Queue, strings.Join(msgs, "; "))
+		}
 	}
 	total := 0
 	for _, kv := range s.Annotations {

@@ -11,6 +11,12 @@ import (
 // (jobspec owns the original) so that readers of Jobs need not import the builder.
 const GPUResource corev1.ResourceName = "nvidia.com/gpu"
 
+// QueueLabel names the Kueue LocalQueue of a Job (jobspec owns the original).
+const QueueLabel = "kueue.x-k8s.io/queue-name"
+
+// Queue is the Kueue LocalQueue the Job was submitted to, "" when none.
+func Queue(job *batchv1.Job) string { return job.Labels[QueueLabel] }
+
 // Nodes is the number of ranks the Job wants: spec.completions, else parallelism, else 1.
 func Nodes(job *batchv1.Job) int32 { return wanted(job) }
 

@@ -84,6 +84,12 @@ func Of(job *batchv1.Job, pods []corev1.Pod) Result {
 		r.Status, r.Message = Canceled, "the Job is being deleted"
 		return r
 	}
+	// A suspended Job labelled for a Kueue LocalQueue waits for Kueue to admit it (by resuming
+	// it), whatever its Suspended condition says yet.
+	if q := job.Labels[QueueLabel]; q != "" && job.Spec.Suspend != nil && *job.Spec.Suspend {
+		r.Status, r.Message = Pending, "queued in "+q
+		return r
+	}
 	// A Job just resumed (submit creates it suspended) keeps a True Suspended condition until
 	// the controller catches up; spec.suspend is what counts.
 	if c := condition(job, batchv1.JobSuspended); c != nil && job.Spec.Suspend != nil && *job.Spec.Suspend {

@@ -26,6 +26,10 @@ func cond(t batchv1.JobConditionType, status corev1.ConditionStatus, reason, msg
 
 func suspend(b bool) func(*batchv1.Job) { return func(j *batchv1.Job) { j.Spec.Suspend = ptr.To(b) } }
 
+func queued(q string) func(*batchv1.Job) {
+	return func(j *batchv1.Job) { j.Labels = map[string]string{QueueLabel: q} }
+}
+
 func deleting(j *batchv1.Job) { j.DeletionTimestamp = &metav1.Time{} }
 
 func pod(phase corev1.PodPhase) corev1.Pod { return corev1.Pod{Status: corev1.PodStatus{Phase: phase}} }
@@ -52,6 +56,14 @@ func TestOf(t *testing.T) {
 		{"suspended", job(1, suspend(true), cond(batchv1.JobSuspended, corev1.ConditionTrue, "JobSuspended", "Job suspended")), nil, Pending, "suspended: JobSuspended", false},
 		{"resuming, condition not yet updated", job(2, suspend(false), cond(batchv1.JobSuspended, corev1.ConditionTrue, "JobSuspended", "Job suspended")), nil, Pending, "0/2 ranks running", false},
 		{"resumed", job(1, cond(batchv1.JobSuspended, corev1.ConditionFalse, "JobResumed", "")), []corev1.Pod{}, Pending, "0/1", false},
+		{"queued, not admitted yet", job(2, suspend(true), queued("team-a")), []corev1.Pod{}, Pending, "queued in team-a", false},
+		{"queued, Suspended condition set", job(2, suspend(true), queued("team-a"), cond(batchv1.JobSuspended, corev1.ConditionTrue, "JobSuspended", "")), nil, Pending, "queued in team-a", false},
+		{"admitted by Kueue, pods starting", job(2, suspend(false), queued("team-a")), []corev1.Pod{pod(corev1.PodPending)}, Pending, "0/2 ranks running", false},
+		{"admitted by Kueue, running", job(2, suspend(false), queued("team-a")), []corev1.Pod{pod(corev1.PodRunning), pod(corev1.PodRunning)}, Running, "2/2", false},
+		{"requeued after preemption (suspended again)", job(2, suspend(true), queued("team-a")), nil, Pending, "queued in team-a", false},
+		{"queued but failed stays Error", job(1, suspend(true), queued("team-a"), cond(batchv1.JobFailed, corev1.ConditionTrue, "DeadlineExceeded", "")), nil, Error, "DeadlineExceeded", true},
+		{"queued but being deleted", job(1, suspend(true), queued("team-a"), deleting), nil, Canceled, "", true},
+		{"label without suspend is not queued", job(1, queued("team-a")), []corev1.Pod{}, Pending, "0/1 ranks running", false},
 		{"complete", job(2, cond(batchv1.JobComplete, corev1.ConditionTrue, "", ""), func(j *batchv1.Job) { j.Status.Succeeded = 2 }), nil, Complete, "2/2 ranks succeeded", true},
 		{"success criteria met (1.31+, pods still terminating)", job(2, cond(batchv1.JobSuccessCriteriaMet, corev1.ConditionTrue, "CompletionsReached", "")), []corev1.Pod{pod(corev1.PodRunning)}, Complete, "", true},
 		{"failed", job(1, cond(batchv1.JobFailed, corev1.ConditionTrue, "BackoffLimitExceeded", "Job has reached the specified backoff limit")), nil, Error, "BackoffLimitExceeded: Job has reached", true},

@@ -272,3 +272,15 @@ func TestListWatch(t *testing.T) {
 	}
 	golden(t, "watch.txt", out.String())
 }
+
+func TestListQueuedIsPending(t *testing.T) {
+	queued := job("ml", "waiting", "8", 2, time.Minute, func(j *batchv1.Job) {
+		j.Labels["kueue.x-k8s.io/queue-name"] = "team-a"
+		j.Spec.Suspend = ptr.To(true)
+	})
+	r := run(context.Background(), fake.NewClientset(queued), "list")
+	want := "NAME      STATUS    GPUS   NODES   AGE\nwaiting   Pending   8x2    0/2     60s\n"
+	if r.code != 0 || r.stdout != want {
+		t.Fatalf("got %+v, want stdout\n%s", r, want)
+	}
+}

@@ -3,6 +3,7 @@ package preflight
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -15,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/version"
 
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/gpufit"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/kueue"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/rbac"
 )
 
@@ -84,6 +86,15 @@ type Facts struct {
 	PullSecret     *corev1.Secret
 	PullSecretErr  error
 
+	// Queue is --queue, "" when not given. KueueVersion is the kueue.x-k8s.io version that
+	// serves LocalQueues, "" when Kueue is not installed (KueueErr: discovery failed). Queues are
+	// the namespace's LocalQueues (QueuesErr: they could not be listed).
+	Queue        string
+	KueueVersion string
+	KueueErr     error
+	Queues       []string
+	QueuesErr    error
+
 	// Request is the job to fit; Nodes the --nodes asked (Request.Pods), Now the --now flag.
 	Request gpufit.Request
 	Now     bool
@@ -107,6 +118,9 @@ func Evaluate(f Facts) []Check {
 	}
 	if f.PullSecretName != "" {
 		checks = append(checks, pullSecretCheck(f))
+	}
+	if c, ok := queueCheck(f); ok {
+		checks = append(checks, c)
 	}
 	return checks
 }
@@ -193,7 +207,8 @@ func readsCheck(f Facts) Check {
 	c := Check{Name: "cluster-reads"}
 	var denied []string
 	for _, r := range f.Reviews {
-		if r.Access.Optional && r.Err == nil && !r.Allowed && r.Access.Resource != "namespaces" {
+		// The namespace and Kueue's queues are reported by their own checks.
+		if r.Access.Optional && r.Err == nil && !r.Allowed && r.Access.Resource != "namespaces" && r.Access.Group != kueue.Group {
 			denied = append(denied, fmt.Sprintf("%s (%s)", r.Access, r.Access.For))
 		}
 	}
@@ -433,4 +448,44 @@ func pullSecretCheck(f Facts) Check {
 		c.Result, c.Message = Pass, fmt.Sprintf("secret %s is a %s secret", name, corev1.SecretTypeDockerConfigJson)
 	}
 	return c
+}
+
+// queueCheck is about Kueue: with --queue, the LocalQueue must exist (FAIL when Kueue is not
+// installed or the queue is missing: the job would stay suspended forever). Without --queue it
+// only says, where Kueue is installed, which LocalQueues the namespace has; ok is false when
+// there is nothing to say.
+func queueCheck(f Facts) (Check, bool) {
+	c := Check{Name: "queue"}
+	if f.Queue == "" {
+		if f.KueueErr != nil || f.KueueVersion == "" || f.QueuesErr != nil {
+			return c, false
+		}
+		c.Result = Pass
+		c.Message = fmt.Sprintf("Kueue is installed; LocalQueues in namespace %s: %s (submit --queue NAME to go through one)",
+			f.Namespace, kueue.Names(f.Queues))
+		return c, true
+	}
+	switch {
+	case f.KueueErr != nil:
+		c.Result, c.Message = Warn, fmt.Sprintf("could not check that Kueue is installed: %v", f.KueueErr)
+		c.Fix = "kubectl api-resources --api-group=" + kueue.Group
+	case f.KueueVersion == "":
+		c.Result, c.Message = Fail, kueue.NotInstalled(f.Queue)
+		c.Fix = fmt.Sprintf("install Kueue (%s), or submit without --queue", kueue.InstallDocs)
+	case apierrors.IsForbidden(f.QueuesErr):
+		c.Result = Warn
+		c.Message = fmt.Sprintf("you may not list LocalQueues in namespace %s, so queue %s is not checked (Kueue is installed)", f.Namespace, f.Queue)
+		c.Fix = fmt.Sprintf("ask an admin to run `kubectl tao rbac -n %s --user YOU | kubectl apply -f -` (it grants get and list on localqueues)", f.Namespace)
+	case f.QueuesErr != nil:
+		c.Result, c.Message = Warn, fmt.Sprintf("listing LocalQueues in namespace %s failed: %v", f.Namespace, f.QueuesErr)
+		c.Fix = "kubectl get localqueues -n " + f.Namespace
+	case slices.Contains(f.Queues, f.Queue):
+		c.Result = Pass
+		c.Message = fmt.Sprintf("LocalQueue %s exists in namespace %s (%s/%s)", f.Queue, f.Namespace, kueue.Group, f.KueueVersion)
+	default:
+		c.Result, c.Message = Fail, kueue.Missing(f.Queue, f.Namespace, f.Queues, nil)
+		c.Fix = fmt.Sprintf("pick one of `kubectl get localqueues -n %s`, or ask the cluster admin to create LocalQueue %s "+
+			"(pointing at a ClusterQueue with GPU quota)", f.Namespace, f.Queue)
+	}
+	return c, true
 }

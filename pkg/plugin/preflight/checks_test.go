@@ -134,6 +134,19 @@ func TestEvaluate(t *testing.T) {
 			f.PullSecretName = "ngc"
 			f.PullSecretErr = apierrors.NewNotFound(schema.GroupResource{Resource: "secrets"}, "ngc")
 		}, "pull-secret", Fail, []string{"secret ngc not found in namespace ml", "create-pull-secret ngc"}},
+		{"queue exists", func(f *Facts) { f.Queue, f.KueueVersion, f.Queues = "team-a", "v1beta2", []string{"team-a", "team-b"} }, "queue", Pass,
+			[]string{"LocalQueue team-a exists in namespace ml (kueue.x-k8s.io/v1beta2)"}},
+		{"queue missing", func(f *Facts) { f.Queue, f.KueueVersion, f.Queues = "team-a", "v1beta2", []string{"team-b"} }, "queue", Fail,
+			[]string{`no LocalQueue "team-a" in namespace ml`, "LocalQueues there: team-b", "kubectl get localqueues -n ml", "ClusterQueue"}},
+		{"queue given, Kueue not installed", func(f *Facts) { f.Queue = "team-a" }, "queue", Fail,
+			[]string{"Kueue is not installed", "suspended forever", "kueue.sigs.k8s.io/docs/installation", "without --queue"}},
+		{"queues unreadable", func(f *Facts) { f.Queue, f.KueueVersion, f.QueuesErr = "team-a", "v1beta2", forbidden }, "queue", Warn,
+			[]string{"you may not list LocalQueues in namespace ml", "kubectl tao rbac -n ml"}},
+		{"discovery failed", func(f *Facts) { f.Queue, f.KueueErr = "team-a", errors.New("timeout") }, "queue", Warn,
+			[]string{"could not check that Kueue is installed: timeout", "kubectl api-resources --api-group=kueue.x-k8s.io"}},
+		{"no --queue, Kueue installed: queues listed", func(f *Facts) { f.KueueVersion, f.Queues = "v1beta2", []string{"a", "b"} }, "queue", Pass,
+			[]string{"Kueue is installed; LocalQueues in namespace ml: a, b"}},
+		{"no --queue, no queue here", func(f *Facts) { f.KueueVersion = "v1beta1" }, "queue", Pass, []string{"LocalQueues in namespace ml: none"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -190,5 +203,26 @@ func TestNodesUnreadableSkipsGPUChecks(t *testing.T) {
 		if _, ok := m[n]; ok {
 			t.Errorf("check %s ran without nodes", n)
 		}
+	}
+}
+
+// Without --queue, a cluster without Kueue (or where Kueue cannot be read) shows no queue line:
+// most clusters have no queue and need not hear about it.
+func TestQueueLineOnlyWhenItSaysSomething(t *testing.T) {
+	for name, edit := range map[string]func(*Facts){
+		"no Kueue":          func(*Facts) {},
+		"discovery failed":  func(f *Facts) { f.KueueErr = errors.New("boom") },
+		"queues unreadable": func(f *Facts) { f.KueueVersion, f.QueuesErr = "v1beta2", forbidden },
+	} {
+		f := healthy()
+		edit(&f)
+		if c, ok := byName(Evaluate(f))["queue"]; ok {
+			t.Errorf("%s: unexpected queue line %+v", name, c)
+		}
+	}
+	f := healthy()
+	f.Reviews = append(f.Reviews, Review{Access: rbac.Access{Verb: "list", Group: "kueue.x-k8s.io", Resource: "localqueues", Optional: true}})
+	if c := byName(Evaluate(f))["cluster-reads"]; c.Result != Pass {
+		t.Errorf("a denied localqueues read is not a cluster read: %+v", c)
 	}
 }

@@ -8,17 +8,22 @@ import (
 	authv1 "k8s.io/api/authorization/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/capacity"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/gpufit"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/kueue"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/rbac"
 )
 
 // Gather reads what the checks need. The server version comes first: if the cluster cannot be
 // reached nothing else is tried. Then every read and access review runs at once.
-func Gather(ctx context.Context, client kubernetes.Interface, ns string, r gpufit.Request, pullSecret string) Facts {
-	f := Facts{Namespace: ns, Request: r, PullSecretName: pullSecret}
+//
+// Kueue costs one discovery request (two on an older Kueue or none) and, where it is installed,
+// one list of the namespace's LocalQueues; dyn may be nil when Kueue is not to be looked at.
+func Gather(ctx context.Context, client kubernetes.Interface, dyn dynamic.Interface, ns string, r gpufit.Request, pullSecret, queue string) Facts {
+	f := Facts{Namespace: ns, Request: r, PullSecretName: pullSecret, Queue: queue}
 	f.Version, f.VersionErr = discovery.ToDiscoveryInterfaceWithContext(client.Discovery()).ServerVersionWithContext(ctx)
 	if f.VersionErr != nil {
 		return f
@@ -37,6 +42,14 @@ func Gather(ctx context.Context, client kubernetes.Interface, ns string, r gpufi
 		})
 	}
 	wg.Go(func() { f.DaemonSets, f.DaemonSetsErr = gpuDaemonSets(ctx, client) })
+	if dyn != nil {
+		wg.Go(func() {
+			f.KueueVersion, f.KueueErr = kueue.Discover(ctx, client.Discovery())
+			if f.KueueErr == nil && f.KueueVersion != "" {
+				f.Queues, f.QueuesErr = kueue.List(ctx, dyn, f.KueueVersion, ns)
+			}
+		})
+	}
 	if pullSecret != "" {
 		wg.Go(func() {
 			f.PullSecret, f.PullSecretErr = client.CoreV1().Secrets(ns).Get(ctx, pullSecret, metav1.GetOptions{})

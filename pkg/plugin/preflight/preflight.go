@@ -35,7 +35,8 @@ const long = `Check, before submitting, what usually makes a first GPU job fail:
 the namespace exists and you hold every permission kubectl tao needs there, nodes advertise
 nvidia.com/gpu and a GPU Operator or device plugin runs, the nodes' driver and CUDA (GPU Feature
 Discovery labels) meet the minimums, the server is new enough for multi-node jobs, the job fits,
-and the pull secret exists.
+the pull secret exists, and with --queue that Kueue is installed and the LocalQueue exists
+(without --queue, where Kueue is installed, the namespace's LocalQueues are listed).
 
 The fit takes the flags submit takes (--gpus, --nodes, --node-selector, --toleration): a job that
 the allocatable GPUs can never hold FAILs; one that fits only once other pods finish WARNs, or
@@ -51,6 +52,7 @@ type Options struct {
 	NodeSelector    []string
 	Tolerations     []string
 	ImagePullSecret string
+	Queue           string
 	Now             bool
 	Output          string
 
@@ -65,7 +67,7 @@ type Options struct {
 func NewCmd(f cmdutil.Factory, streams genericiooptions.IOStreams) *cobra.Command {
 	o := &Options{GPUs: 1, Nodes: 1, factory: f, IOStreams: streams}
 	cmd := &cobra.Command{
-		Use:                   "preflight [--gpus N] [--nodes N] [--image-pull-secret NAME] [--now] [-o json]",
+		Use:                   "preflight [--gpus N] [--nodes N] [--image-pull-secret NAME] [--queue NAME] [--now] [-o json]",
 		DisableFlagsInUseLine: true,
 		Short:                 "Check that the cluster and namespace are ready for a GPU job",
 		Long:                  long,
@@ -87,6 +89,7 @@ func NewCmd(f cmdutil.Factory, streams genericiooptions.IOStreams) *cobra.Comman
 	fl.StringArrayVar(&o.NodeSelector, "node-selector", o.NodeSelector, "Node label KEY=VALUE the pods must run on (repeatable, as submit).")
 	fl.StringArrayVar(&o.Tolerations, "toleration", o.Tolerations, "Toleration KEY[=VALUE]:EFFECT (repeatable, as submit).")
 	fl.StringVar(&o.ImagePullSecret, "image-pull-secret", o.ImagePullSecret, "Check that this pull Secret exists and is of type kubernetes.io/dockerconfigjson.")
+	fl.StringVar(&o.Queue, "queue", o.Queue, "Check that this Kueue LocalQueue exists in the namespace (as submit --queue).")
 	fl.BoolVar(&o.Now, "now", o.Now, "Fail, instead of warning, when the job fits the cluster but not the GPUs free right now.")
 	fl.StringVarP(&o.Output, "output", "o", o.Output, "Output format: json (a list of checks), or empty for a table.")
 	return cmd
@@ -138,7 +141,11 @@ func (o *Options) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	facts := Gather(ctx, client, o.namespace, o.request, o.ImagePullSecret)
+	dyn, err := o.factory.DynamicClient()
+	if err != nil {
+		return err
+	}
+	facts := Gather(ctx, client, dyn, o.namespace, o.request, o.ImagePullSecret, o.Queue)
 	facts.Now = o.Now
 	checks := Evaluate(facts)
 	if err := o.print(checks); err != nil {

@@ -13,11 +13,13 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/version"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	fakediscovery "k8s.io/client-go/discovery/fake"
+	fakedynamic "k8s.io/client-go/dynamic/fake"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
@@ -94,19 +96,21 @@ func TestPreflightJSON(t *testing.T) {
 		got[ch["name"]] = ch["result"]
 	}
 	want := map[string]string{"cluster": "PASS", "namespace": "PASS", "permissions": "PASS", "cluster-reads": "PASS", "gpus": "PASS",
-		"gpu-operator": "WARN", "node-runtime": "PASS", "container-toolkit": "INFO", "multi-node": "PASS", "fit": "PASS"}
+		"gpu-operator": "WARN", "node-runtime": "PASS", "container-toolkit": "INFO", "multi-node": "PASS", "fit": "PASS",
+		"queue": ""} // no Kueue, no --queue: no queue line
 	for k, v := range want {
 		if got[k] != v {
 			t.Errorf("%s = %q, want %q (all: %v)", k, got[k], v, got)
 		}
 	}
-	// One list each for nodes, pods and daemonsets; one review per permission; nothing written.
+	// One list each for nodes, pods and daemonsets; one review per permission; Kueue's discovery
+	// (v1beta2, then v1beta1: not installed); nothing written.
 	counts := map[string]int{}
 	for _, a := range c.Actions() {
 		counts[a.GetVerb()+" "+a.GetResource().Resource]++
 	}
 	if counts["list nodes"] != 1 || counts["list pods"] != 1 || counts["list daemonsets"] != 1 || counts["get namespaces"] != 1 ||
-		counts["create selfsubjectaccessreviews"] < 15 || len(counts) != 6 {
+		counts["create selfsubjectaccessreviews"] < 15 || counts["get resource"] != 2 || len(counts) != 7 {
 		t.Fatalf("API requests: %v", counts)
 	}
 }
@@ -167,3 +171,46 @@ func TestPreflightUsage(t *testing.T) {
 }
 
 var errForbidden = apierrors.NewForbidden(schema.GroupResource{Resource: "nodes"}, "", errors.New("RBAC: denied"))
+
+func TestPreflightQueue(t *testing.T) {
+	withKueue := func() *fake.Clientset {
+		c := newClient(nil, cluster()...)
+		c.Resources = []*metav1.APIResourceList{{GroupVersion: "kueue.x-k8s.io/v1beta2",
+			APIResources: []metav1.APIResource{{Name: "localqueues", Namespaced: true, Kind: "LocalQueue"}}}}
+		return c
+	}
+	lq := &unstructured.Unstructured{}
+	lq.SetAPIVersion("kueue.x-k8s.io/v1beta2")
+	lq.SetKind("LocalQueue")
+	lq.SetNamespace("ml")
+	lq.SetName("team-a")
+	dyn := func() *fakedynamic.FakeDynamicClient {
+		return fakedynamic.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
+			map[schema.GroupVersionResource]string{{Group: "kueue.x-k8s.io", Version: "v1beta2", Resource: "localqueues"}: "LocalQueueList"}, lq.DeepCopy())
+	}
+	tests := []struct {
+		name   string
+		client *fake.Clientset
+		queue  string
+		code   int
+		want   string
+	}{
+		{"queue exists", withKueue(), "team-a", 0, "LocalQueue team-a exists in namespace ml"},
+		{"queue missing", withKueue(), "team-b", int(exitcode.PreflightFailed), `no LocalQueue "team-b" in namespace ml (LocalQueues there: team-a)`},
+		{"Kueue not installed", newClient(nil, cluster()...), "team-a", int(exitcode.PreflightFailed), "Kueue is not installed"},
+		{"no --queue lists the queues", withKueue(), "", 0, "LocalQueues in namespace ml: team-a"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var out, errOut bytes.Buffer
+			code := plugin.Execute(context.Background(), plugin.Deps{
+				Streams: genericiooptions.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut},
+				Getenv:  func(string) string { return "" },
+				Factory: &cmdutil.FakeFactory{NS: "ml", Client: tc.client, Dynamic: dyn()},
+			}, []string{"preflight", "--gpus", "8", "--queue", tc.queue})
+			if code != tc.code || !strings.Contains(out.String(), tc.want) {
+				t.Fatalf("exit %d (want %d), stdout:\n%s\nstderr: %s", code, tc.code, out.String(), errOut.String())
+			}
+		})
+	}
+}

@@ -36,7 +36,7 @@ func (a Access) Attributes(ns string) *authv1.ResourceAttributes {
 // commands' API calls.
 var Needed = []Access{
 	{Verb: "create", Group: "batch", Resource: "jobs", For: "submit"},
-	{Verb: "patch", Group: "batch", Resource: "jobs", For: "submit (unsuspend)"},
+	{Verb: "patch", Group: "batch", Resource: "jobs", For: "submit (unsuspend, or add the --queue label)"},
 	{Verb: "delete", Group: "batch", Resource: "jobs", For: "submit rollback, cancel, delete, prune"},
 	{Verb: "get", Group: "batch", Resource: "jobs", For: "status, wait, logs, diagnose, cancel"},
 	{Verb: "list", Group: "batch", Resource: "jobs", For: "list, prune"},
@@ -56,6 +56,10 @@ var Needed = []Access{
 	{Verb: "delete", Resource: "pods", For: "cancel --grace-period"},
 	{Verb: "get", Resource: "pods", Subresource: "log", For: "logs"},
 	{Verb: "list", Resource: "events", For: "diagnose, replicas"},
+	// Kueue's LocalQueues: without them submit --queue and preflight cannot check the queue
+	// exists, warn, and leave it to Kueue. Granting them is harmless where Kueue is not installed.
+	{Verb: "get", Group: "kueue.x-k8s.io", Resource: "localqueues", Optional: true, For: "submit --queue (the LocalQueue exists)"},
+	{Verb: "list", Group: "kueue.x-k8s.io", Resource: "localqueues", Optional: true, For: "preflight, and submit --queue naming the queues there"},
 	{Verb: "get", Resource: "namespaces", Optional: true, For: "preflight's namespace check"},
 	{Verb: "get", Resource: "nodes", Cluster: true, Optional: true, For: "diagnose (node conditions)"},
 	{Verb: "list", Resource: "nodes", Cluster: true, Optional: true, For: "the capacity guard, preflight, capacity"},

@@ -215,3 +215,23 @@ func TestStatusArgs(t *testing.T) {
 		t.Errorf("usage errors reached the API: %v", requests(c))
 	}
 }
+
+func TestStatusQueued(t *testing.T) {
+	j := trainJob()
+	j.Labels = map[string]string{"kueue.x-k8s.io/queue-name": "team-a"}
+	j.Spec.Suspend = ptr.To(true)
+	j.Status = batchv1.JobStatus{Conditions: []batchv1.JobCondition{{Type: batchv1.JobSuspended, Status: corev1.ConditionTrue, Reason: "JobSuspended"}}}
+	c := fake.NewClientset(j)
+	r := run(t, c, "train")
+	if r.code != 0 || r.stderr != "" {
+		t.Fatalf("got %+v", r)
+	}
+	golden(t, "queued.txt", r.stdout)
+	if !strings.Contains(r.stdout, "Pending") || !strings.Contains(r.stdout, "queued in team-a") {
+		t.Errorf("want Pending, queued in team-a; got\n%s", r.stdout)
+	}
+	// No extra request for the queue: the label and spec.suspend say it all.
+	if got := strings.Join(requests(c), ","); got != "get jobs,list pods" {
+		t.Errorf("requests = %s", got)
+	}
+}

@@ -70,15 +70,25 @@ func checkCapacity(ctx context.Context, client kubernetes.Interface, s jobspec.S
 // children exist), then each child owned by the Job, then the Job resumed. If any step fails,
 // whatever was created is deleted again, by UID, and the error returned.
 //
+// A queued Job (--queue) is created suspended and without its queue label, so that Kueue
+// ignores it while its children are made; the last step adds the label instead of resuming,
+// and the Job stays suspended until Kueue admits it (Kueue resumes it, starting every rank at
+// once). Kueue therefore never sees the Job before its Service and ConfigMaps exist.
+//
 // A server dry run sends every object with DryRunAll and stops there: nothing was stored, so
-// nothing is resumed or rolled back, and the Job is shown as it would run (not suspended).
+// nothing is resumed or rolled back, and the Job is shown as it would run (not suspended, or
+// queued: suspended and labelled).
 func create(ctx context.Context, client kubernetes.Interface, objs jobspec.Objects, serverDryRun bool) (out jobspec.Objects, err error) {
 	opts := metav1.CreateOptions{FieldManager: "kubectl-tao"}
 	if serverDryRun {
 		opts.DryRun = []string{metav1.DryRunAll}
 	}
+	queue := jobspec.Queued(objs.Job)
 	job := objs.Job.DeepCopy()
-	job.Spec.Suspend = ptr.To(!serverDryRun)
+	if queue != "" && !serverDryRun {
+		job = jobspec.Unqueued(objs.Job)
+	}
+	job.Spec.Suspend = ptr.To(queue != "" || !serverDryRun)
 	jobs := client.BatchV1().Jobs(job.Namespace)
 	created, err := jobs.Create(ctx, job, opts)
 	if err != nil {
@@ -107,15 +117,22 @@ func create(ctx context.Context, client kubernetes.Interface, objs jobspec.Objec
 		out.Job.Spec.Suspend = objs.Job.Spec.Suspend
 		return withTypes(out), nil
 	}
-	// The UID in the patch is a precondition: it fails instead of resuming a same-name Job that
-	// replaced ours.
-	patch, _ := json.Marshal(map[string]any{
+	// The UID in the patch is a precondition: it fails instead of resuming (or queueing) a
+	// same-name Job that replaced ours.
+	change := map[string]any{
 		"metadata": map[string]any{"uid": created.UID},
 		"spec":     map[string]any{"suspend": false},
-	})
+	}
+	verb := "starting"
+	if queue != "" {
+		// Only the label: spec.suspend stays true, Kueue admits by resuming.
+		change = map[string]any{"metadata": map[string]any{"uid": created.UID, "labels": map[string]string{jobspec.QueueLabel: queue}}}
+		verb = "queueing"
+	}
+	patch, _ := json.Marshal(change)
 	resumed, err := jobs.Patch(ctx, created.Name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: "kubectl-tao"})
 	if err != nil {
-		return out, fmt.Errorf("starting job.batch/%s: %w", created.Name, err)
+		return out, fmt.Errorf("%s job.batch/%s: %w", verb, created.Name, err)
 	}
 	out.Job = resumed
 	return withTypes(out), nil

@@ -22,6 +22,7 @@ import (
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmdutil"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/exitcode"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/jobspec"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/kueue"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/logs"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/redact"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/staging"
@@ -99,6 +100,11 @@ upload waits until the command has exited; an OOM kill or SIGKILL (the end of th
 grace period) takes the whole container, and nothing is uploaded then. Every job's container
 gets TAO_JOB_ID (the job's name) and TAO_JOB_UID (its UID).
 
+With --queue NAME the job goes through a Kueue LocalQueue: it is created suspended, and labelled
+for the queue only once its Service and ConfigMap exist; Kueue admits it by resuming it, so all
+ranks start together. Submit first checks that Kueue is installed and that the LocalQueue exists
+in the namespace (a job nobody admits would stay suspended forever).
+
 Without NAME, a name "tao-" plus 5 random characters is chosen.`
 
 // Options are the flags and arguments of `kubectl tao submit`.
@@ -139,6 +145,7 @@ type Options struct {
 	Outputs          []string
 	S3Secret         string
 	StagerImage      string
+	Queue            string
 
 	// Set by Complete.
 	spec    jobspec.Spec
@@ -219,6 +226,7 @@ func NewCmd(f cmdutil.Factory, streams genericiooptions.IOStreams, randomName fu
 	fl.StringArrayVar(&o.Outputs, "output-path", o.Outputs, "Upload CONTAINER_PATH (a file or directory) to s3://$S3_BUCKET_NAME/results/NAME/JOB_UID/CONTAINER_PATH after the command, even when it failed (repeatable).")
 	fl.StringVar(&o.S3Secret, "s3-secret", o.S3Secret, "Existing Secret with the S3 credentials (keys ACCESS_KEY, SECRET_KEY, S3_BUCKET_NAME, optional S3_ENDPOINT_URL) for --input/--output-path. Default: the variables of the same names in this shell, copied into a Secret NAME-s3 owned by the Job.")
 	fl.StringVar(&o.StagerImage, "stager-image", o.StagerImage, "Image holding the static kubectl-tao binary at /kubectl-tao, which makes the transfers of --input/--output-path. Default: "+staging.PublishedImage+":VERSION for a release; a development build has no published image and needs this flag (make stager-image).")
+	fl.StringVar(&o.Queue, "queue", o.Queue, "Kueue LocalQueue to submit to (label kueue.x-k8s.io/queue-name). The Job stays suspended until Kueue admits it, then every rank starts at once.")
 	fl.BoolVar(&o.NoCapacityCheck, "no-capacity-check", o.NoCapacityCheck, "Skip the check that the cluster's allocatable GPUs can hold the job.")
 	fl.BoolVar(&o.Wait, "wait", o.Wait, "After creating the job, wait until it ends, as `kubectl tao wait` does (progress on stderr, exit code of the outcome).")
 	fl.BoolVar(&o.Follow, "follow", o.Follow, "After creating the job, follow every rank's log as `kubectl tao logs -f` does (exit code of the outcome); Ctrl-C detaches, the job keeps running.")
@@ -285,6 +293,7 @@ func (o *Options) Complete(cmd *cobra.Command, args []string) error {
 		OneRankPerNode:   o.OneRankPerNode,
 		NoGPUToleration:  o.NoGPUToleration,
 		Retries:          o.Retries,
+		Queue:            o.Queue,
 	}
 	if o.ttlSet {
 		o.spec.TTL = &o.TTL
@@ -404,6 +413,15 @@ func (o *Options) Run(cmd *cobra.Command) error {
 			return err
 		}
 	}
+	if o.spec.Queue != "" {
+		dyn, err := o.factory.DynamicClient()
+		if err != nil {
+			return err
+		}
+		if err := kueue.Check(ctx, client.Discovery(), dyn, o.spec.Namespace, o.spec.Queue, o.ErrOut); err != nil {
+			return err
+		}
+	}
 	created, err := create(ctx, client, objs, o.dryRun == cmdutil.DryRunServer)
 	if err != nil {
 		// An API error could quote what was sent: never the credentials.
@@ -412,6 +430,10 @@ func (o *Options) Run(cmd *cobra.Command) error {
 	// created.Job is what the server stored (the create response, then resumed by a patch that
 	// touches only spec.suspend): a field it dropped on create is missing here too.
 	warnDroppedRetryFields(o.ErrOut, objs.Job, created.Job)
+	if o.spec.Queue != "" && o.dryRun == cmdutil.DryRunNone {
+		fmt.Fprintf(o.ErrOut, "job %s is queued in LocalQueue %s: Kueue starts all %d ranks when it admits the job (`kubectl tao status %s -n %s` shows it)\n",
+			created.Job.Name, o.spec.Queue, o.spec.Nodes, created.Job.Name, created.Job.Namespace)
+	}
 	if o.Follow {
 		logStreams := o.IOStreams
 		// When following, stdout carries only log lines: the created objects are named on stderr.

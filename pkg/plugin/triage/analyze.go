@@ -64,7 +64,12 @@ func Replicas(s Snapshot) ([]Replica, []string) {
 		}
 		out = append(out, r)
 	}
-	return out, jobNotes(&s, all)
+	notes := jobNotes(&s, all)
+	if q := queuedFinding(&s); q != nil {
+		// A queued job has no pods yet: without this, replicas would print nothing at all.
+		notes = append(notes, q.Message)
+	}
+	return out, notes
 }
 
 func readyCount(pod *corev1.Pod) string {
@@ -204,6 +209,12 @@ func Diagnose(s Snapshot) Analysis {
 				break
 			}
 		}
+	}
+	if q := queuedFinding(&s); q != nil {
+		// Nothing runs until Kueue admits the job: that is the answer, whatever came before
+		// (pods of an earlier admission that Kueue preempted, say).
+		events = append([]NodeEvent{*q}, events...)
+		root = 0
 	}
 	if c := failedCondition(s.Job); c != nil {
 		a.JobFailure = joinNonEmpty(c.Reason, c.Message)

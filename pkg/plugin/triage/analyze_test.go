@@ -53,7 +53,7 @@ func TestReadinessIssues(t *testing.T) {
 		},
 		{
 			name: "untolerated taint", pod: testPod("train", 0, unschedulable(msgTaint)),
-			wantReason: "Unschedulable", wantMessage: []string{"untolerated taint"},
+			wantReason: "UntoleratedTaint", wantMessage: []string{"untolerated taint {nvidia.com/gpu: present}"},
 		},
 		{
 			name: "ImagePullBackOff names the image and the missing pull secret", pod: ipb,

@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strings"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -35,8 +36,9 @@ type CollectOptions struct {
 
 // Collect reads what the analysis needs, in a bounded number of requests: the Job (1 get), its
 // pods (1 list per 500), the namespace's Warning events (1 list per 500), the nodes of pods
-// that are not progressing (a get each for up to 3 nodes, else 1 list), and the failing rank's
-// last log lines (1 get). Reads that only add detail (events, nodes, logs) degrade to a warning
+// that are not progressing (a get each for up to 3 nodes, else 1 list), the nodes' taints
+// (1 list per 500 nodes, only when a pod is unschedulable for an untolerated taint), and the
+// failing rank's last log lines (1 get). Reads that only add detail (events, nodes, logs) degrade to a warning
 // when they fail, so a user who may not list nodes still gets an answer.
 func Collect(ctx context.Context, c kubernetes.Interface, ns, name string, o CollectOptions) (Snapshot, []string, error) {
 	s := Snapshot{Now: o.Now, Nodes: map[string]*corev1.Node{}, Logs: map[string][]string{}}
@@ -61,6 +63,11 @@ func Collect(ctx context.Context, c kubernetes.Interface, ns, name string, o Col
 
 	if err := readNodes(ctx, c, &s); err != nil {
 		warnings = append(warnings, fmt.Sprintf("could not read nodes (%v): node health is not checked", err))
+	}
+	if NeedsTaints(s.Pods, s.Events) {
+		if s.TaintedNodes, err = taintedNodes(ctx, c); err != nil {
+			warnings = append(warnings, fmt.Sprintf("could not list nodes (%v): the untolerated taint is not named", err))
+		}
 	}
 	if o.Logs {
 		if pod := NeedsLogs(s.Pods); pod != "" {
@@ -138,6 +145,7 @@ func relevantEvents(job *batchv1.Job, pods []corev1.Pod, events []corev1.Event) 
 		case io.UID != "" && uids[string(io.UID)]:
 		case io.UID == "" && io.Kind == "Pod" && names[io.Name]:
 		case io.UID == "" && io.Kind == "Job" && io.Name == job.Name:
+		case isWorkloadOf(job, io):
 		default:
 			continue
 		}
@@ -219,4 +227,54 @@ func tailLogs(ctx context.Context, c kubernetes.Interface, pods []corev1.Pod, na
 		lines = append(lines, sc.Text())
 	}
 	return lines, sc.Err()
+}
+
+// NeedsTaints reports whether a pod is unschedulable because of an untolerated taint, the one
+// case where the nodes' taints must be read to say which toleration would help.
+func NeedsTaints(pods []corev1.Pod, events []corev1.Event) bool {
+	const reason = "untolerated taint"
+	unscheduled := map[string]bool{}
+	for i := range pods {
+		p := &pods[i]
+		if p.Spec.NodeName != "" {
+			continue
+		}
+		unscheduled[p.Name] = true
+		if c := podCondition(p, corev1.PodScheduled); c != nil && strings.Contains(c.Message, reason) {
+			return true
+		}
+	}
+	for _, e := range events {
+		if e.Reason == "FailedScheduling" && unscheduled[e.InvolvedObject.Name] && strings.Contains(e.Message, reason) {
+			return true
+		}
+	}
+	return false
+}
+
+// taintedNodes lists the nodes, a page at a time, keeping only what the taint rule reads of the
+// tainted ones.
+func taintedNodes(ctx context.Context, c kubernetes.Interface) ([]corev1.Node, error) {
+	var out []corev1.Node
+	opts := metav1.ListOptions{Limit: pageSize}
+	for {
+		l, err := c.CoreV1().Nodes().List(ctx, opts)
+		if err != nil {
+			return nil, err
+		}
+		for _, n := range l.Items {
+			if len(n.Spec.Taints) == 0 {
+				continue
+			}
+			out = append(out, corev1.Node{
+				ObjectMeta: metav1.ObjectMeta{Name: n.Name, Labels: n.Labels},
+				Spec:       corev1.NodeSpec{Taints: n.Spec.Taints},
+				Status:     corev1.NodeStatus{Allocatable: n.Status.Allocatable},
+			})
+		}
+		if l.Continue == "" {
+			return out, nil
+		}
+		opts.Continue = l.Continue
+	}
 }

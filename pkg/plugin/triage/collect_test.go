@@ -9,6 +9,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes/fake"
@@ -137,5 +139,30 @@ func TestCollectNotFoundAndDegradedReads(t *testing.T) {
 	}
 	if len(warnings) != 2 || !strings.Contains(warnings[0], "events") || !strings.Contains(warnings[1], "nodes") {
 		t.Errorf("warnings = %q", warnings)
+	}
+}
+
+// A pod kept off every node by a taint costs one node list, and only the tainted nodes are kept.
+func TestCollectReadsTaintsOnlyForATaintedRefusal(t *testing.T) {
+	job := testJob("t", 1)
+	p := testPod("t", 0, unschedulable("0/2 nodes are available: 2 node(s) had untolerated taint(s)."))
+	tainted := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "gpu-0", Labels: map[string]string{"pool": "a"}},
+		Spec:   corev1.NodeSpec{Taints: []corev1.Taint{{Key: "dedicated", Value: "ml", Effect: corev1.TaintEffectNoSchedule}}},
+		Status: corev1.NodeStatus{Allocatable: corev1.ResourceList{gpuResource: resource.MustParse("8")}}}
+	plain := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "gpu-1"}}
+	c := fake.NewClientset(job, &p, tainted, plain)
+	s, warnings, err := Collect(context.Background(), c, "ml", "t", CollectOptions{Now: now})
+	if err != nil || len(warnings) != 0 {
+		t.Fatal(err, warnings)
+	}
+	if got := strings.Join(requests(c), ","); got != "get jobs,list pods,list events,list nodes" {
+		t.Errorf("requests = %s", got)
+	}
+	if len(s.TaintedNodes) != 1 || s.TaintedNodes[0].Name != "gpu-0" || s.TaintedNodes[0].Labels["pool"] != "a" {
+		t.Errorf("tainted nodes = %+v", s.TaintedNodes)
+	}
+	a := Diagnose(s)
+	if a.FirstFailure == nil || !strings.Contains(a.Suggestion, "--toleration dedicated=ml:NoSchedule") {
+		t.Errorf("diagnose: %+v", a)
 	}
 }

@@ -2,6 +2,8 @@ package triage
 
 import (
 	"fmt"
+	"k8s.io/apimachinery/pkg/labels"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -427,15 +429,19 @@ func (v podView) unscheduled() *finding {
 		}
 	case sm.has("unbound immediate PersistentVolumeClaims") || sm.has("unbound PersistentVolumeClaims"):
 		f.name = "PersistentVolumeClaimNotBound"
-		f.suggestion = fmt.Sprintf("A PersistentVolumeClaim of the pod is not bound. Check `kubectl get pvc -n %s` "+
-			"and the claim's StorageClass.", pod.Namespace)
+		claims := podClaims(pod)
+		f.suggestion = fmt.Sprintf("A PersistentVolumeClaim of the pod (%s) is not bound to a volume, so the pod cannot "+
+			"be placed. Check `kubectl get pvc %s -n %s`: a Pending claim needs a StorageClass that can provision it "+
+			"(`kubectl describe pvc` says why it waits) or a matching PersistentVolume; a claim that does not exist "+
+			"must be created before the job (--volume mounts existing claims only).",
+			strings.Join(claims, ", "), strings.Join(claims, " "), pod.Namespace)
 	case sm.has("Insufficient " + gpuResource):
 		f.suggestion = fmt.Sprintf("No node has %s free %s for this rank. Wait for running jobs to finish, ask for "+
 			"fewer GPUs per node (--gpus) over more nodes (--nodes), or add GPU nodes. `kubectl tao submit` checks "+
 			"total capacity unless --no-capacity-check is given.", gpuRequest(pod), gpuResource)
 	case sm.has("untolerated taint"):
-		f.suggestion = "The nodes carry taints the pod does not tolerate (GPU pools are often tainted " +
-			"nvidia.com/gpu:NoSchedule). Ask the cluster admin which toleration to use."
+		f.name = "UntoleratedTaint"
+		f.suggestion = taintSuggestion(msg, pod, v.s.TaintedNodes)
 	case sm.has("Insufficient"):
 		f.suggestion = "No node has enough free CPU or memory for the pod's requests. Lower the requests or wait for room."
 	}
@@ -584,4 +590,111 @@ func (v podView) mountFailure() *finding {
 		suggestion: fmt.Sprintf("A volume of the pod cannot be mounted: check that the PersistentVolumeClaim, Secret or "+
 			"ConfigMap it names exists in namespace %s and that the claim is Bound (kubectl get pvc -n %s).",
 			v.pod.Namespace, v.pod.Namespace)}
+}
+
+// podClaims names the PersistentVolumeClaims a pod mounts.
+func podClaims(pod *corev1.Pod) []string {
+	var out []string
+	for _, v := range pod.Spec.Volumes {
+		if v.PersistentVolumeClaim != nil {
+			out = append(out, v.PersistentVolumeClaim.ClaimName)
+		}
+	}
+	if len(out) == 0 {
+		return []string{"see its volumes"}
+	}
+	return out
+}
+
+// taintRE reads the scheduler's "had untolerated taint {KEY: VALUE}" (VALUE may be empty).
+var taintRE = regexp.MustCompile(`untolerated taint\(?s?\)? ?\{([^:}]+): ?([^}]*)\}`)
+
+// taintSuggestion turns the taints that keep the pod off its nodes into the --toleration flags
+// that would tolerate them. Older schedulers name the taint in the message ("{KEY: VALUE}",
+// without its effect); newer ones only say "untolerated taint(s)", and the taints come from
+// the nodes the pod is meant for (matching its node selector, with GPUs if it asks for them).
+func taintSuggestion(msg string, pod *corev1.Pod, nodes []corev1.Node) string {
+	flags := untoleratedFlags(pod, nodes)
+	effectKnown := len(flags) > 0
+	if !effectKnown {
+		seen := map[string]bool{}
+		for _, m := range taintRE.FindAllStringSubmatch(msg, -1) {
+			f := tolerationFlag(strings.TrimSpace(m[1]), strings.TrimSpace(m[2]), corev1.TaintEffectNoSchedule)
+			if !seen[f] {
+				seen[f] = true
+				flags = append(flags, f)
+			}
+		}
+	}
+	see := "`kubectl get nodes -o custom-columns=NAME:.metadata.name,TAINTS:.spec.taints`"
+	if len(flags) == 0 {
+		return "The nodes carry taints the pod does not tolerate. See them with " + see + " and resubmit with " +
+			"--toleration KEY[=VALUE]:EFFECT, if the nodes are meant for this job (ask the cluster admin)."
+	}
+	s := "The nodes carry taints the pod does not tolerate. If those nodes are meant for this job, resubmit with " +
+		strings.Join(flags, " ")
+	if effectKnown {
+		s += "."
+	} else {
+		s += " (use the taint's own effect, NoSchedule or NoExecute: " + see + ")."
+	}
+	if strings.Contains(" "+strings.Join(flags, " "), " --toleration "+gpuResource+":") ||
+		strings.Contains(strings.Join(flags, " "), " "+gpuResource+"=") {
+		s += " kubectl tao adds the " + gpuResource + " toleration itself to pods that ask for GPUs, unless --no-gpu-toleration is given."
+	}
+	return s
+}
+
+func tolerationFlag(key, value string, effect corev1.TaintEffect) string {
+	f := "--toleration " + key
+	if value != "" {
+		f += "=" + value
+	}
+	return f + ":" + string(effect)
+}
+
+// untoleratedFlags are the flags for the taints, on the nodes the pod is meant for, that it
+// does not tolerate, in node and taint order without repeats.
+func untoleratedFlags(pod *corev1.Pod, nodes []corev1.Node) []string {
+	wantsGPU := gpuRequest(pod) != "enough"
+	var flags []string
+	seen := map[string]bool{}
+	for i := range nodes {
+		n := &nodes[i]
+		if !labels.SelectorFromSet(pod.Spec.NodeSelector).Matches(labels.Set(n.Labels)) {
+			continue
+		}
+		if q, ok := n.Status.Allocatable[gpuResource]; wantsGPU && (!ok || q.IsZero()) {
+			continue
+		}
+		for j := range n.Spec.Taints {
+			t := &n.Spec.Taints[j]
+			if t.Effect == corev1.TaintEffectPreferNoSchedule || tolerated(pod.Spec.Tolerations, t) {
+				continue
+			}
+			f := tolerationFlag(t.Key, t.Value, t.Effect)
+			if !seen[f] {
+				seen[f] = true
+				flags = append(flags, f)
+			}
+		}
+	}
+	return flags
+}
+
+// tolerated is the scheduler's matching of a taint by tolerations (the Exists and Equal
+// operators kubectl-tao's --toleration makes).
+func tolerated(tols []corev1.Toleration, t *corev1.Taint) bool {
+	for _, tol := range tols {
+		if tol.Effect != "" && tol.Effect != t.Effect {
+			continue
+		}
+		if tol.Key != "" && tol.Key != t.Key {
+			continue
+		}
+		if tol.Operator == corev1.TolerationOpExists || (tol.Key != "" && tol.Value == t.Value) {
+			return true
+		}
+	}
+	return false
 }

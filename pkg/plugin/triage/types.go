@@ -21,6 +21,10 @@ type Snapshot struct {
 	// Nodes holds the nodes Collect judged relevant, by name; a pod's node missing here is
 	// either fine or was not looked at.
 	Nodes map[string]*corev1.Node
+	// TaintedNodes are the cluster's tainted nodes (name, labels, taints and allocatable only),
+	// read only when a pod is unschedulable for an untolerated taint: the scheduler's message
+	// no longer names the taint, and the fix (--toleration) needs it.
+	TaintedNodes []corev1.Node
 	// Logs are the last lines of the failing rank's training container, by pod name.
 	Logs map[string][]string
 	// Now is when the snapshot was taken: ages and "stuck terminating" are measured from it.

@@ -1,0 +1,138 @@
+// Package kueue is what kubectl-tao knows of Kueue (https://kueue.sigs.k8s.io), read without its
+// Go module: discovery says whether the kueue.x-k8s.io API is served and in which version, and
+// the dynamic client reads LocalQueues. submit --queue and preflight --queue share it.
+package kueue
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/dynamic"
+
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/exitcode"
+)
+
+// Group is Kueue's API group.
+const Group = "kueue.x-k8s.io"
+
+// Versions are the API versions tried, newest first. Kueue v0.17 serves v1beta2 (stored) and
+// v1beta1 (deprecated); older releases serve only v1beta1. The LocalQueue fields read here
+// (metadata only) are the same in both.
+var Versions = []string{"v1beta2", "v1beta1"}
+
+// LocalQueues is the resource of a LocalQueue.
+const LocalQueues = "localqueues"
+
+// InstallDocs is where Kueue's installation is explained.
+const InstallDocs = "https://kueue.sigs.k8s.io/docs/installation/"
+
+// Discover returns the version of Kueue's API that serves LocalQueues, or "" when Kueue is not
+// installed. It costs one request on a current Kueue (v1beta2), two on an older one or none.
+func Discover(ctx context.Context, d discovery.DiscoveryInterface) (string, error) {
+	dc := discovery.ToDiscoveryInterfaceWithContext(d)
+	for _, v := range Versions {
+		list, err := dc.ServerResourcesForGroupVersionWithContext(ctx, Group+"/"+v)
+		if apierrors.IsNotFound(err) {
+			continue
+		}
+		if err != nil {
+			return "", err
+		}
+		for _, r := range list.APIResources {
+			if r.Name == LocalQueues {
+				return v, nil
+			}
+		}
+	}
+	return "", nil
+}
+
+// GVR is the LocalQueue resource in API version v.
+func GVR(version string) schema.GroupVersionResource {
+	return schema.GroupVersionResource{Group: Group, Version: version, Resource: LocalQueues}
+}
+
+// Exists reports whether LocalQueue name exists in namespace ns (one get).
+func Exists(ctx context.Context, dyn dynamic.Interface, version, ns, name string) (bool, error) {
+	_, err := dyn.Resource(GVR(version)).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// List returns the names of the LocalQueues in namespace ns, sorted (one list; namespaces hold
+// a handful of queues).
+func List(ctx context.Context, dyn dynamic.Interface, version, ns string) ([]string, error) {
+	list, err := dyn.Resource(GVR(version)).Namespace(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	names := make([]string, 0, len(list.Items))
+	for _, q := range list.Items {
+		names = append(names, q.GetName())
+	}
+	sort.Strings(names)
+	return names, nil
+}
+
+// Names renders queue names for a message: "a, b" or "none".
+func Names(queues []string) string {
+	if len(queues) == 0 {
+		return "none"
+	}
+	return strings.Join(queues, ", ")
+}
+
+// NotInstalled is the message for --queue on a cluster without Kueue.
+func NotInstalled(queue string) string {
+	return fmt.Sprintf("--queue %s: Kueue is not installed on this cluster (the API server serves no %s API), "+
+		"so nothing would ever admit the job and it would stay suspended forever", queue, Group)
+}
+
+// Missing is the message for a LocalQueue that does not exist; queues are those that do.
+func Missing(queue, ns string, queues []string, listErr error) string {
+	msg := fmt.Sprintf("--queue %s: there is no LocalQueue %q in namespace %s", queue, queue, ns)
+	if listErr == nil {
+		msg += " (LocalQueues there: " + Names(queues) + ")"
+	}
+	return msg + fmt.Sprintf("; list them with `kubectl get localqueues -n %s`, or ask the cluster admin for one", ns)
+}
+
+// Check is what submit --queue verifies before creating anything: Kueue is installed and the
+// LocalQueue exists (a get, plus a list only when it does not, to name those that do). A user
+// who may not read them gets a warning on warn and the submit goes on: Kueue itself then
+// decides.
+func Check(ctx context.Context, d discovery.DiscoveryInterface, dyn dynamic.Interface, ns, queue string, warn io.Writer) error {
+	version, err := Discover(ctx, d)
+	if apierrors.IsForbidden(err) {
+		fmt.Fprintf(warn, "Warning: could not check that Kueue is installed (%v); submitting to queue %s anyway\n", apierrors.ReasonForError(err), queue)
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("--queue %s: checking that Kueue is installed: %w", queue, err)
+	}
+	if version == "" {
+		return exitcode.WithCode(exitcode.NotFound, fmt.Errorf("%s; install Kueue (%s) or submit without --queue", NotInstalled(queue), InstallDocs))
+	}
+	ok, err := Exists(ctx, dyn, version, ns, queue)
+	if apierrors.IsForbidden(err) {
+		fmt.Fprintf(warn, "Warning: could not check that LocalQueue %s exists in namespace %s (%v); submitting anyway\n", queue, ns, apierrors.ReasonForError(err))
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("--queue %s: reading LocalQueue %s in namespace %s: %w", queue, queue, ns, err)
+	}
+	if !ok {
+		queues, listErr := List(ctx, dyn, version, ns)
+		return exitcode.WithCode(exitcode.NotFound, fmt.Errorf("%s", Missing(queue, ns, queues, listErr)))
+	}
+	return nil
+}

@@ -1,0 +1,169 @@
+package submit_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+
+	batchv1 "k8s.io/api/batch/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	fakedynamic "k8s.io/client-go/dynamic/fake"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmdutil"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/exitcode"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/jobspec"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/kueue"
+)
+
+// withKueue makes c's discovery serve Kueue v0.17's API versions.
+func withKueue(c *fake.Clientset) *fake.Clientset {
+	for _, v := range []string{"v1beta1", "v1beta2"} {
+		c.Resources = append(c.Resources, &metav1.APIResourceList{GroupVersion: kueue.Group + "/" + v,
+			APIResources: []metav1.APIResource{{Name: kueue.LocalQueues, Namespaced: true, Kind: "LocalQueue"}}})
+	}
+	return c
+}
+
+// queues is a fake dynamic client holding LocalQueues (v1beta2) in namespace ns.
+func queues(ns string, names ...string) *fakedynamic.FakeDynamicClient {
+	var objs []runtime.Object
+	for _, n := range names {
+		u := &unstructured.Unstructured{}
+		u.SetAPIVersion(kueue.Group + "/v1beta2")
+		u.SetKind("LocalQueue")
+		u.SetNamespace(ns)
+		u.SetName(n)
+		objs = append(objs, u)
+	}
+	kinds := map[schema.GroupVersionResource]string{kueue.GVR("v1beta2"): "LocalQueueList", kueue.GVR("v1beta1"): "LocalQueueList"}
+	return fakedynamic.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), kinds, objs...)
+}
+
+func TestSubmitQueuedLabelsLastAndStaysSuspended(t *testing.T) {
+	c := withKueue(newClient(gpuNode("n1", 8), gpuNode("n2", 8)))
+	r := run(t, &cmdutil.FakeFactory{NS: "ml", Client: c, Dynamic: queues("ml", "team-a")},
+		"ddp", "--image", "img", "--gpus", "8", "--nodes", "2", "--queue", "team-a", "--", "torchrun", "train.py")
+	if r.code != 0 || r.stdout != "job.batch/ddp created\nservice/ddp created\n" || !strings.Contains(r.stderr, "queued in LocalQueue team-a: Kueue starts all 2 ranks") {
+		t.Fatalf("got %+v", r)
+	}
+	// The Job is created suspended without the label, the Service next, the label last.
+	if got := strings.Join(mutations(c), ","); got != "create jobs,create services,patch jobs" {
+		t.Fatalf("mutations = %s", got)
+	}
+	for _, a := range c.Actions() {
+		switch a := a.(type) {
+		case k8stesting.CreateAction:
+			if j, ok := a.GetObject().(*batchv1.Job); ok {
+				if _, has := j.Labels[jobspec.QueueLabel]; has || j.Spec.Suspend == nil || !*j.Spec.Suspend {
+					t.Errorf("created Job: labels %v, suspend %v; want no queue label yet, suspended", j.Labels, j.Spec.Suspend)
+				}
+			}
+		case k8stesting.PatchAction:
+			var p struct {
+				Metadata struct {
+					UID    string            `json:"uid"`
+					Labels map[string]string `json:"labels"`
+				} `json:"metadata"`
+				Spec map[string]any `json:"spec"`
+			}
+			if err := json.Unmarshal(a.GetPatch(), &p); err != nil {
+				t.Fatal(err)
+			}
+			if p.Metadata.UID == "" || p.Metadata.Labels[jobspec.QueueLabel] != "team-a" || p.Spec != nil {
+				t.Errorf("patch %s: want the UID precondition and the queue label, and no spec change", a.GetPatch())
+			}
+		}
+	}
+	job, err := c.BatchV1().Jobs("ml").Get(context.Background(), "ddp", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if job.Labels[jobspec.QueueLabel] != "team-a" || !*job.Spec.Suspend {
+		t.Errorf("stored Job: labels %v, suspend %v; want queued and suspended for Kueue to admit", job.Labels, *job.Spec.Suspend)
+	}
+}
+
+func TestSubmitQueueRefusedCreatesNothing(t *testing.T) {
+	tests := []struct {
+		name   string
+		client *fake.Clientset
+		want   []string
+	}{
+		{"missing LocalQueue", withKueue(newClient(gpuNode("n1", 8))),
+			[]string{`no LocalQueue "team-a" in namespace ml`, "LocalQueues there: team-b", "kubectl get localqueues -n ml"}},
+		{"Kueue not installed", newClient(gpuNode("n1", 8)),
+			[]string{"Kueue is not installed", "stay suspended forever"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r := run(t, &cmdutil.FakeFactory{NS: "ml", Client: tc.client, Dynamic: queues("ml", "team-b")},
+				"train", "--image", "img", "--queue", "team-a", "--", "true")
+			if r.code != int(exitcode.NotFound) || r.stdout != "" {
+				t.Fatalf("got %+v", r)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(r.stderr, w) {
+					t.Errorf("stderr %q, want %q", r.stderr, w)
+				}
+			}
+			if m := mutations(tc.client); len(m) != 0 {
+				t.Errorf("refused submit made %v", m)
+			}
+		})
+	}
+}
+
+func TestSubmitQueueUnreadableWarnsAndGoesOn(t *testing.T) {
+	c := withKueue(newClient(gpuNode("n1", 8)))
+	dyn := queues("ml")
+	dyn.PrependReactor("get", kueue.LocalQueues, func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewForbidden(schema.GroupResource{Group: kueue.Group, Resource: kueue.LocalQueues}, "team-a", errors.New("RBAC"))
+	})
+	r := run(t, &cmdutil.FakeFactory{NS: "ml", Client: c, Dynamic: dyn}, "train", "--image", "img", "--queue", "team-a", "--", "true")
+	if r.code != 0 || !strings.Contains(r.stderr, "Warning: could not check that LocalQueue team-a exists") {
+		t.Fatalf("got %+v", r)
+	}
+	if got := strings.Join(mutations(c), ","); got != "create jobs,patch jobs" {
+		t.Fatalf("mutations = %s", got)
+	}
+}
+
+func TestSubmitQueueLabelFailureRollsBack(t *testing.T) {
+	c := withKueue(newClient(gpuNode("n1", 8), gpuNode("n2", 8)))
+	c.PrependReactor("patch", "jobs", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, errors.New("webhook said no")
+	})
+	r := run(t, &cmdutil.FakeFactory{Client: c, Dynamic: queues("default", "team-a")},
+		"ddp", "--image", "img", "--nodes", "2", "--queue", "team-a", "--", "true")
+	if r.code == 0 || !strings.Contains(r.stderr, "queueing job.batch/ddp: webhook said no") {
+		t.Fatalf("got %+v", r)
+	}
+	if got := strings.Join(mutations(c), ","); got != "create jobs,create services,patch jobs,delete services,delete jobs" {
+		t.Fatalf("mutations = %s, want a rollback", got)
+	}
+}
+
+func TestSubmitQueueDryRuns(t *testing.T) {
+	// Client: no cluster, the final object (labelled, suspended).
+	r := run(t, &cmdutil.FakeFactory{ClientErr: errors.New("no cluster")}, "train", "--image", "img", "--queue", "team-a", "--dry-run=client", "-o", "yaml", "--", "true")
+	if r.code != 0 || !strings.Contains(r.stdout, "kueue.x-k8s.io/queue-name: team-a") || !strings.Contains(r.stdout, "suspend: true") {
+		t.Fatalf("got %+v", r)
+	}
+	// Server: the queue is checked, the Job sent labelled and suspended, nothing patched.
+	c := withKueue(newClient(gpuNode("n1", 8)))
+	r = run(t, &cmdutil.FakeFactory{Client: c, Dynamic: queues("default", "team-a")}, "train", "--image", "img", "--queue", "team-a", "--dry-run=server", "-o", "yaml", "--", "true")
+	if r.code != 0 || !strings.Contains(r.stdout, "kueue.x-k8s.io/queue-name: team-a") || !strings.Contains(r.stdout, "suspend: true") {
+		t.Fatalf("got %+v", r)
+	}
+	if got := strings.Join(mutations(c), ","); got != "create jobs" {
+		t.Fatalf("mutations = %s", got)
+	}
+}
