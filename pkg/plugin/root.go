@@ -22,6 +22,7 @@ import (
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/exitcode"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/list"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/logs"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/podexec"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/preflight"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/pullsecret"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/rbac"
@@ -87,6 +88,8 @@ func NewRootCmd(d Deps) *cobra.Command {
 		diagnose.NewReplicasCmd(f, d.Streams, clk),
 		diagnose.NewCmd(f, d.Streams, clk),
 		logs.NewCmd(f, d.Streams),
+		podexec.NewExecCmd(f, d.Streams),
+		podexec.NewPortForwardCmd(f, d.Streams),
 		cancel.NewCmd(f, d.Streams),
 		cancel.NewDeleteCmd(f, d.Streams),
 		cancel.NewPruneCmd(f, d.Streams, clk),

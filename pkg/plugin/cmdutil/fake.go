@@ -1,6 +1,9 @@
 package cmdutil
 
-import "k8s.io/client-go/kubernetes"
+import (
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+)
 
 // FakeFactory is a Factory for command tests: a fixed namespace and an injected client (a fake
 // clientset), or an error for commands that must not reach a cluster.
@@ -8,6 +11,8 @@ type FakeFactory struct {
 	NS        string
 	Client    kubernetes.Interface
 	ClientErr error
+	// Config is what RESTConfig returns (exec, port-forward); nil gives a placeholder host.
+	Config *rest.Config
 }
 
 // Namespace returns NS, or "default".
