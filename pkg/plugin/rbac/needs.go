@@ -53,6 +53,8 @@ var Needed = []Access{
 	{Verb: "watch", Resource: "pods", For: "logs -f, wait, cancel"},
 	{Verb: "delete", Resource: "pods", For: "cancel --grace-period"},
 	{Verb: "get", Resource: "pods", Subresource: "log", For: "logs"},
+	{Verb: "create", Resource: "pods", Subresource: "exec", For: "exec"},
+	{Verb: "create", Resource: "pods", Subresource: "portforward", For: "port-forward"},
 	{Verb: "list", Resource: "events", For: "diagnose, replicas"},
 	{Verb: "get", Resource: "namespaces", Optional: true, For: "preflight's namespace check"},
 	{Verb: "get", Resource: "nodes", Cluster: true, Optional: true, For: "diagnose (node conditions)"},
