@@ -84,7 +84,7 @@ func NewRootCmd(d Deps) *cobra.Command {
 		status.NewCmd(f, d.Streams, clk),
 		list.NewCmd(f, d.Streams, clk),
 		wait.NewCmd(f, d.Streams, clk),
-		submit.NewCmd(f, d.Streams, d.RandomName),
+		submit.NewCmd(f, d.Streams, d.RandomName, d.Getenv),
 		diagnose.NewReplicasCmd(f, d.Streams, clk),
 		diagnose.NewCmd(f, d.Streams, clk),
 		logs.NewCmd(f, d.Streams),

@@ -60,7 +60,13 @@ Pods that ask for GPUs tolerate the nvidia.com/gpu:NoSchedule taint that GPU nod
 (--no-gpu-toleration drops it). Multi-node jobs get a 16Gi memory-backed /dev/shm unless
 --shm-size says otherwise; it counts toward the pod's memory.
 
-Without NAME, a name "tao-" plus 5 random characters is chosen.`
+Without NAME, a name "tao-" plus 5 random characters is chosen.
+
+Defaults for any of these flags (but --dry-run, -o, --wait, --follow and --file) can be kept in
+$XDG_CONFIG_HOME/kubectl-tao/config.yaml (~/.config/kubectl-tao/config.yaml, or the file
+$TAO_CONFIG names), under "submit:" with the flags' names as keys. A flag on the command line
+wins; for a repeatable flag, the command line's values replace the file's list. --dry-run=client
+-o yaml shows the result. A broken file is a usage error (exit 2) naming the file and line.`
 
 // Options are the flags and arguments of `kubectl tao submit`.
 type Options struct {
@@ -104,6 +110,7 @@ type Options struct {
 
 	factory    cmdutil.Factory
 	randomName func() string
+	defaults   defaultsFile
 	genericiooptions.IOStreams
 }
 
@@ -121,9 +128,10 @@ func NewOptions(f cmdutil.Factory, streams genericiooptions.IOStreams, randomNam
 	}
 }
 
-// NewCmd builds `kubectl tao submit`.
-func NewCmd(f cmdutil.Factory, streams genericiooptions.IOStreams, randomName func() string) *cobra.Command {
+// NewCmd builds `kubectl tao submit`. getenv locates the defaults file.
+func NewCmd(f cmdutil.Factory, streams genericiooptions.IOStreams, randomName func() string, getenv func(string) string) *cobra.Command {
 	o := NewOptions(f, streams, randomName)
+	o.defaults.getenv = getenv
 	cmd := &cobra.Command{
 		Use:                   "submit [NAME] --image IMAGE [flags] -- COMMAND [ARG...]",
 		DisableFlagsInUseLine: true,
@@ -133,10 +141,10 @@ func NewCmd(f cmdutil.Factory, streams genericiooptions.IOStreams, randomName fu
 		Args:                  cobra.ArbitraryArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := o.Complete(cmd, args); err != nil {
-				return err
+				return o.defaults.explain(err)
 			}
 			if err := o.Validate(); err != nil {
-				return err
+				return o.defaults.explain(err)
 			}
 			return o.Run(cmd)
 		},
@@ -173,9 +181,12 @@ func NewCmd(f cmdutil.Factory, streams genericiooptions.IOStreams, randomName fu
 	return cmd
 }
 
-// Complete splits the arguments at "--", resolves the namespace and turns flag strings into a
-// jobspec.Spec. It does not contact the server.
+// Complete applies the defaults file, splits the arguments at "--", resolves the namespace and
+// turns flag strings into a jobspec.Spec. It does not contact the server.
 func (o *Options) Complete(cmd *cobra.Command, args []string) error {
+	if err := o.defaults.apply(cmd); err != nil {
+		return err
+	}
 	dash := cmd.ArgsLenAtDash()
 	names := args
 	if dash >= 0 {
