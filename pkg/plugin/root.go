@@ -18,6 +18,7 @@ import (
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/capacity"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmdutil"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/completion"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/configcmd"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/diagnose"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/exitcode"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/list"
@@ -97,6 +98,7 @@ func NewRootCmd(d Deps) *cobra.Command {
 		preflight.NewCmd(f, d.Streams),
 		rbac.NewCmd(f, d.Streams),
 		pullsecret.NewCmd(f, d.Streams, d.Getenv),
+		configcmd.NewCmd(f, d.Streams, d.Getenv),
 		version.NewCmd(d.Streams),
 		completion.NewCmd(d.Streams),
 	)

@@ -9,6 +9,7 @@
 package defaults
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -284,4 +285,37 @@ func Apply(f *File, flags *pflag.FlagSet) ([]string, error) {
 		applied = append(applied, s.Flag)
 	}
 	return applied, nil
+}
+
+// Render writes f back as YAML in its own order, values as parsed: what `kubectl tao config
+// view` prints.
+func Render(f *File) ([]byte, error) {
+	// No tag: the encoder writes 8 and true plain and quotes only what YAML would misread.
+	str := func(v string) *yaml.Node { return &yaml.Node{Kind: yaml.ScalarNode, Value: v} }
+	submit := &yaml.Node{Kind: yaml.MappingNode}
+	for _, s := range f.Submit {
+		var v *yaml.Node
+		if s.List {
+			v = &yaml.Node{Kind: yaml.SequenceNode}
+			for _, item := range s.Values {
+				v.Content = append(v.Content, str(item))
+			}
+		} else {
+			v = str(s.Values[0])
+		}
+		submit.Content = append(submit.Content, str(s.Flag), v)
+	}
+	doc := &yaml.Node{Kind: yaml.MappingNode, Content: []*yaml.Node{
+		str("apiVersion"), str(APIVersion), str("kind"), str(Kind), str("submit"), submit,
+	}}
+	var buf bytes.Buffer
+	enc := yaml.NewEncoder(&buf)
+	enc.SetIndent(2)
+	if err := enc.Encode(doc); err != nil {
+		return nil, err
+	}
+	if err := enc.Close(); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
 }

@@ -245,3 +245,29 @@ func TestCheck(t *testing.T) {
 		}
 	}
 }
+
+func TestRenderRoundTrips(t *testing.T) {
+	in := "apiVersion: kubectl-tao.dev/v1alpha1\nkind: Config\nsubmit:\n  image: img\n  gpus: 8\n  env: [A=1, \"B=x: y\"]\n  one-rank-per-node: true\n"
+	f, err := Parse("cfg.yaml", []byte(in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := Render(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "apiVersion: kubectl-tao.dev/v1alpha1\nkind: Config\nsubmit:\n  image: img\n  gpus: 8\n  env:\n    - A=1\n    - 'B=x: y'\n  one-rank-per-node: true\n"
+	if string(out) != want {
+		t.Fatalf("Render:\n%s\nwant:\n%s", out, want)
+	}
+	back, err := Parse("again.yaml", out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range back.Submit {
+		back.Submit[i].Line = f.Submit[i].Line
+	}
+	if !reflect.DeepEqual(back.Submit, f.Submit) {
+		t.Fatalf("round trip %+v, want %+v", back.Submit, f.Submit)
+	}
+}
