@@ -157,12 +157,12 @@ func (o *ExecOptions) Run(ctx context.Context) error {
 	if err := ko.Validate(); err != nil {
 		return exitcode.WithCode(exitcode.Usage, err)
 	}
-	return execError(ko.Run(), ctx, pod, o.Rank, o.job)
+	return execError(ctx, ko.Run(), pod, o.Rank, o.job)
 }
 
 // execError gives the remote command's non-zero exit status back as this process's (as
 // kubectl does), and names the pod in every other failure.
-func execError(err error, ctx context.Context, pod *corev1.Pod, rank int, job string) error {
+func execError(ctx context.Context, err error, pod *corev1.Pod, rank int, job string) error {
 	if err == nil {
 		return nil
 	}

@@ -65,7 +65,7 @@ func (f *fakeExecutor) ExecuteWithContext(ctx context.Context, u *url.URL, _ *re
 
 type streams struct{ out, errOut bytes.Buffer }
 
-func runExec(t *testing.T, client *fake.Clientset, ex *fakeExecutor, args ...string) (error, *streams) {
+func runExec(t *testing.T, client *fake.Clientset, ex *fakeExecutor, args ...string) (*streams, error) {
 	t.Helper()
 	s := &streams{}
 	f := &cmdutil.FakeFactory{NS: "ml", Client: client}
@@ -75,7 +75,7 @@ func runExec(t *testing.T, client *fake.Clientset, ex *fakeExecutor, args ...str
 	cmd.SetOut(&s.out)
 	cmd.SetErr(&s.errOut)
 	cmd.SilenceErrors, cmd.SilenceUsage = true, true
-	return cmd.ExecuteContext(context.WithValue(context.Background(), ctxKey{}, "exec")), s
+	return s, cmd.ExecuteContext(context.WithValue(context.Background(), ctxKey{}, "exec"))
 }
 
 type ctxKey struct{}
@@ -83,7 +83,7 @@ type ctxKey struct{}
 func TestExecRunsInTheRanksPod(t *testing.T) {
 	client := fake.NewClientset(ddpObjects()...)
 	ex := &fakeExecutor{output: "hello\n"}
-	err, s := runExec(t, client, ex, "job/ddp", "-i", "--", "python", "-c", "print(1)")
+	s, err := runExec(t, client, ex, "job/ddp", "-i", "--", "python", "-c", "print(1)")
 	if err != nil {
 		t.Fatalf("exec: %v (stderr %q)", err, s.errOut.String())
 	}
@@ -132,7 +132,7 @@ func TestExecExitCodes(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			err, _ := runExec(t, fake.NewClientset(ddpObjects()...), &fakeExecutor{err: tc.execErr}, tc.args...)
+			_, err := runExec(t, fake.NewClientset(ddpObjects()...), &fakeExecutor{err: tc.execErr}, tc.args...)
 			if exitcode.Of(err) != tc.wantCode || err == nil || !strings.Contains(err.Error(), tc.wantMsg) {
 				t.Fatalf("err %v (exit %d), want exit %d and %q", err, exitcode.Of(err), tc.wantCode, tc.wantMsg)
 			}
