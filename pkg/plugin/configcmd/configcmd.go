@@ -20,7 +20,11 @@ func NewCmd(f cmdutil.Factory, streams genericiooptions.IOStreams, getenv func(s
 	cmd := &cobra.Command{
 		Use:   "config",
 		Short: "Show the defaults file that kubectl tao submit reads",
-		Args:  cobra.NoArgs,
+		Long: `The defaults file holds submit flags a user would otherwise repeat on every submit (image,
+pull secrets, tolerations, /dev/shm, ...). See "kubectl tao submit --help" and README.md.`,
+		Example: `  # Show the defaults file and where it is
+  kubectl tao config view`,
+		Args: cobra.NoArgs,
 		RunE:  func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
 	view := &cobra.Command{
@@ -30,6 +34,8 @@ func NewCmd(f cmdutil.Factory, streams genericiooptions.IOStreams, getenv func(s
 $XDG_CONFIG_HOME/kubectl-tao/config.yaml, else ~/.config/kubectl-tao/config.yaml), after checking
 it exactly as submit does. The file's path goes to stderr, its content to stdout. No file is not
 an error; a broken one exits 2 and names the file and line.`,
+		Example: `  kubectl tao config view
+  TAO_CONFIG=./team-defaults.yaml kubectl tao config view`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return view(f, streams, getenv)
