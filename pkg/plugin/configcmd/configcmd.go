@@ -25,7 +25,7 @@ pull secrets, tolerations, /dev/shm, ...). See "kubectl tao submit --help" and R
 		Example: `  # Show the defaults file and where it is
   kubectl tao config view`,
 		Args: cobra.NoArgs,
-		RunE:  func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
+		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
 	view := &cobra.Command{
 		Use:   "view",
