@@ -18,10 +18,12 @@ import (
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/capacity"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmdutil"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/completion"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/configcmd"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/diagnose"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/exitcode"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/list"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/logs"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/podexec"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/preflight"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/pullsecret"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/rbac"
@@ -87,6 +89,8 @@ func NewRootCmd(d Deps) *cobra.Command {
 		diagnose.NewReplicasCmd(f, d.Streams, clk),
 		diagnose.NewCmd(f, d.Streams, clk),
 		logs.NewCmd(f, d.Streams),
+		podexec.NewExecCmd(f, d.Streams),
+		podexec.NewPortForwardCmd(f, d.Streams),
 		cancel.NewCmd(f, d.Streams),
 		cancel.NewDeleteCmd(f, d.Streams),
 		cancel.NewPruneCmd(f, d.Streams, clk),
@@ -94,6 +98,7 @@ func NewRootCmd(d Deps) *cobra.Command {
 		preflight.NewCmd(f, d.Streams),
 		rbac.NewCmd(f, d.Streams),
 		pullsecret.NewCmd(f, d.Streams, d.Getenv),
+		configcmd.NewCmd(f, d.Streams, d.Getenv),
 		version.NewCmd(d.Streams),
 		completion.NewCmd(d.Streams),
 	)

@@ -26,10 +26,15 @@ import (
 var stagesYAML []byte
 
 //go:embed manifests/kwok.x-k8s.io_stages.yaml manifests/kwok.x-k8s.io_logs.yaml manifests/kwok.x-k8s.io_clusterlogs.yaml
+//go:embed manifests/kwok.x-k8s.io_execs.yaml manifests/kwok.x-k8s.io_portforwards.yaml
 var crdFS embed.FS
 
-// kwokCRDs are the kinds kwok reads from the API instead of from --config.
-var kwokCRDs = []string{"Stage", "Logs", "ClusterLogs"}
+// kwokCRDs are the kinds kwok reads from the API instead of from --config. Exec and PortForward
+// are per pod, named after it: a test that creates one makes `kubectl exec` run a local command
+// (in a directory it chooses) and `kubectl port-forward` reach a local port; pods without one
+// have no exec or port-forward, as before. There is deliberately no ClusterExec: exec into any
+// pod must not run commands on the machine.
+var kwokCRDs = []string{"Stage", "Logs", "ClusterLogs", "Exec", "PortForward"}
 
 var (
 	crdGVR   = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
@@ -72,7 +77,8 @@ func Stages() ([]*unstructured.Unstructured, error) {
 // CRDs returns the embedded kwok CustomResourceDefinitions.
 func CRDs() ([]*unstructured.Unstructured, error) {
 	var all []*unstructured.Unstructured
-	for _, name := range []string{"manifests/kwok.x-k8s.io_stages.yaml", "manifests/kwok.x-k8s.io_logs.yaml", "manifests/kwok.x-k8s.io_clusterlogs.yaml"} {
+	for _, name := range []string{"manifests/kwok.x-k8s.io_stages.yaml", "manifests/kwok.x-k8s.io_logs.yaml", "manifests/kwok.x-k8s.io_clusterlogs.yaml",
+		"manifests/kwok.x-k8s.io_execs.yaml", "manifests/kwok.x-k8s.io_portforwards.yaml"} {
 		data, err := crdFS.ReadFile(name)
 		if err != nil {
 			return nil, fmt.Errorf("read embedded %s: %w", name, err)

@@ -5,6 +5,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	fakedynamic "k8s.io/client-go/dynamic/fake"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 )
 
 // FakeFactory is a Factory for command tests: a fixed namespace and an injected client (a fake
@@ -15,6 +16,8 @@ type FakeFactory struct {
 	Client    kubernetes.Interface
 	Dynamic   dynamic.Interface
 	ClientErr error
+	// Config is what RESTConfig returns (exec, port-forward); nil gives a placeholder host.
+	Config *rest.Config
 }
 
 // Namespace returns NS, or "default".

@@ -55,6 +55,8 @@ var Needed = []Access{
 	{Verb: "watch", Resource: "pods", For: "logs -f, wait, cancel"},
 	{Verb: "delete", Resource: "pods", For: "cancel --grace-period"},
 	{Verb: "get", Resource: "pods", Subresource: "log", For: "logs"},
+	{Verb: "create", Resource: "pods", Subresource: "exec", For: "exec"},
+	{Verb: "create", Resource: "pods", Subresource: "portforward", For: "port-forward"},
 	{Verb: "list", Resource: "events", For: "diagnose, replicas"},
 	// Kueue's LocalQueues: without them submit --queue and preflight cannot check the queue
 	// exists, warn, and leave it to Kueue. Granting them is harmless where Kueue is not installed.

@@ -105,7 +105,13 @@ for the queue only once its Service and ConfigMap exist; Kueue admits it by resu
 ranks start together. Submit first checks that Kueue is installed and that the LocalQueue exists
 in the namespace (a job nobody admits would stay suspended forever).
 
-Without NAME, a name "tao-" plus 5 random characters is chosen.`
+Without NAME, a name "tao-" plus 5 random characters is chosen.
+
+Defaults for any of these flags (but --dry-run, -o, --wait, --follow and --file) can be kept in
+$XDG_CONFIG_HOME/kubectl-tao/config.yaml (~/.config/kubectl-tao/config.yaml, or the file
+$TAO_CONFIG names), under "submit:" with the flags' names as keys. A flag on the command line
+wins; for a repeatable flag, the command line's values replace the file's list. --dry-run=client
+-o yaml shows the result. A broken file is a usage error (exit 2) naming the file and line.`
 
 // Options are the flags and arguments of `kubectl tao submit`.
 type Options struct {
@@ -157,7 +163,8 @@ type Options struct {
 	randomName func() string
 	getenv     func(string) string
 	// version picks the default --stager-image.
-	version string
+	version  string
+	defaults defaultsFile
 	genericiooptions.IOStreams
 }
 
@@ -177,9 +184,10 @@ func NewOptions(f cmdutil.Factory, streams genericiooptions.IOStreams, randomNam
 	}
 }
 
-// NewCmd builds `kubectl tao submit`.
+// NewCmd builds `kubectl tao submit`. getenv gives the S3 credentials and locates the defaults file.
 func NewCmd(f cmdutil.Factory, streams genericiooptions.IOStreams, randomName func() string, getenv func(string) string) *cobra.Command {
 	o := NewOptions(f, streams, randomName, getenv)
+	o.defaults.getenv = getenv
 	cmd := &cobra.Command{
 		Use:                   "submit [NAME] --image IMAGE [flags] -- COMMAND [ARG...]",
 		DisableFlagsInUseLine: true,
@@ -189,10 +197,10 @@ func NewCmd(f cmdutil.Factory, streams genericiooptions.IOStreams, randomName fu
 		Args:                  cobra.ArbitraryArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := o.Complete(cmd, args); err != nil {
-				return err
+				return o.defaults.explain(err)
 			}
 			if err := o.Validate(); err != nil {
-				return err
+				return o.defaults.explain(err)
 			}
 			return o.Run(cmd)
 		},
@@ -235,9 +243,12 @@ func NewCmd(f cmdutil.Factory, streams genericiooptions.IOStreams, randomName fu
 	return cmd
 }
 
-// Complete splits the arguments at "--", resolves the namespace and turns flag strings into a
-// jobspec.Spec. It does not contact the server.
+// Complete applies the defaults file, splits the arguments at "--", resolves the namespace and
+// turns flag strings into a jobspec.Spec. It does not contact the server.
 func (o *Options) Complete(cmd *cobra.Command, args []string) error {
+	if err := o.defaults.apply(cmd); err != nil {
+		return err
+	}
 	dash := cmd.ArgsLenAtDash()
 	names := args
 	if dash >= 0 {

@@ -1,0 +1,69 @@
+// Package configcmd implements `kubectl tao config view`: the defaults file, checked against
+// submit's flags exactly as submit checks it.
+package configcmd
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/spf13/cobra"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmdutil"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/defaults"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/exitcode"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/submit"
+)
+
+// NewCmd builds `kubectl tao config` and its `view` subcommand. getenv locates the file.
+func NewCmd(f cmdutil.Factory, streams genericiooptions.IOStreams, getenv func(string) string) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "config",
+		Short: "Show the defaults file that kubectl tao submit reads",
+		Long: `The defaults file holds submit flags a user would otherwise repeat on every submit (image,
+pull secrets, tolerations, /dev/shm, ...). See "kubectl tao submit --help" and README.md.`,
+		Example: `  # Show the defaults file and where it is
+  kubectl tao config view`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
+	}
+	view := &cobra.Command{
+		Use:   "view",
+		Short: "Print the defaults file, checked as submit checks it",
+		Long: `Print the defaults file kubectl tao submit reads ($TAO_CONFIG, else
+$XDG_CONFIG_HOME/kubectl-tao/config.yaml, else ~/.config/kubectl-tao/config.yaml), after checking
+it exactly as submit does. The file's path goes to stderr, its content to stdout. No file is not
+an error; a broken one exits 2 and names the file and line.`,
+		Example: `  kubectl tao config view
+  TAO_CONFIG=./team-defaults.yaml kubectl tao config view`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return view(f, streams, getenv)
+		},
+	}
+	cmd.AddCommand(view)
+	return cmd
+}
+
+func view(f cmdutil.Factory, streams genericiooptions.IOStreams, getenv func(string) string) error {
+	file, err := defaults.Load(getenv, os.ReadFile)
+	if err != nil {
+		return exitcode.WithCode(exitcode.Usage, err)
+	}
+	if file == nil {
+		path, _ := defaults.Path(getenv)
+		fmt.Fprintf(streams.ErrOut, "no defaults file at %s: submit uses only its flags\n", path)
+		return nil
+	}
+	// Submit's own flag set, so the check is the one submit makes.
+	if err := defaults.Check(file, submit.NewCmd(f, streams, nil, nil).LocalFlags()); err != nil {
+		return exitcode.WithCode(exitcode.Usage, err)
+	}
+	out, err := defaults.Render(file)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(streams.ErrOut, "# %s\n", file.Path)
+	_, err = streams.Out.Write(out)
+	return err
+}
