@@ -48,6 +48,7 @@ var Needed = []Access{
 	{Verb: "delete", Resource: "configmaps", For: "submit rollback"},
 	{Verb: "create", Resource: "secrets", For: "create-pull-secret"},
 	{Verb: "update", Resource: "secrets", For: "create-pull-secret --overwrite"},
+	{Verb: "get", Resource: "secrets", For: "delete-artifacts (the job's S3 credentials)"},
 	{Verb: "get", Resource: "pods", For: "status"},
 	{Verb: "list", Resource: "pods", For: "status, logs, diagnose"},
 	{Verb: "watch", Resource: "pods", For: "logs -f, wait, cancel"},

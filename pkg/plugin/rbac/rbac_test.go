@@ -47,7 +47,7 @@ func TestRolesGrantExactlyNeeded(t *testing.T) {
 			t.Errorf("granted but not needed: %s", k)
 		}
 	}
-	for _, must := range []string{"ns patch batch/jobs", "ns delete batch/jobs", "ns update batch/jobs/finalizers", "ns get /pods/log", "cluster list /nodes"} {
+	for _, must := range []string{"ns patch batch/jobs", "ns delete batch/jobs", "ns update batch/jobs/finalizers", "ns get /pods/log", "ns get /secrets", "cluster list /nodes"} {
 		if !granted[must] {
 			t.Errorf("missing %s", must)
 		}
