@@ -104,7 +104,8 @@ func (s *Server) start(t testing.TB, bin string) error {
 		<-exited
 	}
 	s.Endpoint = "http://" + addr
-	deadline := time.Now().Add(30 * time.Second)
+	started := time.Now()
+	deadline := started.Add(30 * time.Second)
 	for {
 		// Any HTTP answer (anonymous requests get 403) means it is serving.
 		resp, err := http.Get(s.Endpoint + "/")
@@ -123,6 +124,7 @@ func (s *Server) start(t testing.TB, bin string) error {
 		}
 	}
 	t.Cleanup(stop)
+	t.Logf("versitygw serving on %s after %s", addr, time.Since(started).Round(time.Millisecond))
 	s.Client, err = minio.New(addr, &minio.Options{
 		Creds: credentials.NewStaticV4(s.AccessKey, s.SecretKey, ""), BucketLookup: minio.BucketLookupPath,
 	})
