@@ -21,6 +21,10 @@ GPU_NODES     ?= 4
 GPUS_PER_NODE ?= 8
 LOCALCLUSTER  := bin/localcluster
 E2E_FLAGS     ?=
+# versitygw, a real S3 server (Apache-2.0) that the staging tests run on loopback. Set before the
+# e2e rule, whose prerequisites make expands as it reads them.
+VERSITYGW_VERSION := v1.8.0
+VERSITYGW         := $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/kubectl-tao/tools/versitygw-$(VERSITYGW_VERSION)/versitygw
 
 .PHONY: help
 help: ## Show this help
@@ -38,15 +42,22 @@ unit: ## Run the unit tests
 	$(GO) test ./...
 
 .PHONY: e2e
-e2e: build $(LOCALCLUSTER) ## Bring the local cluster up, run the e2e suite against it, bring it down
+e2e: build $(LOCALCLUSTER) $(VERSITYGW) ## Bring the local cluster up, run the e2e suite against it, bring it down
 	@rc=0; \
 	$(LOCALCLUSTER) up --state-dir '$(CLUSTER_DIR)' --nodes $(GPU_NODES) --gpus-per-node $(GPUS_PER_NODE) || rc=$$?; \
 	if [ $$rc -eq 0 ]; then \
-	  KUBECONFIG='$(CLUSTER_DIR)/kubeconfig' KUBECTL_TAO='$(CURDIR)/bin/kubectl-tao' \
+	  KUBECONFIG='$(CLUSTER_DIR)/kubeconfig' KUBECTL_TAO='$(CURDIR)/bin/kubectl-tao' VERSITYGW='$(VERSITYGW)' \
 	    $(GO) test -tags e2e -count=1 -timeout 20m $(E2E_FLAGS) ./test/... || rc=$$?; \
 	fi; \
 	$(LOCALCLUSTER) down --state-dir '$(CLUSTER_DIR)' || true; \
 	exit $$rc
+
+# versitygw is built once per machine into the tools cache (about 4.5 minutes cold on 2 cores).
+$(VERSITYGW):
+	GOBIN='$(@D)' CGO_ENABLED=0 $(GO) install github.com/versity/versitygw/cmd/versitygw@$(VERSITYGW_VERSION)
+
+.PHONY: versitygw
+versitygw: $(VERSITYGW) ## Install versitygw (the S3 server of the staging tests) into the tools cache
 
 # The benchmark cluster: 64 one-GPU ranks need 64 GPUs.
 BENCH_CLUSTER_DIR ?= $(CURDIR)/.cluster-bench

@@ -14,6 +14,7 @@ import (
 	// Linked in so kubeconfigs that use auth-provider plugins (OIDC) work as with kubectl.
 	_ "k8s.io/client-go/plugin/pkg/client/auth"
 
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/artifacts"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cancel"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/capacity"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmdutil"
@@ -27,6 +28,7 @@ import (
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/preflight"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/pullsecret"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/rbac"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/stage"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/status"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/submit"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/version"
@@ -94,6 +96,7 @@ func NewRootCmd(d Deps) *cobra.Command {
 		cancel.NewCmd(f, d.Streams),
 		cancel.NewDeleteCmd(f, d.Streams),
 		cancel.NewPruneCmd(f, d.Streams, clk),
+		artifacts.NewCmd(f, d.Streams, d.Getenv),
 		capacity.NewCmd(f, d.Streams),
 		preflight.NewCmd(f, d.Streams),
 		rbac.NewCmd(f, d.Streams),
@@ -101,6 +104,7 @@ func NewRootCmd(d Deps) *cobra.Command {
 		configcmd.NewCmd(f, d.Streams, d.Getenv),
 		version.NewCmd(d.Streams),
 		completion.NewCmd(d.Streams),
+		stage.NewCmd(d.Streams, d.Getenv),
 	)
 	completion.RegisterFlags(cmd, flags, f)
 	usageArgs(cmd)

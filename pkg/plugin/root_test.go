@@ -30,6 +30,9 @@ func TestHelpShowsKubectlTao(t *testing.T) {
 		!strings.Contains(out, "-n, --namespace") || !strings.Contains(out, "--as string") {
 		t.Fatalf("exit %d, help:\n%s", code, out)
 	}
+	if strings.Contains(out, "stage") || !strings.Contains(out, "delete-artifacts") {
+		t.Fatalf("the hidden stage command is listed, or delete-artifacts is not:\n%s", out)
+	}
 	code, out, _ = execute("submit", "--help")
 	if code != 0 || !strings.Contains(out, "kubectl tao submit [NAME] --image IMAGE") {
 		t.Fatalf("exit %d, submit help:\n%s", code, out)
@@ -58,7 +61,7 @@ func TestVersion(t *testing.T) {
 }
 
 func TestWrongArgumentCountIsAUsageErrorEverywhere(t *testing.T) {
-	for _, args := range [][]string{{"version", "extra"}, {"status"}, {"wait", "a", "b"}} {
+	for _, args := range [][]string{{"version", "extra"}, {"status"}, {"wait", "a", "b"}, {"stage", "install"}, {"delete-artifacts"}} {
 		if code, _, errOut := execute(args...); code != 2 || !strings.Contains(errOut, "See 'kubectl tao") {
 			t.Errorf("%v: exit %d, stderr %q; want a usage error", args, code, errOut)
 		}

@@ -138,7 +138,7 @@ func (o *Options) Run(cmd *cobra.Command) error {
 		grace = ptr.To(int64(o.GracePeriod))
 	}
 	for _, name := range o.names {
-		job, err := getJob(ctx, client, o.namespace, name)
+		job, err := GetJob(ctx, client, o.namespace, name)
 		if err != nil {
 			return err
 		}
@@ -152,7 +152,7 @@ func (o *Options) Run(cmd *cobra.Command) error {
 			continue
 		}
 		if job.DeletionTimestamp == nil {
-			if err := deleteJob(ctx, client, job, grace, false); err != nil {
+			if err := DeleteJob(ctx, client, job, grace, false); err != nil {
 				return err
 			}
 		}
@@ -165,7 +165,7 @@ func (o *Options) Run(cmd *cobra.Command) error {
 			continue
 		}
 		fmt.Fprintf(o.ErrOut, "Waiting for the pods of job.batch/%s to stop...\n", name)
-		if err := waitGone(ctx, client, job, o.Timeout); err != nil {
+		if err := WaitGone(ctx, client, job, o.Timeout); err != nil {
 			return err
 		}
 		fmt.Fprintf(o.Out, "job.batch/%s %s\n", name, verb)

@@ -25,10 +25,10 @@ import (
 // tells a replaced Job's pods apart from ours.
 const controllerUIDLabel = "batch.kubernetes.io/controller-uid"
 
-// deleteJob deletes exactly the Job with uid, in the foreground (the garbage collector removes
+// DeleteJob deletes exactly the Job with uid, in the foreground (the garbage collector removes
 // its pods and owned children before the Job itself disappears). A same-name Job with another
 // UID makes the precondition fail with a Conflict, and is never touched.
-func deleteJob(ctx context.Context, client kubernetes.Interface, job *batchv1.Job, gracePeriod *int64, dryRun bool) error {
+func DeleteJob(ctx context.Context, client kubernetes.Interface, job *batchv1.Job, gracePeriod *int64, dryRun bool) error {
 	opts := metav1.DeleteOptions{
 		Preconditions:     &metav1.Preconditions{UID: ptr.To(job.UID)},
 		PropagationPolicy: ptr.To(metav1.DeletePropagationForeground),
@@ -73,9 +73,9 @@ func podsOf(ctx context.Context, client kubernetes.Interface, job *batchv1.Job) 
 	return list.Items, nil
 }
 
-// waitGone blocks until the Job with job's UID and all its pods are gone, following both with
+// WaitGone blocks until the Job with job's UID and all its pods are gone, following both with
 // watches (no polling). On timeout it names the pods that remain.
-func waitGone(ctx context.Context, client kubernetes.Interface, job *batchv1.Job, timeout time.Duration) error {
+func WaitGone(ctx context.Context, client kubernetes.Interface, job *batchv1.Job, timeout time.Duration) error {
 	if timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, timeout)
@@ -152,8 +152,8 @@ func Remaining(pods []corev1.Pod) string {
 	return fmt.Sprintf("%d pods remain: %s", len(pods), strings.Join(parts, ", "))
 }
 
-// getJob reads a Job, turning NotFound into a clear message with the NotFound exit code.
-func getJob(ctx context.Context, client kubernetes.Interface, ns, name string) (*batchv1.Job, error) {
+// GetJob reads a Job, turning NotFound into a clear message with the NotFound exit code.
+func GetJob(ctx context.Context, client kubernetes.Interface, ns, name string) (*batchv1.Job, error) {
 	job, err := client.BatchV1().Jobs(ns).Get(ctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return nil, exitcode.WithCode(exitcode.NotFound, fmt.Errorf("job.batch/%s not found in namespace %q", name, ns))

@@ -104,7 +104,7 @@ func (o *PruneOptions) Run(cmd *cobra.Command) error {
 	}
 	for _, job := range Expired(jobs, o.clock.Now(), o.OlderThan) {
 		if o.dryRun != cmdutil.DryRunClient {
-			err := deleteJob(ctx, client, &job, nil, o.dryRun == cmdutil.DryRunServer)
+			err := DeleteJob(ctx, client, &job, nil, o.dryRun == cmdutil.DryRunServer)
 			if exitcode.Of(err) == exitcode.NotFound {
 				continue // deleted or replaced meanwhile: not ours to prune any more
 			}

@@ -49,7 +49,7 @@ var Needed = []Access{
 	{Verb: "create", Resource: "secrets", For: "create-pull-secret, submit --input/--output-path (S3 credentials)"},
 	{Verb: "update", Resource: "secrets", For: "create-pull-secret --overwrite"},
 	{Verb: "delete", Resource: "secrets", For: "submit rollback"},
-	{Verb: "get", Resource: "secrets", Optional: true, For: "submit --s3-secret's check"},
+	{Verb: "get", Resource: "secrets", Optional: true, For: "submit --s3-secret's check; delete-artifacts without S3 credentials in the shell"},
 	{Verb: "get", Resource: "pods", For: "status"},
 	{Verb: "list", Resource: "pods", For: "status, logs, diagnose"},
 	{Verb: "watch", Resource: "pods", For: "logs -f, wait, cancel"},

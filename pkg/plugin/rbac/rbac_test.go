@@ -47,7 +47,7 @@ func TestRolesGrantExactlyNeeded(t *testing.T) {
 			t.Errorf("granted but not needed: %s", k)
 		}
 	}
-	for _, must := range []string{"ns patch batch/jobs", "ns delete batch/jobs", "ns update batch/jobs/finalizers", "ns get /pods/log", "ns create /pods/exec", "ns create /pods/portforward", "cluster list /nodes",
+	for _, must := range []string{"ns patch batch/jobs", "ns delete batch/jobs", "ns update batch/jobs/finalizers", "ns get /pods/log", "ns create /pods/exec", "ns create /pods/portforward", "ns get /secrets", "cluster list /nodes",
 		"ns get kueue.x-k8s.io/localqueues", "ns list kueue.x-k8s.io/localqueues"} {
 		if !granted[must] {
 			t.Errorf("missing %s", must)

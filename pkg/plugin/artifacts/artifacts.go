@@ -1,0 +1,265 @@
+// Package artifacts implements `kubectl tao delete-artifacts`: remove a finished Job and then
+// its results in S3 (the job-scoped prefix results/<name>/<uid>/), and nothing else.
+package artifacts
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	batchv1 "k8s.io/api/batch/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cancel"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmdutil"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/exitcode"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/jobstatus"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/stage/transfer"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/staging"
+)
+
+// Options are the flags of `kubectl tao delete-artifacts`.
+type Options struct {
+	DryRunFlag string
+	Timeout    time.Duration
+	Output     string
+
+	name      string
+	namespace string
+	dryRun    cmdutil.DryRun
+	factory   cmdutil.Factory
+	getenv    func(string) string
+	genericiooptions.IOStreams
+}
+
+// NewCmd builds `kubectl tao delete-artifacts`. getenv is os.Getenv outside tests.
+func NewCmd(f cmdutil.Factory, streams genericiooptions.IOStreams, getenv func(string) string) *cobra.Command {
+	o := &Options{DryRunFlag: string(cmdutil.DryRunNone), Timeout: cancel.DefaultTimeout, factory: f, getenv: getenv, IOStreams: streams}
+	cmd := &cobra.Command{
+		Use:   "delete-artifacts JOB",
+		Short: "Delete a finished job and its results in S3",
+		Long: `Delete a finished job (Complete, Error or Canceled) that was submitted with --output, and
+then its results: every object under s3://$S3_BUCKET_NAME/results/<job-name>/<job-uid>/.
+
+The S3 credentials are ACCESS_KEY, SECRET_KEY, S3_BUCKET_NAME and S3_ENDPOINT_URL from the
+shell when set, else the Secret the job was submitted with (read before the Job is deleted:
+the NAME-s3 Secret is owned by the Job and goes with it). Their values are never printed.
+
+The Job is deleted first, UID-bound and in the foreground, and the command waits until it and
+its pods (the writers) are gone; only then is the prefix deleted, listed again to check it is
+empty, and what was removed reported. Other runs of the same name (another UID) and other jobs
+are never touched. A running or pending job is refused.
+
+Exit codes: 0 deleted, 1 refused or failed, 3 no such job or object, 6 denied (RBAC or S3),
+8 pods still there after --timeout.`,
+		Example: `  # See what would be removed, then remove it
+  kubectl tao delete-artifacts train-1 --dry-run
+  kubectl tao delete-artifacts train-1`,
+		Args: cmdutil.ExactlyOneJob,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := o.Complete(args); err != nil {
+				return err
+			}
+			if err := o.Validate(); err != nil {
+				return err
+			}
+			return o.Run(cmd.Context())
+		},
+	}
+	cmdutil.AddDryRunFlag(cmd, &o.DryRunFlag)
+	cmd.Flags().DurationVar(&o.Timeout, "timeout", o.Timeout, "How long to wait for the Job's pods to go; 0 waits forever.")
+	cmd.Flags().StringVarP(&o.Output, "output", "o", "", `Output format: "json" prints the report as a JSON object.`)
+	cmd.ValidArgsFunction = cmdutil.CompleteJobNames(f)
+	return cmd
+}
+
+// Complete resolves the Job name, the namespace and the dry-run mode.
+func (o *Options) Complete(args []string) error {
+	var err error
+	if o.name, err = cmdutil.ParseJobRef(args[0]); err != nil {
+		return err
+	}
+	if o.dryRun, err = cmdutil.ParseDryRun(o.DryRunFlag); err != nil {
+		return err
+	}
+	o.namespace, err = o.factory.Namespace()
+	return err
+}
+
+// Validate checks the flags.
+func (o *Options) Validate() error {
+	if o.Timeout < 0 {
+		return exitcode.Usagef("invalid --timeout %s: must not be negative", o.Timeout)
+	}
+	if o.Output != "" && o.Output != "json" {
+		return exitcode.Usagef(`invalid --output %q: the only format is "json"`, o.Output)
+	}
+	return nil
+}
+
+// Report is what was (or, in a dry run, would be) removed; -o json prints it.
+type Report struct {
+	Job       string `json:"job"`
+	Namespace string `json:"namespace"`
+	UID       string `json:"uid"`
+	Bucket    string `json:"bucket"`
+	// Prefix is the s3:// URL of the run's results prefix.
+	Prefix  string `json:"prefix"`
+	Objects int    `json:"objects"`
+	Bytes   int64  `json:"bytes"`
+	DryRun  bool   `json:"dryRun"`
+	// Keys lists the objects, in a dry run.
+	Keys []transfer.Object `json:"keys,omitempty"`
+}
+
+// Run refuses what it must, then deletes the Job, then its prefix.
+func (o *Options) Run(ctx context.Context) error {
+	client, err := o.factory.KubernetesClient()
+	if err != nil {
+		return err
+	}
+	job, err := cancel.GetJob(ctx, client, o.namespace, o.name)
+	if err != nil {
+		return err
+	}
+	if err := Eligible(job); err != nil {
+		return err
+	}
+	cfg, from, err := o.credentials(ctx, client, job)
+	if err != nil {
+		return err
+	}
+	if err := cfg.Check(true, from); err != nil {
+		return err
+	}
+	s3, err := transfer.NewClient(cfg, nil)
+	if err != nil {
+		return err
+	}
+	prefix, err := staging.ResultsPrefix(job.Name, string(job.UID))
+	if err != nil {
+		return err
+	}
+	r := Report{Job: job.Name, Namespace: job.Namespace, UID: string(job.UID), Bucket: cfg.Bucket, Prefix: "s3://" + cfg.Bucket + "/" + prefix,
+		DryRun: o.dryRun != cmdutil.DryRunNone}
+	// List first: it proves the credentials work before the Job (and with it the NAME-s3
+	// Secret holding them) is deleted, and gives the dry run its answer.
+	objs, err := transfer.List(ctx, s3, cfg.Bucket, prefix)
+	if err != nil {
+		return transfer.Describe(err, "listing", r.Prefix+" (nothing was deleted)")
+	}
+	if r.DryRun {
+		for _, obj := range objs {
+			r.Objects++
+			r.Bytes += obj.Size
+			r.Keys = append(r.Keys, obj)
+		}
+		if o.dryRun == cmdutil.DryRunServer {
+			if err := cancel.DeleteJob(ctx, client, job, nil, true); err != nil {
+				return err
+			}
+		}
+		return o.print(r)
+	}
+
+	if job.DeletionTimestamp == nil {
+		err := cancel.DeleteJob(ctx, client, job, nil, false)
+		// Gone or replaced meanwhile: this run's Job is gone either way, and its prefix is its own.
+		if err != nil && exitcode.Of(err) != exitcode.NotFound {
+			return err
+		}
+	}
+	fmt.Fprintf(o.ErrOut, "Waiting for the pods of job.batch/%s to stop...\n", job.Name)
+	if err := cancel.WaitGone(ctx, client, job, o.Timeout); err != nil {
+		return fmt.Errorf("%w; its results were not deleted", err)
+	}
+	fmt.Fprintf(o.ErrOut, "Deleting %d objects under %s...\n", len(objs), r.Prefix)
+	rm, err := transfer.DeletePrefix(ctx, s3, cfg.Bucket, prefix)
+	r.Objects, r.Bytes = rm.Objects, rm.Bytes
+	if err != nil {
+		return fmt.Errorf("job.batch/%s deleted, but its results were not all removed (%d objects removed): %w\n"+
+			"Remove what is left of %s with any S3 client", job.Name, rm.Objects, err, r.Prefix)
+	}
+	return o.print(r)
+}
+
+// Eligible refuses Jobs that are still running or that have no results in S3.
+func Eligible(job *batchv1.Job) error {
+	st := jobstatus.Of(job, nil)
+	if !st.Status.Terminal() {
+		return fmt.Errorf("job.batch/%s is %s, not finished: its pods may still write results; wait for it (`kubectl tao wait %s -n %s`) or cancel it first",
+			job.Name, st.Status, job.Name, job.Namespace)
+	}
+	outs, err := Outputs(job)
+	if err != nil {
+		return err
+	}
+	if len(outs) == 0 {
+		return fmt.Errorf("job.batch/%s was not submitted with --output: it has no results in S3 (use `kubectl tao delete %s -n %s` to delete the job)",
+			job.Name, job.Name, job.Namespace)
+	}
+	return nil
+}
+
+// Outputs reads the Job's outputs annotation (nil when absent).
+func Outputs(job *batchv1.Job) ([]string, error) {
+	v, ok := job.Annotations[staging.AnnotationOutputs]
+	if !ok {
+		return nil, nil
+	}
+	var outs []string
+	if err := json.Unmarshal([]byte(v), &outs); err != nil {
+		return nil, fmt.Errorf("job.batch/%s: annotation %s is not a JSON array of paths: %w", job.Name, staging.AnnotationOutputs, err)
+	}
+	return outs, nil
+}
+
+// credentials come from the shell when it sets either key, else from the Job's Secret.
+func (o *Options) credentials(ctx context.Context, client kubernetes.Interface, job *batchv1.Job) (transfer.Config, string, error) {
+	if o.getenv(staging.EnvAccessKey) != "" || o.getenv(staging.EnvSecretKey) != "" {
+		return transfer.ConfigFromEnv(o.getenv), "the environment", nil
+	}
+	envHint := fmt.Sprintf("set %s in the shell", strings.Join(staging.CredentialKeys, ", "))
+	name := job.Annotations[staging.AnnotationS3Secret]
+	if name == "" {
+		return transfer.Config{}, "", exitcode.Usagef("job.batch/%s names no S3 Secret (annotation %s): %s", job.Name, staging.AnnotationS3Secret, envHint)
+	}
+	sec, err := client.CoreV1().Secrets(job.Namespace).Get(ctx, name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return transfer.Config{}, "", exitcode.WithCode(exitcode.NotFound, fmt.Errorf("secret/%s with the S3 credentials of job.batch/%s is gone: %s", name, job.Name, envHint))
+	case apierrors.IsForbidden(err):
+		return transfer.Config{}, "", exitcode.WithCode(exitcode.Forbidden, fmt.Errorf("reading secret/%s with the S3 credentials of job.batch/%s: %w\n(or %s)", name, job.Name, err, envHint))
+	case err != nil:
+		return transfer.Config{}, "", fmt.Errorf("reading secret/%s: %w", name, err)
+	}
+	return transfer.ConfigFromSecretData(sec.Data), "secret/" + name, nil
+}
+
+func (o *Options) print(r Report) error {
+	if o.Output == "json" {
+		enc := json.NewEncoder(o.Out)
+		enc.SetIndent("", "    ")
+		return enc.Encode(r)
+	}
+	return printText(o.Out, r)
+}
+
+func printText(w io.Writer, r Report) error {
+	suffix := ""
+	if r.DryRun {
+		suffix = " (dry run)"
+		for _, k := range r.Keys {
+			fmt.Fprintf(w, "s3://%s/%s (%s)\n", r.Bucket, k.Key, transfer.HumanBytes(k.Size))
+		}
+	}
+	_, err := fmt.Fprintf(w, "job.batch/%s deleted; %d objects (%s) removed from %s%s\n", r.Job, r.Objects, transfer.HumanBytes(r.Bytes), r.Prefix, suffix)
+	return err
+}

@@ -1,0 +1,227 @@
+// Package stage implements the hidden `kubectl-tao stage` command that runs inside a Job's pod:
+// `install DIR` (the init container copies this binary into a shared volume), `in` (download
+// every input before the user's command) and `out` (upload every output after it). The
+// transfers themselves are in package transfer; this is the thin layer that reads the pod's
+// environment.
+package stage
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/exitcode"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/stage/transfer"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/staging"
+)
+
+// NewCmd builds the hidden `kubectl-tao stage` command. getenv is os.Getenv outside tests.
+func NewCmd(streams genericiooptions.IOStreams, getenv func(string) string) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:    "stage",
+		Short:  "Move a job's data between S3 and its pod (run inside the pod by the job's wrapper)",
+		Hidden: true,
+		Args:   cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return cmd.Help()
+		},
+	}
+	cmd.AddCommand(
+		newTransferCmd(streams, getenv, true),
+		newTransferCmd(streams, getenv, false),
+		newInstallCmd(streams, os.Executable),
+	)
+	return cmd
+}
+
+// Options are the flags of `stage in` and `stage out`.
+type Options struct {
+	// Inputs and Outputs replace TAO_STAGE_INPUTS and TAO_STAGE_OUTPUTS when given.
+	Inputs  []string
+	Outputs []string
+	// JobID and JobUID replace TAO_JOB_ID and TAO_JOB_UID when given.
+	JobID, JobUID string
+	Parallel      int
+	Attempts      int
+	IdleTimeout   time.Duration
+
+	in      bool
+	getenv  func(string) string
+	inputs  []staging.Input
+	outputs []string
+	cfg     transfer.Config
+	genericiooptions.IOStreams
+}
+
+func newTransferCmd(streams genericiooptions.IOStreams, getenv func(string) string, in bool) *cobra.Command {
+	o := &Options{in: in, getenv: getenv, IOStreams: streams,
+		Parallel: transfer.DefaultParallel, Attempts: transfer.DefaultAttempts, IdleTimeout: transfer.DefaultIdleTimeout}
+	cmd := &cobra.Command{
+		Use:   "in",
+		Short: "Download every input (" + staging.EnvInputs + ") to its path",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := o.Complete(cmd); err != nil {
+				return err
+			}
+			if err := o.Validate(); err != nil {
+				return err
+			}
+			return o.Run(cmd)
+		},
+	}
+	if in {
+		cmd.Flags().StringArrayVar(&o.Inputs, "input", nil, "CONTAINER_PATH=s3://BUCKET/KEY to download, repeatable; replaces $"+staging.EnvInputs)
+	} else {
+		cmd.Use = "out"
+		cmd.Short = "Upload every output (" + staging.EnvOutputs + ") below the run's results prefix"
+		cmd.Flags().StringArrayVar(&o.Outputs, "output", nil, "container path to upload, repeatable; replaces $"+staging.EnvOutputs)
+		cmd.Flags().StringVar(&o.JobID, "job-id", "", "job name of the results prefix; replaces $"+staging.EnvJobID)
+		cmd.Flags().StringVar(&o.JobUID, "job-uid", "", "job UID of the results prefix; replaces $"+staging.EnvJobUID)
+	}
+	cmd.Flags().IntVar(&o.Parallel, "parallel", o.Parallel, "concurrent object transfers")
+	cmd.Flags().IntVar(&o.Attempts, "attempts", o.Attempts, "tries per object before its error is final")
+	cmd.Flags().DurationVar(&o.IdleTimeout, "idle-timeout", o.IdleTimeout, "retry a download that receives nothing for this long")
+	return cmd
+}
+
+// Complete reads the environment where flags were not given.
+func (o *Options) Complete(cmd *cobra.Command) error {
+	o.cfg = transfer.ConfigFromEnv(o.getenv)
+	if o.in {
+		var err error
+		if cmd.Flags().Changed("input") {
+			for _, s := range o.Inputs {
+				in, perr := staging.ParseInput(s)
+				if perr != nil {
+					return exitcode.WithCode(exitcode.Usage, perr)
+				}
+				o.inputs = append(o.inputs, in)
+			}
+		} else if o.inputs, err = staging.DecodeInputs(o.getenv(staging.EnvInputs)); err != nil {
+			return exitcode.Usagef("$%s: %w", staging.EnvInputs, err)
+		}
+		return nil
+	}
+	if !cmd.Flags().Changed("job-id") {
+		o.JobID = o.getenv(staging.EnvJobID)
+	}
+	if !cmd.Flags().Changed("job-uid") {
+		o.JobUID = o.getenv(staging.EnvJobUID)
+	}
+	var err error
+	if cmd.Flags().Changed("output") {
+		o.outputs, err = staging.DecodeOutputs(strings.Join(o.Outputs, "\n"))
+	} else {
+		o.outputs, err = staging.DecodeOutputs(o.getenv(staging.EnvOutputs))
+	}
+	if err != nil {
+		return exitcode.WithCode(exitcode.Usage, err)
+	}
+	return nil
+}
+
+// Validate checks the credentials and, for out, the results prefix.
+func (o *Options) Validate() error {
+	if o.Parallel < 1 || o.Attempts < 1 || o.IdleTimeout <= 0 {
+		return exitcode.Usagef("--parallel and --attempts must be at least 1, --idle-timeout positive")
+	}
+	if o.in && len(o.inputs) == 0 || !o.in && len(o.outputs) == 0 {
+		return nil // nothing to move: no credentials needed
+	}
+	if err := o.cfg.Check(!o.in, "the environment"); err != nil {
+		return err
+	}
+	if !o.in {
+		if _, err := staging.ResultsPrefix(o.JobID, o.JobUID); err != nil {
+			return exitcode.Usagef("$%s and $%s name the results prefix: %w", staging.EnvJobID, staging.EnvJobUID, err)
+		}
+	}
+	return nil
+}
+
+// Run moves the data; progress and sizes go to stderr.
+func (o *Options) Run(cmd *cobra.Command) error {
+	if o.in && len(o.inputs) == 0 || !o.in && len(o.outputs) == 0 {
+		fmt.Fprintf(o.ErrOut, "stage %s: nothing to do\n", cmd.Name())
+		return nil
+	}
+	client, err := transfer.NewClient(o.cfg, nil)
+	if err != nil {
+		return err
+	}
+	s := &transfer.Stager{Client: client, Log: o.ErrOut, Parallel: o.Parallel, Attempts: o.Attempts, IdleTimeout: o.IdleTimeout}
+	if o.in {
+		return s.Download(cmd.Context(), o.inputs)
+	}
+	return s.Upload(cmd.Context(), transfer.Run{Bucket: o.cfg.Bucket, JobID: o.JobID, JobUID: o.JobUID}, o.outputs)
+}
+
+// newInstallCmd builds `stage install DIR`: the init container's copy of this binary into the
+// shared volume, as DIR/kubectl-tao with mode 0755, written to a temporary name and renamed so
+// the main container never sees a half-written file.
+func newInstallCmd(streams genericiooptions.IOStreams, executable func() (string, error)) *cobra.Command {
+	return &cobra.Command{
+		Use:   "install DIR",
+		Short: "Copy this binary into DIR as " + filepath.Base(staging.StagerBinary),
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			self, err := executable()
+			if err != nil {
+				return fmt.Errorf("finding this binary: %w", err)
+			}
+			dest, err := Install(self, args[0])
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(streams.ErrOut, "installed %s\n", dest)
+			return nil
+		},
+	}
+}
+
+// Install copies the file self into dir as kubectl-tao (mode 0755), atomically.
+func Install(self, dir string) (string, error) {
+	dest := filepath.Join(dir, filepath.Base(staging.StagerBinary))
+	src, err := os.Open(self)
+	if err != nil {
+		return "", fmt.Errorf("reading %s: %w", self, err)
+	}
+	defer src.Close()
+	tmp, err := os.CreateTemp(dir, ".kubectl-tao-*")
+	if err != nil {
+		return "", fmt.Errorf("installing into %s: %w", dir, err)
+	}
+	done := false
+	defer func() {
+		if !done {
+			_ = os.Remove(tmp.Name())
+		}
+	}()
+	if _, err := io.Copy(tmp, src); err != nil {
+		tmp.Close()
+		return "", fmt.Errorf("writing %s: %w", tmp.Name(), err)
+	}
+	if err := tmp.Chmod(0o755); err != nil {
+		tmp.Close()
+		return "", err
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return "", err
+	}
+	if err := tmp.Close(); err != nil {
+		return "", err
+	}
+	if err := os.Rename(tmp.Name(), dest); err != nil {
+		return "", fmt.Errorf("installing %s: %w", dest, err)
+	}
+	done = true
+	return dest, nil
+}
