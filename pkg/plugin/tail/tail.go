@@ -123,16 +123,27 @@ func rankNote(ranks []int) string {
 // listPods reads the pods labelled with the Job's name, a page at a time. The caller keeps only
 // those the Job owns.
 func (e *Engine) listPods(ctx context.Context, cfg Config) ([]corev1.Pod, error) {
+	pods, _, err := e.listPodsRV(ctx, cfg)
+	return pods, err
+}
+
+// listPodsRV is listPods that also returns the list's resourceVersion, the point a watch
+// continues from (every page of a paged list is of the first page's snapshot).
+func (e *Engine) listPodsRV(ctx context.Context, cfg Config) ([]corev1.Pod, string, error) {
 	var pods []corev1.Pod
+	rv := ""
 	opts := metav1.ListOptions{LabelSelector: jobNameSelector(cfg.Job), Limit: podPageSize}
 	for {
 		page, err := e.Client.CoreV1().Pods(cfg.Namespace).List(ctx, opts)
 		if err != nil {
-			return nil, fmt.Errorf("listing the pods of job.batch/%s: %w", cfg.Job, err)
+			return nil, "", fmt.Errorf("listing the pods of job.batch/%s: %w", cfg.Job, err)
+		}
+		if rv == "" {
+			rv = page.ResourceVersion
 		}
 		pods = append(pods, page.Items...)
 		if page.Continue == "" {
-			return pods, nil
+			return pods, rv, nil
 		}
 		opts.Continue = page.Continue
 	}
