@@ -421,6 +421,10 @@ func (f *follower) reconcile(ctx context.Context) error {
 
 func (f *follower) wait() { f.wg.Wait() }
 
+// quietOpenFailures is how many times a stream that never delivered a line may fail to open
+// before it is mentioned: a container that has just started often has no log for a moment.
+const quietOpenFailures = 5
+
 // follow keeps one container's stream open until ctx ends: a stream that drops is reopened
 // after a pause, from the cursor. A clean end of stream after the container stopped (what a
 // real kubelet does) completes the tailer.
@@ -428,6 +432,7 @@ func (f *follower) follow(ctx context.Context, tl *tailer) {
 	defer f.wg.Done()
 	defer close(tl.done)
 	prefix := prefixFor(f.cfg.Prefix, tl.target)
+	failed := 0
 	for {
 		opts := &corev1.PodLogOptions{Container: tl.target.Container, Follow: true, Timestamps: true, Previous: f.cfg.Previous}
 		if tl.cursor.Last.IsZero() {
@@ -447,16 +452,31 @@ func (f *follower) follow(ctx context.Context, tl *tailer) {
 			tl.complete.Store(true)
 			return
 		}
-		if err != nil && !isGone(err) {
+		switch {
+		case err == nil || isGone(err):
+		case !tl.cursor.Last.IsZero():
 			fmt.Fprintf(f.e.ErrOut, "rank %d (pod %s): log stream dropped, resuming: %v\n", tl.target.Rank, tl.target.Pod, err)
+		default:
+			// A container that has just started may have no log yet: say so only if it lasts.
+			if failed++; failed == quietOpenFailures {
+				fmt.Fprintf(f.e.ErrOut, "rank %d (pod %s): no log yet, retrying: %v\n", tl.target.Rank, tl.target.Pod, err)
+			}
+		}
+		// A log not there yet is retried soon, then less often; a dropped stream after the pause.
+		pause := f.e.retry()
+		if tl.cursor.Last.IsZero() && failed < quietOpenFailures {
+			pause = min(pause, firstOpenRetry<<failed)
 		}
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(f.e.retry()):
+		case <-time.After(pause):
 		}
 	}
 }
+
+// firstOpenRetry is the first pause before retrying a log that could not be opened yet.
+const firstOpenRetry = 100 * time.Millisecond
 
 // lastRead reads every pod of pods once more from where its stream stopped (pods never
 // followed, from the start). Pods already gone are skipped quietly.

@@ -41,12 +41,13 @@ type logServer struct {
 	mu        sync.Mutex
 	logs      map[string][]logLine
 	dropAfter map[string]int // pod -> lines before the next followed stream of it fails
+	failOpens map[string]int // pod -> opens that fail before one succeeds (no log yet)
 	requests  []string
 	opened    chan string
 }
 
 func newLogServer() *logServer {
-	return &logServer{logs: map[string][]logLine{}, dropAfter: map[string]int{}, opened: make(chan string, 100)}
+	return &logServer{logs: map[string][]logLine{}, dropAfter: map[string]int{}, failOpens: map[string]int{}, opened: make(chan string, 100)}
 }
 
 func (s *logServer) add(pod string, n int) {
@@ -71,6 +72,11 @@ func (s *logServer) open(ctx context.Context, ns, pod string, o *corev1.PodLogOp
 		desc += " sinceTime=" + o.SinceTime.UTC().Format(time.RFC3339)
 	}
 	s.requests = append(s.requests, desc)
+	if s.failOpens[pod] > 0 {
+		s.failOpens[pod]--
+		s.mu.Unlock()
+		return nil, fmt.Errorf("no logs found for container %q in pod %q", o.Container, pod)
+	}
 	log := s.logs[pod]
 	drop, dropping := s.dropAfter[pod]
 	delete(s.dropAfter, pod)
@@ -531,5 +537,31 @@ func TestFollowRelistsWhenTheWatchExpires(t *testing.T) {
 	}
 	if lists != 2 {
 		t.Errorf("%d pod lists, want 2 (the first, and one after the expired watch)", lists)
+	}
+}
+
+// TestFollowWaitsQuietlyForAFirstLog: a container that has just started may have no log for a
+// moment; the engine retries soon and says nothing unless it lasts.
+func TestFollowWaitsQuietlyForAFirstLog(t *testing.T) {
+	for _, tc := range []struct {
+		fails    int
+		wantNote bool
+	}{{2, false}, {quietOpenFailures + 1, true}} {
+		t.Run(fmt.Sprint(tc.fails, " failures"), func(t *testing.T) {
+			c, _ := watching(job(), ptrPod(pod("train-0", nil, 1, true, false)))
+			srv := newLogServer()
+			srv.add("train-0", 1)
+			srv.failOpens["train-0"] = tc.fails
+			out, errOut := &lockedBuffer{}, &lockedBuffer{}
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			go func() {
+				_, _ = (&Engine{Client: c, Open: srv.open, Out: out, ErrOut: errOut, Retry: 20 * time.Millisecond}).Follow(ctx, Config{Namespace: "ns", Job: "train"})
+			}()
+			waitFor(t, "the line", func() bool { return out.String() == "[rank 0] train-0 step 1\n" })
+			if got := strings.Contains(errOut.String(), "rank 0 (pod train-0): no log yet, retrying"); got != tc.wantNote || strings.Contains(errOut.String(), "dropped") {
+				t.Errorf("stderr %q", errOut.String())
+			}
+		})
 	}
 }
