@@ -9,7 +9,6 @@ import (
 
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/cli-runtime/pkg/printers"
@@ -60,15 +59,6 @@ func NewCmd(f cmdutil.Factory, streams genericiooptions.IOStreams) *cobra.Comman
 	return cmd
 }
 
-// trim keeps of n what Row reads: its name, GPU product label and allocatable resources.
-func trim(n *corev1.Node) corev1.Node {
-	t := corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.Name}, Status: corev1.NodeStatus{Allocatable: n.Status.Allocatable}}
-	if p, ok := n.Labels[ProductLabel]; ok {
-		t.Labels = map[string]string{ProductLabel: p}
-	}
-	return t
-}
-
 // Validate checks the selector and the output format.
 func (o *Options) Validate() error {
 	switch o.Output {
@@ -88,33 +78,18 @@ func (o *Options) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	// Pods and nodes are listed at once (two pages in memory at a time, not one): the pod
-	// pages no longer wait for the node pages. Each node is kept trimmed to what its row needs.
-	var (
-		usage    map[string]*Usage
-		usageErr error
-		done     = make(chan struct{})
-	)
-	go func() {
-		defer close(done)
-		usage, usageErr = Usages(ctx, client)
-	}()
-	var nodes []corev1.Node
+	usage, err := Usages(ctx, client)
+	if err != nil {
+		return fmt.Errorf("listing pods in all namespaces: %w", err)
+	}
+	var rows []NodeRow
 	err = EachNodePage(ctx, client, o.Selector, func(page []corev1.Node) {
 		for i := range page {
-			nodes = append(nodes, trim(&page[i]))
+			rows = append(rows, Row(&page[i], usage[page[i].Name]))
 		}
 	})
-	<-done
-	if usageErr != nil {
-		return fmt.Errorf("listing pods in all namespaces: %w", usageErr)
-	}
 	if err != nil {
 		return fmt.Errorf("listing nodes: %w", err)
-	}
-	rows := make([]NodeRow, 0, len(nodes))
-	for i := range nodes {
-		rows = append(rows, Row(&nodes[i], usage[nodes[i].Name]))
 	}
 	rep := Finish(rows)
 	if o.Output == "json" {
