@@ -64,7 +64,7 @@ BENCH_CLUSTER_DIR ?= $(CURDIR)/.cluster-bench
 BENCH_FLAGS       ?=
 
 .PHONY: bench
-bench: build $(LOCALCLUSTER) ## Run the Go benchmarks, then kubectl vs kubectl-tao on the local cluster (docs/benchmarks.md)
+bench: build $(LOCALCLUSTER) ## Go benchmarks, kubectl vs kubectl-tao (logs, status) on the local cluster, then bench-capacity (docs/benchmarks.md)
 	$(GO) test -run '^$$' -bench . -benchmem ./...
 	@rc=0; \
 	$(LOCALCLUSTER) up --state-dir '$(BENCH_CLUSTER_DIR)' --nodes 8 --gpus-per-node 8 || rc=$$?; \
@@ -72,6 +72,25 @@ bench: build $(LOCALCLUSTER) ## Run the Go benchmarks, then kubectl vs kubectl-t
 	  KUBECONFIG='$(BENCH_CLUSTER_DIR)/kubeconfig' $(GO) run ./test/bench/logsbench -tao '$(CURDIR)/bin/kubectl-tao' $(BENCH_FLAGS) || rc=$$?; \
 	fi; \
 	$(LOCALCLUSTER) down --state-dir '$(BENCH_CLUSTER_DIR)' || true; \
+	exit $$rc
+	$(MAKE) --no-print-directory bench-capacity
+
+# The capacity benchmark's cluster: 5,000 nodes take about a minute to come up, the 2,000 pods
+# about as long to schedule; the whole stage takes a few minutes.
+BENCH_CAPACITY_DIR   ?= $(CURDIR)/.cluster-bench-capacity
+CAPACITY_NODES       ?= 5000
+CAPACITY_PODS        ?= 2000
+BENCH_CAPACITY_FLAGS ?=
+
+.PHONY: bench-capacity
+bench-capacity: build $(LOCALCLUSTER) ## kubectl-tao capacity vs kubectl get nodes + get pods -A on 5,000 nodes and 2,000 GPU pods (a few minutes)
+	@rc=0; \
+	$(LOCALCLUSTER) up --state-dir '$(BENCH_CAPACITY_DIR)' --nodes $(CAPACITY_NODES) --gpus-per-node 8 --timeout 10m || rc=$$?; \
+	if [ $$rc -eq 0 ]; then \
+	  KUBECONFIG='$(BENCH_CAPACITY_DIR)/kubeconfig' $(GO) run ./test/bench/capacitybench -tao '$(CURDIR)/bin/kubectl-tao' \
+	    -nodes $(CAPACITY_NODES) -pods $(CAPACITY_PODS) $(BENCH_CAPACITY_FLAGS) || rc=$$?; \
+	fi; \
+	$(LOCALCLUSTER) down --state-dir '$(BENCH_CAPACITY_DIR)' || true; \
 	exit $$rc
 
 .PHONY: lint

@@ -14,6 +14,9 @@ import (
 	// Linked in so kubeconfigs that use auth-provider plugins (OIDC) work as with kubectl.
 	_ "k8s.io/client-go/plugin/pkg/client/auth"
 
+	// Before kubectl's get printing initialises: keeps its translation catalogue unloaded.
+	_ "github.com/kubectl-tao/kubectl-tao/internal/noi18n"
+
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/artifacts"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cancel"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/capacity"

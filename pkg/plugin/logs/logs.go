@@ -14,8 +14,8 @@ import (
 
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmdutil"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/exitcode"
-	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/jobstatus"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/tail"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/wait"
 )
 
 const example = `  # Every rank's log, in rank order, each line prefixed with its rank
@@ -187,25 +187,7 @@ func (o *Options) Run(ctx context.Context) error {
 		}
 		return err
 	}
-	return Outcome(o.Job, res)
-}
-
-// Outcome turns a terminal status into the exit code `kubectl tao wait` gives it: nil for
-// Complete, JobFailed for Error, JobCanceled for Canceled.
-func Outcome(job string, res jobstatus.Result) error {
-	msg := ""
-	if res.Message != "" {
-		msg = ": " + res.Message
-	}
-	switch res.Status {
-	case jobstatus.Complete:
-		return nil
-	case jobstatus.Error:
-		return exitcode.WithCode(exitcode.JobFailed, fmt.Errorf("job.batch/%s failed%s", job, msg))
-	case jobstatus.Canceled:
-		return exitcode.WithCode(exitcode.JobCanceled, fmt.Errorf("job.batch/%s was canceled%s", job, msg))
-	}
-	return fmt.Errorf("job.batch/%s ended in status %s%s", job, res.Status, msg)
+	return wait.Err(o.Job, res)
 }
 
 // FollowSubmitted is `submit --follow`: it follows every rank of the job just created, as
@@ -220,5 +202,5 @@ func FollowSubmitted(ctx context.Context, client kubernetes.Interface, namespace
 		}
 		return err
 	}
-	return Outcome(job, res)
+	return wait.Err(job, res)
 }

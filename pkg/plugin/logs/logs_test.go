@@ -164,6 +164,7 @@ func TestLogsFollowExitCodes(t *testing.T) {
 	}{
 		{"complete", job(batchv1.JobComplete), exitcode.OK, ""},
 		{"failed", job(batchv1.JobFailed), exitcode.JobFailed, "error: job.batch/train failed: PodFailurePolicy: rank 1 OOMKilled\n"},
+		{"canceled", deleting(job()), exitcode.JobCanceled, "error: job.batch/train was canceled: the Job is being deleted\n"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -173,6 +174,23 @@ func TestLogsFollowExitCodes(t *testing.T) {
 			if r.code != int(tc.wantCode) || r.stdout != want || r.stderr != tc.wantErr {
 				t.Fatalf("got %+v", r)
 			}
+			// One mapping: kubectl tao wait ends the same job with the same code and error.
+			c, _ = client(tc.job)
+			var out, errOut bytes.Buffer
+			code := plugin.Execute(context.Background(), plugin.Deps{
+				Streams: genericiooptions.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut},
+				Getenv:  func(string) string { return "" }, Factory: &cmdutil.FakeFactory{NS: "ns", Client: c},
+			}, []string{"wait", "train"})
+			if code != r.code || !strings.HasSuffix(errOut.String(), r.stderr) {
+				t.Errorf("wait: exit %d, stderr %q; logs -f: exit %d, stderr %q", code, errOut.String(), r.code, r.stderr)
+			}
 		})
 	}
+}
+
+func deleting(j *batchv1.Job) *batchv1.Job {
+	now := metav1.Now()
+	j.DeletionTimestamp = &now
+	j.Finalizers = []string{"batch.kubernetes.io/job-tracking"}
+	return j
 }

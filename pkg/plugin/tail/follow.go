@@ -10,12 +10,12 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/tools/cache"
 
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/jobstatus"
 )
@@ -42,85 +42,236 @@ func (e *Engine) Follow(ctx context.Context, cfg Config) (jobstatus.Result, erro
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 
-	wake := make(chan struct{}, 1)
-	notify := func() {
-		select {
-		case wake <- struct{}{}:
-		default:
-		}
+	// One Job list and one pod list, in parallel: the streams start from them at once, not
+	// after a watch has synced. Watches then continue from each list's resourceVersion, so no
+	// change in between is missed.
+	var (
+		jobs      []batchv1.Job
+		jobRV     string
+		jobErr    error
+		wg        sync.WaitGroup
+		jobByName = fields.OneTermEqualSelector("metadata.name", cfg.Job).String()
+	)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		jobs, jobRV, jobErr = e.listJob(ctx, cfg, jobByName)
+	}()
+	pods, podRV, err := e.listPodsRV(ctx, cfg)
+	wg.Wait()
+	if jobErr != nil {
+		return jobstatus.Result{}, jobErr
 	}
-	handler := cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(any) { notify() },
-		UpdateFunc: func(any, any) { notify() },
-		DeleteFunc: func(any) { notify() },
-	}
-	jobs := e.Client.BatchV1().Jobs(cfg.Namespace)
-	byName := fields.OneTermEqualSelector("metadata.name", cfg.Job).String()
-	jobStore, jobInformer := cache.NewInformerWithOptions(cache.InformerOptions{
-		ListerWatcher: cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
-			ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-				o.FieldSelector = byName
-				return jobs.List(ctx, o)
-			},
-			WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-				o.FieldSelector = byName
-				return jobs.Watch(ctx, o)
-			},
-		}, e.Client),
-		ObjectType: &batchv1.Job{},
-		Handler:    handler,
-	})
-	pods := e.Client.CoreV1().Pods(cfg.Namespace)
-	selector := jobNameSelector(cfg.Job)
-	podStore, podInformer := cache.NewInformerWithOptions(cache.InformerOptions{
-		ListerWatcher: cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
-			ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-				o.LabelSelector = selector
-				return pods.List(ctx, o)
-			},
-			WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-				o.LabelSelector = selector
-				return pods.Watch(ctx, o)
-			},
-		}, e.Client),
-		ObjectType: &corev1.Pod{},
-		Handler:    handler,
-	})
-	go jobInformer.RunWithContext(ctx)
-	go podInformer.RunWithContext(ctx)
-	if !cache.WaitForCacheSync(ctx.Done(), jobInformer.HasSynced, podInformer.HasSynced) {
-		return jobstatus.Result{}, ctx.Err()
+	if err != nil {
+		return jobstatus.Result{}, err
 	}
 
-	f := &follower{e: e, cfg: cfg, out: &syncWriter{w: e.Out}, tailers: map[types.UID]*tailer{}}
-	// Streams are canceled apart from the informers: the last read needs them stopped first.
+	f := &follower{e: e, cfg: cfg, out: &syncWriter{w: e.Out}, tailers: map[types.UID]*tailer{}, pods: map[types.UID]*corev1.Pod{}}
+	f.setJobs(jobs)
+	f.setPods(pods)
+	res, done, err := f.jobState(f.job)
+	if err != nil {
+		return res, err
+	}
+	if done {
+		// Already over: one read of each pod, from the list just made.
+		return res, f.lastRead(ctx, pods)
+	}
+	// Streams are canceled apart from the watches: the last read needs them stopped first.
 	streamCtx, stopStreams := context.WithCancel(ctx)
 	defer stopStreams()
-	key := cfg.Namespace + "/" + cfg.Job
+	if err := f.reconcile(streamCtx); err != nil {
+		return res, err
+	}
+
+	updates := make(chan update, 64)
+	jobsClient := e.Client.BatchV1().Jobs(cfg.Namespace)
+	go e.watchFrom(ctx, jobRV, updates, source{
+		what: "job.batch/" + cfg.Job,
+		list: func(ctx context.Context) ([]runtime.Object, string, error) {
+			jobs, rv, err := e.listJob(ctx, cfg, jobByName)
+			objs := make([]runtime.Object, len(jobs))
+			for i := range jobs {
+				objs[i] = &jobs[i]
+			}
+			return objs, rv, err
+		},
+		watch: func(ctx context.Context, rv string) (watch.Interface, error) {
+			return jobsClient.Watch(ctx, metav1.ListOptions{FieldSelector: jobByName, ResourceVersion: rv, AllowWatchBookmarks: true})
+		},
+	})
+	podsClient := e.Client.CoreV1().Pods(cfg.Namespace)
+	selector := jobNameSelector(cfg.Job)
+	go e.watchFrom(ctx, podRV, updates, source{
+		isPod: true,
+		what:  "the pods of job.batch/" + cfg.Job,
+		list: func(ctx context.Context) ([]runtime.Object, string, error) {
+			pods, rv, err := e.listPodsRV(ctx, cfg)
+			objs := make([]runtime.Object, len(pods))
+			for i := range pods {
+				objs[i] = &pods[i]
+			}
+			return objs, rv, err
+		},
+		watch: func(ctx context.Context, rv string) (watch.Interface, error) {
+			return podsClient.Watch(ctx, metav1.ListOptions{LabelSelector: selector, ResourceVersion: rv, AllowWatchBookmarks: true})
+		},
+	})
+
 	for {
-		obj, exists, _ := jobStore.GetByKey(key)
-		var job *batchv1.Job
-		if exists {
-			job = obj.(*batchv1.Job)
+		select {
+		case <-ctx.Done():
+			stopStreams()
+			f.wait()
+			return jobstatus.Result{}, ctx.Err()
+		case u := <-updates:
+			f.apply(u)
 		}
-		res, done, err := f.jobState(job)
+		// Apply whatever else is queued before deciding: one decision per burst of events.
+		for drained := false; !drained; {
+			select {
+			case u := <-updates:
+				f.apply(u)
+			default:
+				drained = true
+			}
+		}
+		res, done, err := f.jobState(f.job)
 		if err != nil {
 			return res, err
 		}
 		if done {
 			stopStreams()
 			f.wait()
-			return res, f.lastRead(ctx)
+			// A fresh list: the pod watch may lag the Job's.
+			pods, err := e.listPods(ctx, cfg)
+			if err != nil {
+				return res, err
+			}
+			return res, f.lastRead(ctx, pods)
 		}
-		if err := f.reconcile(streamCtx, podStore.List()); err != nil {
+		if err := f.reconcile(streamCtx); err != nil {
 			return res, err
+		}
+	}
+}
+
+// listJob lists the Job by name: one request, and a resourceVersion to watch it from.
+func (e *Engine) listJob(ctx context.Context, cfg Config, byName string) ([]batchv1.Job, string, error) {
+	l, err := e.Client.BatchV1().Jobs(cfg.Namespace).List(ctx, metav1.ListOptions{FieldSelector: byName})
+	if err != nil {
+		return nil, "", fmt.Errorf("reading job.batch/%s: %w", cfg.Job, err)
+	}
+	return l.Items, l.ResourceVersion, nil
+}
+
+// update is one change from a watch, or (relist) the whole new state after the watch's
+// resourceVersion expired.
+type update struct {
+	isPod  bool
+	ev     watch.Event
+	resync bool // relist holds every object: it replaces what was known
+	relist []runtime.Object
+}
+
+// source lists and watches one kind of object.
+type source struct {
+	isPod bool
+	what  string
+	list  func(ctx context.Context) ([]runtime.Object, string, error)
+	watch func(ctx context.Context, rv string) (watch.Interface, error)
+}
+
+// watchFrom watches from resourceVersion rv until ctx ends, sending each change to out. A
+// watch that closes is reopened from the last version seen (bookmarks included), so nothing is
+// missed or repeated; a version the server no longer has (410 Gone) means changes may have
+// been missed, so the objects are listed again and the whole list is sent. Failures are
+// retried after the engine's retry pause, and said once on ErrOut until the watch works again.
+func (e *Engine) watchFrom(ctx context.Context, rv string, out chan<- update, src source) {
+	isPod := src.isPod
+	failing := false
+	fail := func(err error) bool {
+		if ctx.Err() != nil {
+			return false
+		}
+		if !failing {
+			fmt.Fprintf(e.ErrOut, "watching %s: %v (retrying)\n", src.what, err)
+			failing = true
 		}
 		select {
 		case <-ctx.Done():
-			stopStreams()
-			f.wait()
-			return jobstatus.Result{}, ctx.Err()
-		case <-wake:
+			return false
+		case <-time.After(e.retry()):
+			return true
+		}
+	}
+	send := func(u update) bool {
+		select {
+		case out <- u:
+			return true
+		case <-ctx.Done():
+			return false
+		}
+	}
+	relist := false
+	for ctx.Err() == nil {
+		if relist {
+			objs, newRV, err := src.list(ctx)
+			if err != nil {
+				if !fail(err) {
+					return
+				}
+				continue
+			}
+			if !send(update{isPod: isPod, resync: true, relist: objs}) {
+				return
+			}
+			rv, relist = newRV, false
+		}
+		w, err := src.watch(ctx, rv)
+		if err != nil {
+			if apierrors.IsResourceExpired(err) || apierrors.IsGone(err) {
+				relist = true
+				continue
+			}
+			if !fail(err) {
+				return
+			}
+			continue
+		}
+		failing = false
+		relist = e.drainWatch(ctx, w, &rv, isPod, send)
+		w.Stop()
+	}
+}
+
+// drainWatch forwards w's events until it closes or ctx ends, advancing *rv. It reports
+// whether the objects must be listed again (the watch's version expired).
+func (e *Engine) drainWatch(ctx context.Context, w watch.Interface, rv *string, isPod bool, send func(update) bool) bool {
+	for {
+		select {
+		case <-ctx.Done():
+			return false
+		case ev, ok := <-w.ResultChan():
+			if !ok {
+				return false
+			}
+			switch ev.Type {
+			case watch.Error:
+				err := apierrors.FromObject(ev.Object)
+				return apierrors.IsResourceExpired(err) || apierrors.IsGone(err)
+			case watch.Bookmark:
+				if m, err := meta.Accessor(ev.Object); err == nil && m.GetResourceVersion() != "" {
+					*rv = m.GetResourceVersion()
+				}
+				continue
+			}
+			if m, err := meta.Accessor(ev.Object); err == nil && m.GetResourceVersion() != "" {
+				*rv = m.GetResourceVersion()
+			}
+			if !send(update{ev: ev, isPod: isPod}) {
+				return false
+			}
 		}
 	}
 }
@@ -133,6 +284,70 @@ type follower struct {
 	seen    bool // the Job was seen once: from then on, its absence means it was deleted
 	tailers map[types.UID]*tailer
 	wg      sync.WaitGroup
+	// What the lists and watches say now: the Job (nil when absent) and its selected pods.
+	job  *batchv1.Job
+	pods map[types.UID]*corev1.Pod
+}
+
+func (f *follower) setJobs(jobs []batchv1.Job) {
+	f.job = nil
+	for i := range jobs {
+		if jobs[i].Name == f.cfg.Job {
+			f.job = &jobs[i]
+		}
+	}
+}
+
+func (f *follower) setPods(pods []corev1.Pod) {
+	clear(f.pods)
+	for i := range pods {
+		f.pods[pods[i].UID] = &pods[i]
+	}
+}
+
+// apply records one update in the follower's view of the Job and its pods.
+func (f *follower) apply(u update) {
+	if u.resync {
+		if u.isPod {
+			clear(f.pods)
+			for _, o := range u.relist {
+				if p, ok := o.(*corev1.Pod); ok {
+					f.pods[p.UID] = p
+				}
+			}
+			return
+		}
+		f.job = nil
+		for _, o := range u.relist {
+			if j, ok := o.(*batchv1.Job); ok && j.Name == f.cfg.Job {
+				f.job = j
+			}
+		}
+		return
+	}
+	if u.isPod {
+		p, ok := u.ev.Object.(*corev1.Pod)
+		if !ok {
+			return
+		}
+		if u.ev.Type == watch.Deleted {
+			delete(f.pods, p.UID)
+		} else {
+			f.pods[p.UID] = p
+		}
+		return
+	}
+	j, ok := u.ev.Object.(*batchv1.Job)
+	if !ok || j.Name != f.cfg.Job {
+		return
+	}
+	if u.ev.Type == watch.Deleted {
+		if f.job != nil && f.job.UID == j.UID {
+			f.job = nil
+		}
+		return
+	}
+	f.job = j
 }
 
 // jobState decides whether following is over. A Job that disappears, or is replaced by a
@@ -154,12 +369,11 @@ func (f *follower) jobState(job *batchv1.Job) (jobstatus.Result, bool, error) {
 
 // reconcile starts a tailer for each selected pod whose container has started, and stops those
 // whose pod is gone. It refuses to open more streams than MaxLogRequests.
-func (f *follower) reconcile(ctx context.Context, objs []any) error {
+func (f *follower) reconcile(ctx context.Context) error {
 	live := map[types.UID]bool{}
 	var start []Target
-	for _, o := range objs {
-		pod, ok := o.(*corev1.Pod)
-		if !ok || !ownedBy(pod, f.uid) {
+	for _, pod := range f.pods {
+		if !ownedBy(pod, f.uid) {
 			continue
 		}
 		t := TargetOf(pod, f.cfg.Container, f.cfg.Previous)
@@ -207,6 +421,10 @@ func (f *follower) reconcile(ctx context.Context, objs []any) error {
 
 func (f *follower) wait() { f.wg.Wait() }
 
+// quietOpenFailures is how many times a stream that never delivered a line may fail to open
+// before it is mentioned: a container that has just started often has no log for a moment.
+const quietOpenFailures = 5
+
 // follow keeps one container's stream open until ctx ends: a stream that drops is reopened
 // after a pause, from the cursor. A clean end of stream after the container stopped (what a
 // real kubelet does) completes the tailer.
@@ -214,6 +432,7 @@ func (f *follower) follow(ctx context.Context, tl *tailer) {
 	defer f.wg.Done()
 	defer close(tl.done)
 	prefix := prefixFor(f.cfg.Prefix, tl.target)
+	failed := 0
 	for {
 		opts := &corev1.PodLogOptions{Container: tl.target.Container, Follow: true, Timestamps: true, Previous: f.cfg.Previous}
 		if tl.cursor.Last.IsZero() {
@@ -233,25 +452,35 @@ func (f *follower) follow(ctx context.Context, tl *tailer) {
 			tl.complete.Store(true)
 			return
 		}
-		if err != nil && !isGone(err) {
+		switch {
+		case err == nil || isGone(err):
+		case !tl.cursor.Last.IsZero():
 			fmt.Fprintf(f.e.ErrOut, "rank %d (pod %s): log stream dropped, resuming: %v\n", tl.target.Rank, tl.target.Pod, err)
+		default:
+			// A container that has just started may have no log yet: say so only if it lasts.
+			if failed++; failed == quietOpenFailures {
+				fmt.Fprintf(f.e.ErrOut, "rank %d (pod %s): no log yet, retrying: %v\n", tl.target.Rank, tl.target.Pod, err)
+			}
+		}
+		// A log not there yet is retried soon, then less often; a dropped stream after the pause.
+		pause := f.e.retry()
+		if tl.cursor.Last.IsZero() && failed < quietOpenFailures {
+			pause = min(pause, firstOpenRetry<<failed)
 		}
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(f.e.retry()):
+		case <-time.After(pause):
 		}
 	}
 }
 
-// lastRead reads every pod once more from where its stream stopped (pods never followed, from
-// the start), from a fresh list: the pod watch may lag the Job's. Pods already gone are skipped
-// quietly.
-func (f *follower) lastRead(ctx context.Context) error {
-	pods, err := f.e.listPods(ctx, f.cfg)
-	if err != nil {
-		return err
-	}
+// firstOpenRetry is the first pause before retrying a log that could not be opened yet.
+const firstOpenRetry = 100 * time.Millisecond
+
+// lastRead reads every pod of pods once more from where its stream stopped (pods never
+// followed, from the start). Pods already gone are skipped quietly.
+func (f *follower) lastRead(ctx context.Context, pods []corev1.Pod) error {
 	cursors := map[string]*Cursor{}
 	var targets []Target
 	for _, t := range Targets(Owned(pods, f.uid), f.cfg.Ranks, f.cfg.Container, f.cfg.Previous) {
@@ -266,8 +495,7 @@ func (f *follower) lastRead(ctx context.Context) error {
 		}
 		targets = append(targets, t)
 	}
-	err = f.e.readAll(ctx, f.cfg, targets, cursors, false)
-	if err != nil {
+	if err := f.e.readAll(ctx, f.cfg, targets, cursors, false); err != nil {
 		fmt.Fprintf(f.e.ErrOut, "warning: %v\n", err)
 	}
 	return nil

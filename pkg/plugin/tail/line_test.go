@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -300,5 +301,80 @@ func BenchmarkFormat(b *testing.B) {
 			dst = appendFiltered(dst, "[rank 7] ", rest[:i], true, false, nil)
 			rest = rest[i+1:]
 		}
+	}
+}
+
+// writes records each Write.
+type writes struct {
+	mu sync.Mutex
+	w  []string
+}
+
+func (r *writes) Write(p []byte) (int, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.w = append(r.w, string(p))
+	return len(p), nil
+}
+
+func (r *writes) all() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]string(nil), r.w...)
+}
+
+// TestStreamLinesBatchesABacklog: lines already received go out a batch per write (a
+// 2,000-line backlog is not 2,000 writes), and every write holds whole lines only.
+func TestStreamLinesBatchesABacklog(t *testing.T) {
+	var in strings.Builder
+	for i := 0; i < 2000; i++ {
+		fmt.Fprintf(&in, "2026-11-29T18:55:02.%09dZ step %d of the training loop\n", i, i)
+	}
+	var got writes
+	var cur Cursor
+	if err := streamLines(strings.NewReader(in.String()), &got, "[rank 3] ", false, cur.Resume()); err != nil {
+		t.Fatal(err)
+	}
+	ws := got.all()
+	if len(ws) > 10 {
+		t.Errorf("%d writes for 2,000 buffered lines", len(ws))
+	}
+	n := 0
+	for _, w := range ws {
+		if !strings.HasPrefix(w, "[rank 3] step ") || !strings.HasSuffix(w, "\n") {
+			t.Fatalf("a write that is not whole lines: %.40q...%q", w, w[max(0, len(w)-20):])
+		}
+		n += strings.Count(w, "\n")
+	}
+	if n != 2000 {
+		t.Errorf("%d lines written, want 2000", n)
+	}
+}
+
+// TestStreamLinesWritesALiveLineAtOnce: a line is written as soon as it arrives whole, not
+// held back for the next one; a partial line waits for its end.
+func TestStreamLinesWritesALiveLineAtOnce(t *testing.T) {
+	pr, pw := io.Pipe()
+	var got writes
+	done := make(chan error)
+	var cur Cursor
+	go func() { done <- streamLines(pr, &got, "", false, cur.Resume()) }()
+	wait := func(want []string) {
+		t.Helper()
+		deadline := time.Now().Add(5 * time.Second)
+		for fmt.Sprint(got.all()) != fmt.Sprint(want) {
+			if time.Now().After(deadline) {
+				t.Fatalf("writes %q, want %q", got.all(), want)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	_, _ = pw.Write([]byte("2026-11-29T18:55:02Z one\n2026-11-29T18:55:03Z tw"))
+	wait([]string{"one\n"})
+	_, _ = pw.Write([]byte("o\n"))
+	wait([]string{"one\n", "two\n"})
+	pw.CloseWithError(errors.New("dropped"))
+	if err := <-done; err == nil || err.Error() != "dropped" {
+		t.Fatalf("got %v", err)
 	}
 }

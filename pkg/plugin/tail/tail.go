@@ -123,16 +123,27 @@ func rankNote(ranks []int) string {
 // listPods reads the pods labelled with the Job's name, a page at a time. The caller keeps only
 // those the Job owns.
 func (e *Engine) listPods(ctx context.Context, cfg Config) ([]corev1.Pod, error) {
+	pods, _, err := e.listPodsRV(ctx, cfg)
+	return pods, err
+}
+
+// listPodsRV is listPods that also returns the list's resourceVersion, the point a watch
+// continues from (every page of a paged list is of the first page's snapshot).
+func (e *Engine) listPodsRV(ctx context.Context, cfg Config) ([]corev1.Pod, string, error) {
 	var pods []corev1.Pod
+	rv := ""
 	opts := metav1.ListOptions{LabelSelector: jobNameSelector(cfg.Job), Limit: podPageSize}
 	for {
 		page, err := e.Client.CoreV1().Pods(cfg.Namespace).List(ctx, opts)
 		if err != nil {
-			return nil, fmt.Errorf("listing the pods of job.batch/%s: %w", cfg.Job, err)
+			return nil, "", fmt.Errorf("listing the pods of job.batch/%s: %w", cfg.Job, err)
+		}
+		if rv == "" {
+			rv = page.ResourceVersion
 		}
 		pods = append(pods, page.Items...)
 		if page.Continue == "" {
-			return pods, nil
+			return pods, rv, nil
 		}
 		opts.Continue = page.Continue
 	}
@@ -280,12 +291,23 @@ func (s *syncWriter) Write(p []byte) (int, error) {
 	return n, err
 }
 
-// streamLines reads a followed stream line by line, writing each new line whole. It returns
-// nil at a clean end of stream and the read error otherwise; a partial line cut off by an error
-// is not shown (the next read replays it).
+// streamLines reads a followed stream line by line and writes the new lines whole, several at
+// a time: the lines already received go out in one write (up to streamBatch bytes), and
+// nothing is held back once no whole line is waiting, so a backlog costs few writes and a live
+// line is shown at once. It returns nil at a clean end of stream and the read error otherwise;
+// the whole lines read before an error are written first (the cursor counts them as shown),
+// and a partial line cut off by an error is not shown (the next read replays it).
 func streamLines(r io.Reader, w io.Writer, prefix string, show bool, replay *Replay) error {
 	br := bufio.NewReaderSize(r, 64<<10)
 	var buf []byte
+	flush := func() error {
+		if len(buf) == 0 {
+			return nil
+		}
+		_, err := w.Write(buf)
+		buf = buf[:0]
+		return err
+	}
 	for {
 		line, err := br.ReadSlice('\n')
 		if errors.Is(err, bufio.ErrBufferFull) {
@@ -298,20 +320,32 @@ func streamLines(r io.Reader, w io.Writer, prefix string, show bool, replay *Rep
 			line = long
 		}
 		if err != nil && !errors.Is(err, io.EOF) {
+			if werr := flush(); werr != nil {
+				return werr
+			}
 			return err
 		}
 		if len(line) > 0 {
-			buf = appendFiltered(buf[:0], prefix, bytes.TrimSuffix(line, []byte{'\n'}), true, show, replay)
-			if len(buf) > 0 {
-				if _, werr := w.Write(buf); werr != nil {
-					return werr
-				}
-			}
+			buf = appendFiltered(buf, prefix, bytes.TrimSuffix(line, []byte{'\n'}), true, show, replay)
 		}
 		if err != nil {
-			return nil
+			return flush()
+		}
+		if len(buf) >= streamBatch || !wholeLineBuffered(br) {
+			if werr := flush(); werr != nil {
+				return werr
+			}
 		}
 	}
+}
+
+// streamBatch is the most a followed stream gathers before writing.
+const streamBatch = 32 << 10
+
+// wholeLineBuffered reports whether br already holds a whole line, so reading it cannot block.
+func wholeLineBuffered(br *bufio.Reader) bool {
+	b, _ := br.Peek(br.Buffered())
+	return bytes.IndexByte(b, '\n') >= 0
 }
 
 // isGone reports errors that mean the pod or its log no longer exists.

@@ -41,12 +41,13 @@ type logServer struct {
 	mu        sync.Mutex
 	logs      map[string][]logLine
 	dropAfter map[string]int // pod -> lines before the next followed stream of it fails
+	failOpens map[string]int // pod -> opens that fail before one succeeds (no log yet)
 	requests  []string
 	opened    chan string
 }
 
 func newLogServer() *logServer {
-	return &logServer{logs: map[string][]logLine{}, dropAfter: map[string]int{}, opened: make(chan string, 100)}
+	return &logServer{logs: map[string][]logLine{}, dropAfter: map[string]int{}, failOpens: map[string]int{}, opened: make(chan string, 100)}
 }
 
 func (s *logServer) add(pod string, n int) {
@@ -71,6 +72,11 @@ func (s *logServer) open(ctx context.Context, ns, pod string, o *corev1.PodLogOp
 		desc += " sinceTime=" + o.SinceTime.UTC().Format(time.RFC3339)
 	}
 	s.requests = append(s.requests, desc)
+	if s.failOpens[pod] > 0 {
+		s.failOpens[pod]--
+		s.mu.Unlock()
+		return nil, fmt.Errorf("no logs found for container %q in pod %q", o.Container, pod)
+	}
 	log := s.logs[pod]
 	drop, dropping := s.dropAfter[pod]
 	delete(s.dropAfter, pod)
@@ -400,5 +406,162 @@ func TestFollowInterrupted(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("Follow ignored the canceled context")
+	}
+}
+
+// TestFollowStartsStreamsFromTheList: the streams start from the first pod list, before (and
+// whether or not) any watch is open, and the watches continue from each list's
+// resourceVersion, so nothing between the list and the watch is missed.
+func TestFollowStartsStreamsFromTheList(t *testing.T) {
+	r := func(n int) *int { return &n }
+	c := fake.NewClientset(job(), ptrPod(pod("train-0", r(0), 1, true, false)), ptrPod(pod("train-1", r(1), 1, true, false)))
+	c.PrependReactor("list", "*", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		// The fake tracker leaves resourceVersion empty; a server always sets one.
+		obj, err := c.Tracker().List(a.GetResource(), a.GetResource().GroupVersion().WithKind(kindOf(a.GetResource().Resource)), a.GetNamespace())
+		if err != nil {
+			return true, nil, err
+		}
+		switch l := obj.(type) {
+		case *corev1.PodList:
+			l.ResourceVersion = "41"
+		case *batchv1.JobList:
+			l.ResourceVersion = "42"
+		}
+		return true, obj, nil
+	})
+	release := make(chan struct{})
+	watchRVs := make(chan string, 4)
+	c.PrependWatchReactor("*", func(a k8stesting.Action) (bool, watch.Interface, error) {
+		watchRVs <- a.GetResource().Resource + "@" + a.(k8stesting.WatchActionImpl).GetWatchRestrictions().ResourceVersion
+		<-release // a watch that takes its time to open (the fake opens one at a time)
+		return false, nil, nil
+	})
+	srv := newLogServer()
+	srv.add("train-0", 1)
+	srv.add("train-1", 1)
+	out := &lockedBuffer{}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		_, _ = (&Engine{Client: c, Open: srv.open, Out: out, ErrOut: io.Discard}).Follow(ctx, Config{Namespace: "ns", Job: "train", Prefix: PrefixRank})
+	}()
+	waitFor(t, "both ranks' first lines with no watch open", func() bool { return strings.Count(out.String(), "\n") == 2 })
+	got := map[string]bool{<-watchRVs: true}
+	close(release)
+	got[<-watchRVs] = true
+	if !got["jobs@42"] || !got["pods@41"] {
+		t.Errorf("watches opened at %v, want jobs@42 and pods@41 (the lists' versions)", got)
+	}
+}
+
+func kindOf(resource string) string {
+	if resource == "jobs" {
+		return "Job"
+	}
+	return "Pod"
+}
+
+// TestFollowRequests counts what following sends: one Job list and one pod list, one watch of
+// each, one stream per rank; at the end one pod list and one read per rank. No get per pod.
+func TestFollowRequests(t *testing.T) {
+	r := func(n int) *int { return &n }
+	c, watches := watching(job(), ptrPod(pod("train-0", r(0), 1, true, false)), ptrPod(pod("train-1", r(1), 1, true, false)),
+		ptrPod(pod("train-2", r(2), 1, true, false)))
+	srv := newLogServer()
+	for _, p := range []string{"train-0", "train-1", "train-2"} {
+		srv.add(p, 1)
+	}
+	out := &lockedBuffer{}
+	run := startFollow(&Engine{Client: c, Open: srv.open, Out: out, ErrOut: io.Discard}, Config{Namespace: "ns", Job: "train"})
+	<-watches
+	<-watches
+	waitFor(t, "every rank's line", func() bool { return strings.Count(out.String(), "\n") == 3 })
+	if _, err := c.BatchV1().Jobs("ns").UpdateStatus(context.Background(), job(batchv1.JobComplete), metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	run.wait(t)
+	counts := map[string]int{}
+	for _, a := range c.Actions() {
+		if a.GetVerb() == "update" {
+			continue // the test's own
+		}
+		counts[a.GetVerb()+" "+a.GetResource().Resource]++
+	}
+	want := map[string]int{"list jobs": 1, "list pods": 2, "watch jobs": 1, "watch pods": 1}
+	if fmt.Sprint(counts) != fmt.Sprint(want) {
+		t.Errorf("API requests %v, want %v", counts, want)
+	}
+	if n := len(srv.requests); n != 6 {
+		t.Errorf("%d log requests, want 3 streams and 3 last reads: %v", n, srv.requests)
+	}
+}
+
+// TestFollowRelistsWhenTheWatchExpires: a watch whose resourceVersion the server no longer has
+// (410 Gone) makes the engine list again and follow what the new list shows.
+func TestFollowRelistsWhenTheWatchExpires(t *testing.T) {
+	r := func(n int) *int { return &n }
+	c := fake.NewClientset(job(), ptrPod(pod("train-0", r(0), 1, true, false)))
+	var mu sync.Mutex
+	podWatches := 0
+	c.PrependWatchReactor("pods", func(a k8stesting.Action) (bool, watch.Interface, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		podWatches++
+		if podWatches > 1 {
+			return false, nil, nil
+		}
+		// Meanwhile a pod appeared that this watch will never report; then the version expires.
+		late := pod("train-1", r(1), 2, true, false)
+		if err := c.Tracker().Add(&late); err != nil {
+			t.Error(err)
+		}
+		w := watch.NewFake()
+		go w.Error(&metav1.Status{Status: metav1.StatusFailure, Code: 410, Reason: metav1.StatusReasonExpired, Message: "too old resource version"})
+		return true, w, nil
+	})
+	srv := newLogServer()
+	srv.add("train-0", 1)
+	srv.add("train-1", 1)
+	out := &lockedBuffer{}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		_, _ = (&Engine{Client: c, Open: srv.open, Out: out, ErrOut: io.Discard, Retry: 10 * time.Millisecond}).Follow(ctx, Config{Namespace: "ns", Job: "train", Prefix: PrefixRank})
+	}()
+	waitFor(t, "the pod found by the second list", func() bool { return strings.Contains(out.String(), "[rank 1] train-1 step 1\n") })
+	lists := 0
+	for _, a := range c.Actions() {
+		if a.GetVerb() == "list" && a.GetResource().Resource == "pods" {
+			lists++
+		}
+	}
+	if lists != 2 {
+		t.Errorf("%d pod lists, want 2 (the first, and one after the expired watch)", lists)
+	}
+}
+
+// TestFollowWaitsQuietlyForAFirstLog: a container that has just started may have no log for a
+// moment; the engine retries soon and says nothing unless it lasts.
+func TestFollowWaitsQuietlyForAFirstLog(t *testing.T) {
+	for _, tc := range []struct {
+		fails    int
+		wantNote bool
+	}{{2, false}, {quietOpenFailures + 1, true}} {
+		t.Run(fmt.Sprint(tc.fails, " failures"), func(t *testing.T) {
+			c, _ := watching(job(), ptrPod(pod("train-0", nil, 1, true, false)))
+			srv := newLogServer()
+			srv.add("train-0", 1)
+			srv.failOpens["train-0"] = tc.fails
+			out, errOut := &lockedBuffer{}, &lockedBuffer{}
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			go func() {
+				_, _ = (&Engine{Client: c, Open: srv.open, Out: out, ErrOut: errOut, Retry: 20 * time.Millisecond}).Follow(ctx, Config{Namespace: "ns", Job: "train"})
+			}()
+			waitFor(t, "the line", func() bool { return out.String() == "[rank 0] train-0 step 1\n" })
+			if got := strings.Contains(errOut.String(), "rank 0 (pod train-0): no log yet, retrying"); got != tc.wantNote || strings.Contains(errOut.String(), "dropped") {
+				t.Errorf("stderr %q", errOut.String())
+			}
+		})
 	}
 }

@@ -42,15 +42,20 @@ func Transition(prev *jobstatus.Result, cur jobstatus.Result) string {
 }
 
 // Err is the error, and so the exit code, for a terminal outcome: nil for Complete, JobFailed
-// for Error, JobCanceled for Canceled.
+// for Error, JobCanceled for Canceled. It is the one mapping from outcome to exit code: wait,
+// submit --wait, logs -f and submit --follow all end through it.
 func Err(name string, r jobstatus.Result) error {
+	msg := ""
+	if r.Message != "" {
+		msg = ": " + r.Message
+	}
 	switch r.Status {
 	case jobstatus.Complete:
 		return nil
 	case jobstatus.Error:
-		return exitcode.WithCode(exitcode.JobFailed, fmt.Errorf("job.batch/%s failed: %s", name, r.Message))
+		return exitcode.WithCode(exitcode.JobFailed, fmt.Errorf("job.batch/%s failed%s", name, msg))
 	case jobstatus.Canceled:
-		return exitcode.WithCode(exitcode.JobCanceled, fmt.Errorf("job.batch/%s was canceled: %s", name, r.Message))
+		return exitcode.WithCode(exitcode.JobCanceled, fmt.Errorf("job.batch/%s was canceled%s", name, msg))
 	}
-	return fmt.Errorf("job.batch/%s is %s: %s", name, r.Status, r.Message)
+	return fmt.Errorf("job.batch/%s is %s%s", name, r.Status, msg)
 }

@@ -52,3 +52,21 @@ func TestErrCodes(t *testing.T) {
 		}
 	}
 }
+
+func TestErrMessages(t *testing.T) {
+	tests := []struct {
+		r    jobstatus.Result
+		want string
+	}{
+		{jobstatus.Result{Status: jobstatus.Error, Message: "BackoffLimitExceeded"}, "job.batch/j failed: BackoffLimitExceeded"},
+		{jobstatus.Result{Status: jobstatus.Error}, "job.batch/j failed"},
+		{jobstatus.Result{Status: jobstatus.Canceled, Message: "the Job was deleted"}, "job.batch/j was canceled: the Job was deleted"},
+		{jobstatus.Result{Status: jobstatus.Canceled}, "job.batch/j was canceled"},
+		{jobstatus.Result{Status: jobstatus.Running}, "job.batch/j is Running"},
+	}
+	for _, tc := range tests {
+		if got := Err("j", tc.r); got == nil || got.Error() != tc.want {
+			t.Errorf("Err(%+v) = %v, want %q", tc.r, got, tc.want)
+		}
+	}
+}

@@ -1,73 +1,47 @@
-// Command logsbench measures `kubectl-tao logs` against `kubectl logs -l` on the local cluster:
-// a 64-rank job with 2,000 lines per rank, median wall time and peak memory of several runs of
-// each, side by side, and how soon `logs -f` shows every rank's first line. `make bench` runs it.
+// Command logsbench measures kubectl-tao against kubectl on the local cluster, side by side in
+// one run: `logs` of a 64-rank job with 2,000 lines per rank against `kubectl logs -l`, how soon
+// `logs -f` shows every rank's first line, and `status -o json` against `kubectl get job -o
+// json`: median wall and CPU time, peak memory, ratios, and the API requests each command
+// sends (through a counting proxy). `make bench` runs it.
 package main
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
-	"sort"
 	"strings"
-	"syscall"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/kubectl-tao/kubectl-tao/test/bench/benchutil"
 )
 
 func main() {
 	ranks := flag.Int("ranks", 64, "pods of the job")
 	lines := flag.Int("lines", 2000, "log lines per pod")
-	runs := flag.Int("runs", 5, "runs of each command; the median is reported")
+	runs := flag.Int("runs", 5, "runs of each logs command; the median is reported")
+	statusRuns := flag.Int("status-runs", 21, "runs of each status command; the median is reported")
+	followRuns := flag.Int("follow-runs", 5, "runs of logs -f; the median is reported")
 	tao := flag.String("tao", "bin/kubectl-tao", "the kubectl-tao binary")
 	kubectl := flag.String("kubectl", "kubectl", "the kubectl binary")
 	flag.Parse()
-	if err := run(*ranks, *lines, *runs, *tao, *kubectl); err != nil {
+	if err := run(*ranks, *lines, *runs, *statusRuns, *followRuns, *tao, *kubectl); err != nil {
 		fmt.Fprintln(os.Stderr, "logsbench:", err)
 		os.Exit(1)
 	}
 }
 
-type sample struct {
-	wall  time.Duration
-	maxKB int64
-	lines int
-}
-
-func measure(name string, args ...string) (sample, error) {
-	cmd := exec.Command(name, args...)
-	var out, errOut bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errOut
-	start := time.Now()
-	err := cmd.Run()
-	s := sample{wall: time.Since(start), lines: bytes.Count(out.Bytes(), []byte{'\n'})}
-	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
-		s.maxKB = ru.Maxrss
-	}
-	if err != nil {
-		return s, fmt.Errorf("%s %s: %w\n%s", name, strings.Join(args, " "), err, errOut.String())
-	}
-	return s, nil
-}
-
-func median(xs []sample) sample {
-	sort.Slice(xs, func(i, j int) bool { return xs[i].wall < xs[j].wall })
-	m := xs[len(xs)/2]
-	for _, x := range xs {
-		m.maxKB = max(m.maxKB, x.maxKB)
-	}
-	return m
-}
-
-func run(ranks, lines, runs int, tao, kubectl string) error {
+func run(ranks, lines, runs, statusRuns, followRuns int, tao, kubectl string) error {
 	kubeconfig := os.Getenv("KUBECONFIG")
 	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 	if err != nil {
@@ -91,7 +65,7 @@ func run(ranks, lines, runs int, tao, kubectl string) error {
 		time.Sleep(200 * time.Millisecond)
 	}
 	const job = "bench"
-	if _, err := measure(tao, "submit", job, "-n", ns, "--image", "busybox", "--gpus", "1", "--nodes", fmt.Sprint(ranks),
+	if _, err := benchutil.Measure(nil, tao, "submit", job, "-n", ns, "--image", "busybox", "--gpus", "1", "--nodes", fmt.Sprint(ranks),
 		"--annotation", "sim.kubectl-tao.dev/fate=run-forever", "--annotation", fmt.Sprintf("sim.kubectl-tao.dev/log-lines=%d", lines), "--", "train"); err != nil {
 		return err
 	}
@@ -99,8 +73,8 @@ func run(ranks, lines, runs int, tao, kubectl string) error {
 	fmt.Fprintf(os.Stderr, "waiting for %d pods x %d lines...\n", ranks, lines)
 	deadline := time.Now().Add(5 * time.Minute)
 	for {
-		s, err := measure(tao, "logs", job, "-n", ns, "--tail", "1")
-		if err == nil && s.lines == ranks {
+		s, err := benchutil.Measure(nil, tao, "logs", job, "-n", ns, "--tail", "1")
+		if err == nil && s.Lines == ranks {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -108,44 +82,173 @@ func run(ranks, lines, runs int, tao, kubectl string) error {
 		}
 		time.Sleep(time.Second)
 	}
+	loadBefore := benchutil.LoadAverage()
 
-	var ktl, ours []sample
+	// logs, no follow: the two commands alternate so that load changes hit both alike.
+	kubectlLogs := []string{"logs", "-l", "job-name=" + job, "-n", ns, "--prefix", "--tail=-1", fmt.Sprintf("--max-log-requests=%d", ranks)}
+	taoLogs := []string{"logs", job, "-n", ns}
+	var ktl, ours []benchutil.Sample
 	for i := 0; i < runs; i++ {
-		s, err := measure(kubectl, "logs", "-l", "job-name="+job, "-n", ns, "--prefix", "--tail=-1", fmt.Sprintf("--max-log-requests=%d", ranks+1))
+		s, err := benchutil.Measure(nil, kubectl, kubectlLogs...)
 		if err != nil {
 			return err
 		}
-		if s.lines != want {
-			return fmt.Errorf("kubectl printed %d lines, want %d", s.lines, want)
+		if s.Lines != want {
+			return fmt.Errorf("kubectl printed %d lines, want %d", s.Lines, want)
 		}
 		ktl = append(ktl, s)
-		s, err = measure(tao, "logs", job, "-n", ns)
+		s, err = benchutil.Measure(nil, tao, taoLogs...)
 		if err != nil {
 			return err
 		}
-		if s.lines != want {
-			return fmt.Errorf("kubectl-tao printed %d lines, want %d", s.lines, want)
+		if s.Lines != want {
+			return fmt.Errorf("kubectl-tao printed %d lines, want %d", s.Lines, want)
 		}
 		ours = append(ours, s)
 	}
-	k, o := median(ktl), median(ours)
+	kLogs, oLogs := benchutil.Median(ktl), benchutil.Median(ours)
+	// The floor: this process, already started, reading the 64 logs concurrently with a typed
+	// client and discarding them. What the server takes, with no start-up and no printing.
+	var floors []benchutil.Sample
+	for i := 0; i < runs; i++ {
+		d, err := fetchAll(ctx, cfg, ns, job)
+		if err != nil {
+			return err
+		}
+		floors = append(floors, benchutil.Sample{Wall: d})
+	}
+	floor := benchutil.Median(floors)
 
-	first, err := followFirstLines(tao, ns, job, ranks)
+	// status -o json against kubectl get job -o json.
+	var kst, ost []benchutil.Sample
+	for i := 0; i < statusRuns; i++ {
+		s, err := benchutil.Measure(nil, kubectl, "get", "job", job, "-n", ns, "-o", "json")
+		if err != nil {
+			return err
+		}
+		kst = append(kst, s)
+		s, err = benchutil.Measure(nil, tao, "status", job, "-n", ns, "-o", "json")
+		if err != nil {
+			return err
+		}
+		ost = append(ost, s)
+	}
+	kStatus, oStatus := benchutil.Median(kst), benchutil.Median(ost)
+
+	// logs -f: time until every rank has printed a line.
+	var firsts []time.Duration
+	for i := 0; i < followRuns; i++ {
+		d, err := followFirstLines(nil, tao, ns, job, ranks)
+		if err != nil {
+			return err
+		}
+		firsts = append(firsts, d)
+	}
+	first := benchutil.Median(toSamples(firsts)).Wall
+	loadAfter := benchutil.LoadAverage()
+
+	// API requests, through a counting proxy (not timed).
+	dir, err := os.MkdirTemp("", "logsbench")
 	if err != nil {
 		return err
 	}
+	defer os.RemoveAll(dir)
+	counter, err := benchutil.NewCounter(cfg, dir, ns)
+	if err != nil {
+		return err
+	}
+	defer counter.Close()
+	env := []string{"KUBECONFIG=" + counter.Kubeconfig}
+	counts := map[string]string{}
+	for _, c := range []struct {
+		name string
+		bin  string
+		args []string
+	}{
+		{"kubectl logs -l", kubectl, kubectlLogs},
+		{"kubectl-tao logs", tao, taoLogs},
+		{"kubectl get job -o json", kubectl, []string{"get", "job", job, "-n", ns, "-o", "json"}},
+		{"kubectl-tao status -o json", tao, []string{"status", job, "-n", ns, "-o", "json"}},
+	} {
+		if _, err := benchutil.Measure(env, c.bin, c.args...); err != nil {
+			return err
+		}
+		counts[c.name] = benchutil.FormatCounts(counter.Take())
+	}
+	if _, err := followFirstLines(env, tao, ns, job, ranks); err != nil {
+		return err
+	}
+	time.Sleep(200 * time.Millisecond) // the watches open after the streams
+	counts["kubectl-tao logs -f (until every first line)"] = benchutil.FormatCounts(counter.Take())
+
+	fmt.Printf("machine: %s\n", benchutil.Machine())
+	fmt.Printf("load average before the timed runs: %s; after: %s\n\n", loadBefore, loadAfter)
 	fmt.Printf("logs of a %d-pod job, %d lines per pod (%d lines), median of %d runs\n", ranks, lines, want, runs)
-	fmt.Printf("%-58s %10s %12s\n", "command", "time", "peak RSS")
-	fmt.Printf("%-58s %10s %9.1f MB\n", "kubectl logs -l job-name=J --prefix --tail=-1", k.wall.Round(time.Millisecond), float64(k.maxKB)/1024)
-	fmt.Printf("%-58s %10s %9.1f MB\n", "kubectl-tao logs J", o.wall.Round(time.Millisecond), float64(o.maxKB)/1024)
-	fmt.Printf("ratio kubectl-tao / kubectl: %.3fx (goal <= 0.05x)\n", float64(o.wall)/float64(k.wall))
-	fmt.Printf("kubectl-tao logs -f J: every rank's first line after %s (goal <= 1s)\n", first.Round(time.Millisecond))
+	benchutil.Header()
+	benchutil.Row(fmt.Sprintf("kubectl logs -l job-name=J --prefix --tail=-1 --max-log-requests=%d", ranks), kLogs)
+	benchutil.Row("kubectl-tao logs J", oLogs)
+	fmt.Printf("  %-62s %9s\n", "floor: in-process client-go, 64 concurrent reads, discarded", floor.Wall.Round(time.Millisecond))
+	fmt.Printf("  ratio kubectl-tao / kubectl: %.3fx (goal <= 0.05x); floor / kubectl: %.3fx\n\n", ratio(oLogs.Wall, kLogs.Wall), ratio(floor.Wall, kLogs.Wall))
+	fmt.Printf("status, median of %d runs\n", statusRuns)
+	benchutil.Header()
+	benchutil.Row("kubectl get job J -o json", kStatus)
+	benchutil.Row("kubectl-tao status J -o json", oStatus)
+	fmt.Printf("  ratio kubectl-tao / kubectl: %.3fx (goal <= 0.4x)\n\n", ratio(oStatus.Wall, kStatus.Wall))
+	fmt.Printf("kubectl-tao logs -f J: every rank's first line after %s, median of %d runs (goal <= 1s)\n\n", first.Round(time.Millisecond), followRuns)
+	fmt.Println("API requests per command")
+	for _, k := range []string{"kubectl logs -l", "kubectl-tao logs", "kubectl-tao logs -f (until every first line)", "kubectl get job -o json", "kubectl-tao status -o json"} {
+		fmt.Printf("  %-46s %s\n", k, counts[k])
+	}
 	return nil
 }
 
+func ratio(a, b time.Duration) float64 { return float64(a) / float64(b) }
+
+func toSamples(ds []time.Duration) []benchutil.Sample {
+	out := make([]benchutil.Sample, len(ds))
+	for i, d := range ds {
+		out[i].Wall = d
+	}
+	return out
+}
+
+// fetchAll reads every pod's whole log at once, in this process, and returns how long it took.
+func fetchAll(ctx context.Context, cfg *rest.Config, ns, job string) (time.Duration, error) {
+	cfg = rest.CopyConfig(cfg)
+	cfg.QPS, cfg.Burst = 500, 500
+	cfg.ContentType = "application/vnd.kubernetes.protobuf"
+	start := time.Now()
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return 0, err
+	}
+	pods, err := client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "job-name=" + job})
+	if err != nil {
+		return 0, err
+	}
+	errs := make(chan error, len(pods.Items))
+	for _, p := range pods.Items {
+		go func() {
+			rc, err := client.CoreV1().Pods(ns).GetLogs(p.Name, &corev1.PodLogOptions{}).Stream(ctx)
+			if err == nil {
+				_, err = io.Copy(io.Discard, rc)
+				rc.Close()
+			}
+			errs <- err
+		}()
+	}
+	for range pods.Items {
+		if err := <-errs; err != nil {
+			return 0, err
+		}
+	}
+	return time.Since(start), nil
+}
+
 // followFirstLines starts `logs -f` and returns how long until every rank has printed a line.
-func followFirstLines(tao, ns, job string, ranks int) (time.Duration, error) {
+func followFirstLines(env []string, tao, ns, job string, ranks int) (time.Duration, error) {
 	cmd := exec.Command(tao, "logs", "-f", job, "-n", ns)
+	cmd.Env = append(os.Environ(), env...)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		return 0, err
