@@ -44,12 +44,24 @@ run kubectl tao submit "$job" --image nvcr.io/nvidia/tao/tao-toolkit:6.0.0-pyt -
   --dry-run=client -o jsonpath='{.items[0].spec.template.spec.containers[0].env}{"\n"}' \
   -- 'torchrun --nnodes $NNODES --nproc-per-node $NPROC_PER_NODE train.py'
 
-step "Submit it for real (the local cluster simulates 4 s of training per rank)"
+step "Submit it for real, with a TAO spec file from this machine (the local cluster simulates 4 s of training per rank)"
+specdir=$(mktemp -d)
+trap 'rm -rf "$specdir"' EXIT
+printf 'train:\n  num_epochs: 10\n  checkpoint_interval: 1\n' >"$specdir/dino.yaml"
 run kubectl tao submit "$job" --image nvcr.io/nvidia/tao/tao-toolkit:6.0.0-pyt --gpus 8 --nodes 2 \
+  --file "$specdir/dino.yaml:/specs/train.yaml" \
   --annotation sim.kubectl-tao.dev/run-duration=4s --annotation sim.kubectl-tao.dev/log-interval=400ms \
-  -- 'torchrun --nnodes $NNODES --nproc-per-node $NPROC_PER_NODE train.py'
+  -- 'dino train -e /specs/train.yaml results_dir=/results'
+
+step "The spec file travels in a ConfigMap owned by the Job, mounted at exactly /specs/train.yaml"
+run kubectl get configmap "$job-files" -o jsonpath='{.data}{"\n"}'
 
 step "One pod per rank, each on its own node, reachable as $job-0.$job and $job-1.$job"
+# (not shown: give the job controller and the scheduler a moment to place both ranks)
+for _ in $(seq 50); do
+  [ "$(kubectl get pods -l job-name="$job" --field-selector=status.phase=Running -o name | wc -l)" -ge 2 ] && break
+  sleep 0.2
+done
 run kubectl get pods -l job-name="$job" -o wide
 run kubectl tao status "$job"
 
