@@ -101,7 +101,7 @@ func NewRootCmd(d Deps) *cobra.Command {
 		cancel.NewPruneCmd(f, d.Streams, clk),
 		artifacts.NewCmd(f, d.Streams, d.Getenv),
 		capacity.NewCmd(f, d.Streams),
-		preflight.NewCmd(f, d.Streams),
+		preflight.NewCmd(f, d.Streams, d.Getenv),
 		rbac.NewCmd(f, d.Streams),
 		pullsecret.NewCmd(f, d.Streams, d.Getenv),
 		configcmd.NewCmd(f, d.Streams, d.Getenv),

@@ -241,11 +241,34 @@ submit:
 	if err != nil || got.Spec.Template.Spec.Containers[0].Image != "nvcr.io/nvidia/tao/tao-toolkit:6.0.0-pyt" || !tolerates(*got, "dedicated") || shm(*got) != "32Gi" {
 		t.Fatalf("created Job %v, %v", got, err)
 	}
+	// preflight judges the job submit would make: the file's --gpus and --toleration.
+	defaultsCheck := func(r result) string {
+		t.Helper()
+		var checks []struct{ Name, Result, Message string }
+		if err := json.Unmarshal([]byte(r.stdout), &checks); err != nil {
+			t.Fatalf("preflight -o json: %v; %s", err, r)
+		}
+		for _, c := range checks {
+			if c.Name == "defaults file" {
+				return c.Result + " " + c.Message
+			}
+		}
+		return ""
+	}
+	r := tao(t, env, "preflight", "-n", ns, "-o", "json")
+	if got := defaultsCheck(r); r.code != 0 || !strings.HasPrefix(got, "PASS ") || !strings.Contains(got, "--toleration, --gpus") {
+		t.Fatalf("preflight with the defaults file: exit %d, defaults check %q; want PASS naming --toleration, --gpus\n%s", r.code, got, r)
+	}
 	// A broken file is a usage error naming the file and line, and nothing is created.
 	if err := os.WriteFile(path, []byte("apiVersion: kubectl-tao.dev/v1alpha1\nkind: Config\nsubmit:\n  shm: 32Gi\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	contains(t, tao(t, env, "submit", "broken", "-n", ns, "--", "true"), 2, path+`:4: submit: "shm" is not a flag a defaults file can set`)
+	// preflight reports it as a failed check, not a usage error.
+	r = tao(t, env, "preflight", "-n", ns, "-o", "json")
+	if got := defaultsCheck(r); r.code != 11 || !strings.HasPrefix(got, "FAIL ") || !strings.Contains(got, path+":4") {
+		t.Fatalf("preflight with a broken defaults file: exit %d, defaults check %q; want 11 and FAIL naming %s:4\n%s", r.code, got, path, r)
+	}
 	if _, err := client.BatchV1().Jobs(ns).Get(context.Background(), "broken", metav1.GetOptions{}); err == nil {
 		t.Fatalf("a broken defaults file still created a Job")
 	}

@@ -5,7 +5,8 @@
 // every submit flag (present and future) can be defaulted. Flags given on the command line
 // always win; for a repeatable flag, the command line's values replace the file's list.
 //
-// Reading and merging are pure (data in, settings out); only Apply touches a flag set.
+// Reading and merging are pure (data in, settings out); only Apply and ApplyShared touch a flag
+// set.
 package defaults
 
 import (
@@ -275,8 +276,29 @@ func Apply(f *File, flags *pflag.FlagSet) ([]string, error) {
 	if err := Check(f, flags); err != nil {
 		return nil, err
 	}
+	return set(f, f.Submit, flags)
+}
+
+// ApplyShared sets, on another command that takes some of submit's flags (preflight), the
+// settings whose flag that command has and its command line did not override, so that it
+// judges the job submit would make. Settings for flags it does not have are left out; check f
+// against submit's flags first (Check), as Apply does.
+func ApplyShared(f *File, flags *pflag.FlagSet) ([]string, error) {
+	if f == nil {
+		return nil, nil
+	}
+	var shared []Setting
+	for _, s := range f.Submit {
+		if flags.Lookup(s.Flag) != nil {
+			shared = append(shared, s)
+		}
+	}
+	return set(f, shared, flags)
+}
+
+func set(f *File, settings []Setting, flags *pflag.FlagSet) ([]string, error) {
 	var applied []string
-	for _, s := range Merge(f.Submit, func(name string) bool { return flags.Changed(name) }) {
+	for _, s := range Merge(settings, func(name string) bool { return flags.Changed(name) }) {
 		for _, v := range s.Values {
 			if err := flags.Set(s.Flag, v); err != nil {
 				return nil, fmt.Errorf("%s:%d: submit: --%s %q: %w", f.Path, s.Line, s.Flag, v, err)

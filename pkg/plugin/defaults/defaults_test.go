@@ -222,6 +222,41 @@ submit:
 	}
 }
 
+func TestApplyShared(t *testing.T) {
+	f, err := Parse("cfg.yaml", []byte(`apiVersion: kubectl-tao.dev/v1alpha1
+kind: Config
+submit:
+  image: only-submit-has-this
+  gpus: 8
+  toleration: [a=b:NoSchedule, c:NoExecute]
+  queue: team
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A command that takes some of submit's flags, as preflight does.
+	fs := pflag.NewFlagSet("preflight", pflag.ContinueOnError)
+	gpus := fs.Int("gpus", 1, "")
+	tol := fs.StringArray("toleration", nil, "")
+	queue := fs.String("queue", "", "")
+	if err := fs.Parse([]string{"--queue", "mine"}); err != nil {
+		t.Fatal(err)
+	}
+	applied, err := ApplyShared(f, fs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if *gpus != 8 || !reflect.DeepEqual(*tol, []string{"a=b:NoSchedule", "c:NoExecute"}) || *queue != "mine" {
+		t.Errorf("gpus %d toleration %v queue %q; want 8, the file's two, and the flag's mine", *gpus, *tol, *queue)
+	}
+	if want := []string{"gpus", "toleration"}; !reflect.DeepEqual(applied, want) {
+		t.Errorf("applied %v, want %v (image is not this command's, queue was given)", applied, want)
+	}
+	if applied, err := ApplyShared(nil, fs); applied != nil || err != nil {
+		t.Errorf("no file: applied %v, %v; want nothing", applied, err)
+	}
+}
+
 func TestCheck(t *testing.T) {
 	const head = "apiVersion: kubectl-tao.dev/v1alpha1\nkind: Config\nsubmit:\n"
 	tests := []struct{ body, wantErr string }{

@@ -15,6 +15,7 @@ import (
 	utilversion "k8s.io/apimachinery/pkg/util/version"
 	"k8s.io/apimachinery/pkg/version"
 
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/defaults"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/gpufit"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/kueue"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/rbac"
@@ -98,14 +99,29 @@ type Facts struct {
 	// Request is the job to fit; Nodes the --nodes asked (Request.Pods), Now the --now flag.
 	Request gpufit.Request
 	Now     bool
+
+	// Defaults is what the defaults file did to the flags.
+	Defaults DefaultsFile
+}
+
+// DefaultsFile is what preflight made of the user's defaults file: Path is "" when there is
+// none; Applied are the flags it set here; Err is why submit would refuse it.
+type DefaultsFile struct {
+	Path    string
+	Applied []string
+	Err     error
 }
 
 // Evaluate runs every check. An unreachable cluster is the only line: nothing else can be known.
 func Evaluate(f Facts) []Check {
-	if f.VersionErr != nil {
-		return []Check{clusterCheck(f)}
+	var checks []Check
+	if c, ok := defaultsCheck(f.Defaults); ok {
+		checks = append(checks, c)
 	}
-	checks := []Check{clusterCheck(f), namespaceCheck(f), permissionsCheck(f), readsCheck(f)}
+	if f.VersionErr != nil {
+		return append(checks, clusterCheck(f))
+	}
+	checks = append(checks, clusterCheck(f), namespaceCheck(f), permissionsCheck(f), readsCheck(f))
 	if f.NodesErr == nil {
 		checks = append(checks, gpuCheck(f), operatorCheck(f), runtimeCheck(f))
 	}
@@ -133,6 +149,23 @@ func Failed(checks []Check) bool {
 		}
 	}
 	return false
+}
+
+// defaultsCheck reports the defaults file, when there is one or one was named and is missing.
+func defaultsCheck(d DefaultsFile) (Check, bool) {
+	c := Check{Name: "defaults file"}
+	switch {
+	case d.Err != nil:
+		c.Result, c.Message = Fail, "submit would refuse it: "+d.Err.Error()
+		c.Fix = "correct the file (`kubectl tao config view` checks it), or point $" + defaults.EnvConfig + " at another"
+	case d.Path == "":
+		return c, false
+	case len(d.Applied) == 0:
+		c.Result, c.Message = Pass, d.Path+" is valid; it sets none of the flags checked here that the command line left out"
+	default:
+		c.Result, c.Message = Pass, fmt.Sprintf("%s is valid; checked here with its --%s", d.Path, strings.Join(d.Applied, ", --"))
+	}
+	return c, true
 }
 
 const fixKubeconfig = "check that `kubectl get nodes` works with the same --kubeconfig/--context, or set $KUBECONFIG"

@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -16,9 +17,11 @@ import (
 	"k8s.io/cli-runtime/pkg/printers"
 
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmdutil"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/defaults"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/exitcode"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/gpufit"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/jobspec"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/submit"
 )
 
 const example = `  # Is the cluster ready for one 8-GPU job in this namespace?
@@ -40,7 +43,8 @@ the pull secret exists, and with --queue that Kueue is installed and the LocalQu
 
 The fit takes the flags submit takes (--gpus, --nodes, --node-selector, --toleration): a job that
 the allocatable GPUs can never hold FAILs; one that fits only once other pods finish WARNs, or
-FAILs with --now.
+FAILs with --now. Where a defaults file exists (see kubectl tao config view), its values for
+these flags apply as they do to submit (flags given win), and a file submit would refuse FAILs.
 
 Each check is PASS, INFO, WARN or FAIL, with the fix when it is not PASS. The exit code is 0 unless
 a check FAILs (then 11, PreflightFailed).`
@@ -58,14 +62,17 @@ type Options struct {
 
 	namespace string
 	request   gpufit.Request
+	defaults  DefaultsFile
 
 	factory cmdutil.Factory
+	// getenv locates the defaults file; nil reads none.
+	getenv func(string) string
 	genericiooptions.IOStreams
 }
 
 // NewCmd builds `kubectl tao preflight`.
-func NewCmd(f cmdutil.Factory, streams genericiooptions.IOStreams) *cobra.Command {
-	o := &Options{GPUs: 1, Nodes: 1, factory: f, IOStreams: streams}
+func NewCmd(f cmdutil.Factory, streams genericiooptions.IOStreams, getenv func(string) string) *cobra.Command {
+	o := &Options{GPUs: 1, Nodes: 1, factory: f, getenv: getenv, IOStreams: streams}
 	cmd := &cobra.Command{
 		Use:                   "preflight [--gpus N] [--nodes N] [--image-pull-secret NAME] [--queue NAME] [--now] [-o json]",
 		DisableFlagsInUseLine: true,
@@ -74,6 +81,7 @@ func NewCmd(f cmdutil.Factory, streams genericiooptions.IOStreams) *cobra.Comman
 		Example:               example,
 		Args:                  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			o.readDefaults(cmd)
 			if err := o.Complete(); err != nil {
 				return err
 			}
@@ -93,6 +101,27 @@ func NewCmd(f cmdutil.Factory, streams genericiooptions.IOStreams) *cobra.Comman
 	fl.BoolVar(&o.Now, "now", o.Now, "Fail, instead of warning, when the job fits the cluster but not the GPUs free right now.")
 	fl.StringVarP(&o.Output, "output", "o", o.Output, "Output format: json (a list of checks), or empty for a table.")
 	return cmd
+}
+
+// readDefaults applies the defaults file to the flags preflight shares with submit, as submit
+// applies it to its own, so that the checks judge the job submit would make. A file submit would
+// refuse is not a usage error here but a FAIL line: it is one more thing that makes a job fail.
+func (o *Options) readDefaults(cmd *cobra.Command) {
+	if o.getenv == nil {
+		return
+	}
+	f, err := defaults.Load(o.getenv, os.ReadFile)
+	if err != nil || f == nil {
+		o.defaults.Err = err
+		return
+	}
+	o.defaults.Path = f.Path
+	// Submit's own flag set, so the check is the one submit makes.
+	if err := defaults.Check(f, submit.NewCmd(o.factory, o.IOStreams, nil, nil).LocalFlags()); err != nil {
+		o.defaults.Err = err
+		return
+	}
+	o.defaults.Applied, o.defaults.Err = defaults.ApplyShared(f, cmd.LocalFlags())
 }
 
 // Complete resolves the namespace and builds the request the way submit does, so that the two
@@ -147,6 +176,7 @@ func (o *Options) Run(ctx context.Context) error {
 	}
 	facts := Gather(ctx, client, dyn, o.namespace, o.request, o.ImagePullSecret, o.Queue)
 	facts.Now = o.Now
+	facts.Defaults = o.defaults
 	checks := Evaluate(facts)
 	if err := o.print(checks); err != nil {
 		return err

@@ -1,0 +1,88 @@
+package preflight_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmdutil"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/exitcode"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/preflight"
+)
+
+// runWithDefaults runs preflight -o json with $TAO_CONFIG naming a file holding config.
+func runWithDefaults(t *testing.T, c *fake.Clientset, config string, args ...string) (int, map[string]preflight.Check) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "config.yaml")
+	if err := os.WriteFile(path, []byte(config), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var out, errOut bytes.Buffer
+	code := plugin.Execute(context.Background(), plugin.Deps{
+		Streams: genericiooptions.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut},
+		Getenv: func(k string) string {
+			if k == "TAO_CONFIG" {
+				return path
+			}
+			return ""
+		},
+		Factory: &cmdutil.FakeFactory{NS: "ml", Client: c},
+	}, append([]string{"preflight", "-o", "json"}, args...))
+	var checks []preflight.Check
+	if err := json.Unmarshal(out.Bytes(), &checks); err != nil {
+		t.Fatalf("stdout is not a list of checks: %v\n%s\nstderr: %s", err, out.String(), errOut.String())
+	}
+	byName := map[string]preflight.Check{}
+	for _, c := range checks {
+		byName[c.Name] = c
+	}
+	return code, byName
+}
+
+const header = "apiVersion: kubectl-tao.dev/v1alpha1\nkind: Config\nsubmit:\n"
+
+func TestDefaultsFileSetsTheSharedFlags(t *testing.T) {
+	// Two nodes of 8 GPUs: 9 per node never fits, so the fit check shows which --gpus won.
+	config := header + "  gpus: 9\n  image: nvcr.io/nvidia/tao/tao-toolkit:6.0\n"
+
+	code, checks := runWithDefaults(t, newClient(nil, cluster()...), config)
+	if code != int(exitcode.PreflightFailed) || checks["fit"].Result != preflight.Fail {
+		t.Fatalf("exit %d, fit %+v; want the file's --gpus 9 to fail the fit (exit %d)", code, checks["fit"], exitcode.PreflightFailed)
+	}
+	d := checks["defaults file"]
+	if d.Result != preflight.Pass || !strings.Contains(d.Message, "--gpus") || strings.Contains(d.Message, "image") {
+		t.Errorf("defaults file check %+v; want PASS naming --gpus only (image is not preflight's)", d)
+	}
+
+	code, checks = runWithDefaults(t, newClient(nil, cluster()...), config, "--gpus", "8")
+	if code != 0 || checks["fit"].Result != preflight.Pass {
+		t.Errorf("with --gpus 8 given: exit %d, fit %+v; the flag must win over the file", code, checks["fit"])
+	}
+}
+
+func TestDefaultsFileSubmitWouldRefuseFails(t *testing.T) {
+	for name, config := range map[string]string{
+		"unknown key":   header + "  gpu: 8\n",
+		"not a number":  header + "  nodes: two\n",
+		"wrong version": "apiVersion: kubectl-tao.dev/v9\nkind: Config\n",
+	} {
+		t.Run(name, func(t *testing.T) {
+			code, checks := runWithDefaults(t, newClient(nil, cluster()...), config)
+			d := checks["defaults file"]
+			if code != int(exitcode.PreflightFailed) || d.Result != preflight.Fail || !strings.Contains(d.Message, "config.yaml") || d.Fix == "" {
+				t.Errorf("exit %d, check %+v; want FAIL naming the file, with a fix (exit %d)", code, d, exitcode.PreflightFailed)
+			}
+			if checks["cluster"].Result != preflight.Pass {
+				t.Errorf("the other checks must still run: cluster %+v", checks["cluster"])
+			}
+		})
+	}
+}
