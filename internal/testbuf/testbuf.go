@@ -1,6 +1,6 @@
 // Package testbuf holds a buffer that a test may read while the code under test writes it.
 // It imports nothing of the plugin, so that internal tests of the packages the plugin's root
-// command imports (tail, for one) can use it without an import cycle.
+// command imports (tail, for one) can use it without an import cycle, and so can test/.
 package testbuf
 
 import (
