@@ -223,6 +223,14 @@ func startFollow(e *Engine, cfg Config) *followRun {
 	return r
 }
 
+// followUntilTheEnd runs e.Follow until the test ends, for a test that looks only at what it
+// writes and the requests it sends.
+func followUntilTheEnd(t *testing.T, e *Engine, cfg Config) {
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	go func() { _, _ = e.Follow(ctx, cfg) }()
+}
+
 func (r *followRun) wait(t *testing.T) {
 	t.Helper()
 	select {
@@ -424,11 +432,7 @@ func TestFollowStartsStreamsFromTheList(t *testing.T) {
 	srv.add("train-0", 1)
 	srv.add("train-1", 1)
 	out := &testbuf.Buffer{}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() {
-		_, _ = (&Engine{Client: c, Open: srv.open, Out: out, ErrOut: io.Discard}).Follow(ctx, Config{Namespace: "ns", Job: "train", Prefix: PrefixRank})
-	}()
+	followUntilTheEnd(t, &Engine{Client: c, Open: srv.open, Out: out, ErrOut: io.Discard}, Config{Namespace: "ns", Job: "train", Prefix: PrefixRank})
 	waitFor(t, "both ranks' first lines with no watch open", func() bool { return strings.Count(out.String(), "\n") == 2 })
 	got := map[string]bool{<-watchRVs: true}
 	close(release)
@@ -507,11 +511,7 @@ func TestFollowRelistsWhenTheWatchExpires(t *testing.T) {
 	srv.add("train-0", 1)
 	srv.add("train-1", 1)
 	out := &testbuf.Buffer{}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() {
-		_, _ = (&Engine{Client: c, Open: srv.open, Out: out, ErrOut: io.Discard, Retry: 10 * time.Millisecond}).Follow(ctx, Config{Namespace: "ns", Job: "train", Prefix: PrefixRank})
-	}()
+	followUntilTheEnd(t, &Engine{Client: c, Open: srv.open, Out: out, ErrOut: io.Discard, Retry: 10 * time.Millisecond}, Config{Namespace: "ns", Job: "train", Prefix: PrefixRank})
 	waitFor(t, "the pod found by the second list", func() bool { return strings.Contains(out.String(), "[rank 1] train-1 step 1\n") })
 	lists := 0
 	for _, a := range c.Actions() {
@@ -537,11 +537,7 @@ func TestFollowWaitsQuietlyForAFirstLog(t *testing.T) {
 			srv.add("train-0", 1)
 			srv.failOpens["train-0"] = tc.fails
 			out, errOut := &testbuf.Buffer{}, &testbuf.Buffer{}
-			ctx, cancel := context.WithCancel(context.Background())
-			defer cancel()
-			go func() {
-				_, _ = (&Engine{Client: c, Open: srv.open, Out: out, ErrOut: errOut, Retry: 20 * time.Millisecond}).Follow(ctx, Config{Namespace: "ns", Job: "train"})
-			}()
+			followUntilTheEnd(t, &Engine{Client: c, Open: srv.open, Out: out, ErrOut: errOut, Retry: 20 * time.Millisecond}, Config{Namespace: "ns", Job: "train"})
 			waitFor(t, "the line", func() bool { return out.String() == "[rank 0] train-0 step 1\n" })
 			if got := strings.Contains(errOut.String(), "rank 0 (pod train-0): no log yet, retrying"); got != tc.wantNote || strings.Contains(errOut.String(), "dropped") {
 				t.Errorf("stderr %q", errOut.String())
