@@ -178,3 +178,22 @@ func assertRolledBack(t *testing.T, ns, job string, r result) {
 	})
 	assertNoObjects(t, ns)
 }
+
+// leastPrivilegeUser makes a user (prefix and a random suffix, impersonated with --as) bound to
+// exactly what `kubectl tao rbac` prints for ns, applied with kubectl; the ClusterRoleBinding,
+// which outlives the namespace, goes when the test ends.
+func leastPrivilegeUser(t *testing.T, ns, prefix string) string {
+	t.Helper()
+	user := prefix + rand.String(5)
+	rbacYAML := tao(t, nil, "rbac", "-n", ns, "--user", user)
+	contains(t, rbacYAML, 0, "kind: Role", "kind: ClusterRoleBinding")
+	apply := exec.Command("kubectl", "--kubeconfig", kubeconfig, "apply", "-f", "-")
+	apply.Stdin = strings.NewReader(rbacYAML.stdout)
+	if out, err := apply.CombinedOutput(); err != nil {
+		t.Fatalf("kubectl apply: %v\n%s", err, out)
+	}
+	t.Cleanup(func() {
+		_ = client.RbacV1().ClusterRoleBindings().Delete(context.Background(), "kubectl-tao-cluster-reader-user-"+user, metav1.DeleteOptions{})
+	})
+	return user
+}

@@ -6,7 +6,6 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -15,7 +14,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/rand"
 )
 
 // The credentials of these tests: no printed output, request or object but the Secret may hold them.
@@ -239,16 +237,7 @@ func TestStagingRBACDeniedSecretRollsBack(t *testing.T) {
 // A user bound to exactly what `kubectl tao rbac` prints can submit staged jobs both ways.
 func TestStagingLeastPrivilege(t *testing.T) {
 	ns := namespace(t)
-	user := "tao-s3-" + rand.String(5)
-	rbacYAML := tao(t, nil, "rbac", "-n", ns, "--user", user)
-	apply := exec.Command("kubectl", "--kubeconfig", kubeconfig, "apply", "-f", "-")
-	apply.Stdin = strings.NewReader(rbacYAML.stdout)
-	if out, err := apply.CombinedOutput(); err != nil {
-		t.Fatalf("kubectl apply: %v\n%s", err, out)
-	}
-	t.Cleanup(func() {
-		_ = client.RbacV1().ClusterRoleBindings().Delete(context.Background(), "kubectl-tao-cluster-reader-user-"+user, metav1.DeleteOptions{})
-	})
+	user := leastPrivilegeUser(t, ns, "tao-s3-")
 	r := tao(t, s3Env, append(stagedArgs(ns, "mine", "--as", user, "--wait"), "--", "true")...)
 	contains(t, r, 0, "secret/mine-s3 created", "job.batch/mine Complete")
 	r = tao(t, nil, append(stagedArgs(ns, "theirs", "--as", user, "--s3-secret", "mine-s3", "--wait"), "--", "true")...)
