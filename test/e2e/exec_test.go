@@ -28,6 +28,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/kubectl-tao/kubectl-tao/internal/testbuf"
 )
 
 // rankPod waits until the job's rank has a pod in phase and returns its name.
@@ -150,7 +152,7 @@ func TestPortForwardRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var stderr syncBuffer
+	var stderr testbuf.Buffer
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

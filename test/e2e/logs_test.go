@@ -3,19 +3,19 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/kubectl-tao/kubectl-tao/internal/testbuf"
 )
 
 const sim = "sim.kubectl-tao.dev/"
@@ -122,7 +122,7 @@ func TestSubmitFollowDetaches(t *testing.T) {
 	cmd := exec.Command(binary, "submit", "forever", "-n", ns, "--image", "busybox", "--gpus", "1",
 		"--annotation", sim+"fate=run-forever", "--annotation", sim+"log-lines=2", "--follow", "--", "train")
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME"), "KUBECONFIG=" + kubeconfig}
-	var out, errOut syncBuffer
+	var out, errOut testbuf.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -147,21 +147,3 @@ func TestSubmitFollowDetaches(t *testing.T) {
 
 func metav1Get() metav1.GetOptions      { return metav1.GetOptions{} }
 func metav1ListAll() metav1.ListOptions { return metav1.ListOptions{LabelSelector: "type=kwok"} }
-
-// syncBuffer is read by the test while the child process writes it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}

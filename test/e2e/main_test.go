@@ -18,6 +18,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/rand"
@@ -135,4 +136,64 @@ func contains(t *testing.T, r result, code int, fragments ...string) {
 			t.Fatalf("want %q in the output, got %s", f, r)
 		}
 	}
+}
+
+// manageJobs is a Role rule for Jobs alone: a user bound to nothing else may not touch
+// Services, Secrets or nodes.
+var manageJobs = rbacv1.PolicyRule{
+	APIGroups: []string{"batch"}, Resources: []string{"jobs"},
+	Verbs: []string{"create", "get", "list", "watch", "patch", "delete"},
+}
+
+// grantRole lets user, impersonated with --as, do in ns what rules allow and nothing more: a
+// Role and a RoleBinding to it, both named after the user (the namespace goes with the test).
+func grantRole(t *testing.T, ns, user string, rules ...rbacv1.PolicyRule) {
+	t.Helper()
+	ctx := context.Background()
+	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: user, Namespace: ns}, Rules: rules}
+	if _, err := client.RbacV1().Roles(ns).Create(ctx, role, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	binding := &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: user, Namespace: ns},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: user},
+		Subjects:   []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: user}},
+	}
+	if _, err := client.RbacV1().RoleBindings(ns).Create(ctx, binding, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// assertRolledBack checks that a failed submit (r) printed nothing to stdout and left nothing
+// in ns: its Job, named job, goes by a foreground delete, so it may linger a moment while the
+// garbage collector finishes.
+func assertRolledBack(t *testing.T, ns, job string, r result) {
+	t.Helper()
+	if r.stdout != "" {
+		t.Fatalf("failed submit printed to stdout: %s", r)
+	}
+	poll(t, 30*time.Second, "the rolled-back Job to disappear", func(ctx context.Context) (bool, error) {
+		_, err := client.BatchV1().Jobs(ns).Get(ctx, job, metav1.GetOptions{})
+		return apierrors.IsNotFound(err), ignoreNotFound(err)
+	})
+	assertNoObjects(t, ns)
+}
+
+// leastPrivilegeUser makes a user (prefix and a random suffix, impersonated with --as) bound to
+// exactly what `kubectl tao rbac` prints for ns, applied with kubectl; the ClusterRoleBinding,
+// which outlives the namespace, goes when the test ends.
+func leastPrivilegeUser(t *testing.T, ns, prefix string) string {
+	t.Helper()
+	user := prefix + rand.String(5)
+	rbacYAML := tao(t, nil, "rbac", "-n", ns, "--user", user)
+	contains(t, rbacYAML, 0, "kind: Role", "kind: ClusterRoleBinding")
+	apply := exec.Command("kubectl", "--kubeconfig", kubeconfig, "apply", "-f", "-")
+	apply.Stdin = strings.NewReader(rbacYAML.stdout)
+	if out, err := apply.CombinedOutput(); err != nil {
+		t.Fatalf("kubectl apply: %v\n%s", err, out)
+	}
+	t.Cleanup(func() {
+		_ = client.RbacV1().ClusterRoleBindings().Delete(context.Background(), "kubectl-tao-cluster-reader-user-"+user, metav1.DeleteOptions{})
+	})
+	return user
 }

@@ -200,17 +200,7 @@ func TestCreatePullSecretFromStdinKeepsKeyHidden(t *testing.T) {
 // A user bound only to what `kubectl tao rbac` prints runs the whole flow.
 func TestLeastPrivilegeUserRunsTheFlow(t *testing.T) {
 	ns := namespace(t)
-	user := "tao-e2e-" + rand.String(5)
-	rbacYAML := tao(t, nil, "rbac", "-n", ns, "--user", user)
-	contains(t, rbacYAML, 0, "kind: Role", "kind: ClusterRoleBinding")
-	apply := exec.Command("kubectl", "--kubeconfig", kubeconfig, "apply", "-f", "-")
-	apply.Stdin = strings.NewReader(rbacYAML.stdout)
-	if out, err := apply.CombinedOutput(); err != nil {
-		t.Fatalf("kubectl apply: %v\n%s", err, out)
-	}
-	t.Cleanup(func() {
-		_ = client.RbacV1().ClusterRoleBindings().Delete(context.Background(), "kubectl-tao-cluster-reader-user-"+user, metav1.DeleteOptions{})
-	})
+	user := leastPrivilegeUser(t, ns, "tao-e2e-")
 	as := []string{"-n", ns, "--as", user}
 	checks, r := preflightJSON(t, append(as, "--gpus", "8", "--nodes", "2")...)
 	if r.code != 0 || checks["permissions"].Result != "PASS" || checks["cluster-reads"].Result != "PASS" || checks["fit"].Result != "PASS" {

@@ -6,17 +6,14 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/rand"
 )
 
 // The credentials of these tests: no printed output, request or object but the Secret may hold them.
@@ -225,37 +222,12 @@ func TestStagingRefusesBadInputAndCreatesNothing(t *testing.T) {
 
 func TestStagingRBACDeniedSecretRollsBack(t *testing.T) {
 	ns := namespace(t)
-	ctx := context.Background()
 	// The user may manage Jobs, not Secrets (nor list nodes: the capacity check is skipped).
-	role := &rbacv1.Role{
-		ObjectMeta: metav1.ObjectMeta{Name: "jobs-only", Namespace: ns},
-		Rules: []rbacv1.PolicyRule{{
-			APIGroups: []string{"batch"}, Resources: []string{"jobs"},
-			Verbs: []string{"create", "get", "list", "watch", "patch", "delete"},
-		}},
-	}
-	if _, err := client.RbacV1().Roles(ns).Create(ctx, role, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	binding := &rbacv1.RoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: "jobs-only", Namespace: ns},
-		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "jobs-only"},
-		Subjects:   []rbacv1.Subject{{APIGroup: "rbac.authorization.k8s.io", Kind: "User", Name: "jobs-only-user"}},
-	}
-	if _, err := client.RbacV1().RoleBindings(ns).Create(ctx, binding, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	grantRole(t, ns, "jobs-only-user", manageJobs)
 	r := tao(t, s3Env, append(stagedArgs(ns, "denied", "--as", "jobs-only-user"), "--", "true")...)
 	contains(t, r, 6, "creating secret/denied-s3", "forbidden")
 	assertNoCredentials(t, "the error", r.stdout+r.stderr)
-	if r.stdout != "" {
-		t.Fatalf("failed submit printed to stdout: %s", r)
-	}
-	poll(t, 30*time.Second, "the rolled-back Job to disappear", func(ctx context.Context) (bool, error) {
-		_, err := client.BatchV1().Jobs(ns).Get(ctx, "denied", metav1.GetOptions{})
-		return apierrors.IsNotFound(err), ignoreNotFound(err)
-	})
-	assertNoObjects(t, ns)
+	assertRolledBack(t, ns, "denied", r)
 
 	// --s3-secret when Secrets may not be read: a warning, and the job goes on.
 	r = tao(t, nil, append(stagedArgs(ns, "unchecked", "--as", "jobs-only-user", "--s3-secret", "team-s3"), "--", "true")...)
@@ -265,16 +237,7 @@ func TestStagingRBACDeniedSecretRollsBack(t *testing.T) {
 // A user bound to exactly what `kubectl tao rbac` prints can submit staged jobs both ways.
 func TestStagingLeastPrivilege(t *testing.T) {
 	ns := namespace(t)
-	user := "tao-s3-" + rand.String(5)
-	rbacYAML := tao(t, nil, "rbac", "-n", ns, "--user", user)
-	apply := exec.Command("kubectl", "--kubeconfig", kubeconfig, "apply", "-f", "-")
-	apply.Stdin = strings.NewReader(rbacYAML.stdout)
-	if out, err := apply.CombinedOutput(); err != nil {
-		t.Fatalf("kubectl apply: %v\n%s", err, out)
-	}
-	t.Cleanup(func() {
-		_ = client.RbacV1().ClusterRoleBindings().Delete(context.Background(), "kubectl-tao-cluster-reader-user-"+user, metav1.DeleteOptions{})
-	})
+	user := leastPrivilegeUser(t, ns, "tao-s3-")
 	r := tao(t, s3Env, append(stagedArgs(ns, "mine", "--as", user, "--wait"), "--", "true")...)
 	contains(t, r, 0, "secret/mine-s3 created", "job.batch/mine Complete")
 	r = tao(t, nil, append(stagedArgs(ns, "theirs", "--as", user, "--s3-secret", "mine-s3", "--wait"), "--", "true")...)

@@ -14,8 +14,6 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 )
@@ -160,37 +158,11 @@ func TestSubmitServerDryRunCreatesNothing(t *testing.T) {
 
 func TestSubmitRBACDeniedServiceLeavesNothing(t *testing.T) {
 	ns := namespace(t)
-	ctx := context.Background()
 	// The user may manage Jobs but not Services (nor list nodes: the capacity check is skipped).
-	role := &rbacv1.Role{
-		ObjectMeta: metav1.ObjectMeta{Name: "jobs-only", Namespace: ns},
-		Rules: []rbacv1.PolicyRule{{
-			APIGroups: []string{"batch"}, Resources: []string{"jobs"},
-			Verbs: []string{"create", "get", "list", "watch", "patch", "delete"},
-		}},
-	}
-	if _, err := client.RbacV1().Roles(ns).Create(ctx, role, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	binding := &rbacv1.RoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: "jobs-only", Namespace: ns},
-		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "jobs-only"},
-		Subjects:   []rbacv1.Subject{{APIGroup: "rbac.authorization.k8s.io", Kind: "User", Name: "jobs-only-user"}},
-	}
-	if _, err := client.RbacV1().RoleBindings(ns).Create(ctx, binding, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	grantRole(t, ns, "jobs-only-user", manageJobs)
 	r := tao(t, nil, "submit", "denied", "-n", ns, "--as", "jobs-only-user", "--image", "img", "--nodes", "2", "--", "true")
 	contains(t, r, 6, "Warning: capacity check skipped", "creating service/denied", "forbidden")
-	if r.stdout != "" {
-		t.Fatalf("failed submit printed to stdout: %s", r)
-	}
-	// The rollback is a foreground delete: the Job may linger a moment while the GC finishes.
-	poll(t, 30*time.Second, "the rolled-back Job to disappear", func(ctx context.Context) (bool, error) {
-		_, err := client.BatchV1().Jobs(ns).Get(ctx, "denied", metav1.GetOptions{})
-		return apierrors.IsNotFound(err), ignoreNotFound(err)
-	})
-	assertNoObjects(t, ns)
+	assertRolledBack(t, ns, "denied", r)
 }
 
 func TestSubmitExistingJobIsUntouched(t *testing.T) {

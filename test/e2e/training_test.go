@@ -114,19 +114,7 @@ func TestGPUTaintIsToleratedByDefault(t *testing.T) {
 	if r.code != 0 {
 		t.Fatalf("submit: %s", r)
 	}
-	poll(t, 30*time.Second, "both ranks to run on the tainted GPU nodes", func(ctx context.Context) (bool, error) {
-		pods, err := client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "job-name=gpu"})
-		if err != nil {
-			return false, err
-		}
-		n := 0
-		for _, p := range pods.Items {
-			if p.Status.Phase == corev1.PodRunning {
-				n++
-			}
-		}
-		return n == 2, nil
-	})
+	poll(t, 30*time.Second, "both ranks to run on the tainted GPU nodes", runningPods(ns, "gpu", 2))
 	opted := tao(t, nil, "submit", "opted-out", "-n", ns, "--image", "img", "--no-gpu-toleration", "--", "true")
 	contains(t, opted, 7, "nvidia.com/gpu=present:NoSchedule")
 }

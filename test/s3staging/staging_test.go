@@ -21,6 +21,7 @@ import (
 
 	"github.com/minio/minio-go/v7"
 
+	"github.com/kubectl-tao/kubectl-tao/internal/testbuf"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/exitcode"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/stage/transfer"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/staging"
@@ -52,24 +53,7 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-func stager(t *testing.T, srv *s3server.Server, secret string, log *syncBuffer) *transfer.Stager {
+func stager(t *testing.T, srv *s3server.Server, secret string, log *testbuf.Buffer) *transfer.Stager {
 	t.Helper()
 	c, err := transfer.NewClient(transfer.Config{AccessKey: srv.AccessKey, SecretKey: secret, Endpoint: srv.Endpoint}, nil)
 	if err != nil {
@@ -116,7 +100,7 @@ func TestStageInFileAndPrefix(t *testing.T) {
 	srv.Put(t, "datasets", "coco/train/empty.txt", nil)
 
 	root := t.TempDir()
-	var log syncBuffer
+	var log testbuf.Buffer
 	err := stager(t, srv, srv.SecretKey, &log).Download(context.Background(), []staging.Input{
 		mustInput(t, root+"/data/train=s3://datasets/coco/train/"),
 		mustInput(t, root+"/specs/train.yaml=s3://datasets/specs/train.yaml"),
@@ -164,7 +148,7 @@ func TestStageOutTreeAndFile(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(root, "summary.txt"), []byte("done"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	var log syncBuffer
+	var log testbuf.Buffer
 	run := transfer.Run{Bucket: "results", JobID: "train-1", JobUID: "6b0e3f1c-uid"}
 	err := stager(t, srv, srv.SecretKey, &log).Upload(context.Background(), run, []string{root + "/results", root + "/summary.txt"})
 	if err != nil {
@@ -190,7 +174,7 @@ func TestWrongSecretKey(t *testing.T) {
 	srv.MakeBucket(t, "datasets")
 	srv.Put(t, "datasets", "a.txt", []byte("a"))
 	root := t.TempDir()
-	var log syncBuffer
+	var log testbuf.Buffer
 	s := stager(t, srv, "not-the-secret", &log)
 	err := s.Download(context.Background(), []staging.Input{mustInput(t, root+"/a.txt=s3://datasets/a.txt")})
 	if err == nil || exitcode.Of(err) != exitcode.Forbidden ||
@@ -212,7 +196,7 @@ func TestMissingObjectIsNamed(t *testing.T) {
 	srv := s3server.Start(t)
 	srv.MakeBucket(t, "datasets")
 	root := t.TempDir()
-	var log syncBuffer
+	var log testbuf.Buffer
 	err := stager(t, srv, srv.SecretKey, &log).Download(context.Background(), []staging.Input{
 		mustInput(t, root+"/a.txt=s3://datasets/no/such/key.txt"),
 		mustInput(t, root+"/b=s3://no-such-bucket/x"),

@@ -1,7 +1,6 @@
 package artifacts_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"net/http/httptest"
@@ -16,12 +15,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	ktypes "k8s.io/apimachinery/pkg/types"
-	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/client-go/kubernetes/fake"
 
-	"github.com/kubectl-tao/kubectl-tao/pkg/plugin"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/artifacts"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmdutil"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/internal/cmdtest"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/stage/transfer"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/staging"
 )
@@ -82,16 +80,11 @@ func (e *env) keys() []string {
 }
 
 func (e *env) run(getenv map[string]string, args ...string) (int, string, string) {
-	var out, errOut bytes.Buffer
-	code := plugin.Execute(context.Background(), plugin.Deps{
-		Streams: genericiooptions.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut},
-		Getenv:  func(k string) string { return getenv[k] },
-		Factory: &cmdutil.FakeFactory{Client: e.client},
-	}, args)
-	if strings.Contains(out.String()+errOut.String(), secretKey) {
-		e.t.Errorf("the secret key was printed:\n%s\n%s", out.String(), errOut.String())
+	r := cmdtest.Cmd{Factory: &cmdutil.FakeFactory{Client: e.client}, Env: getenv}.Run(context.Background(), args...)
+	if strings.Contains(r.Stdout+r.Stderr, secretKey) {
+		e.t.Errorf("the secret key was printed:\n%s\n%s", r.Stdout, r.Stderr)
 	}
-	return code, out.String(), errOut.String()
+	return r.Code, r.Stdout, r.Stderr
 }
 
 func job(name, uid string, cond batchv1.JobConditionType, outputs bool) *batchv1.Job {

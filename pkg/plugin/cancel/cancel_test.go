@@ -1,7 +1,6 @@
 package cancel_test
 
 import (
-	"bytes"
 	"context"
 	"strings"
 	"sync"
@@ -16,14 +15,12 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	ktypes "k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
-	clocktesting "k8s.io/utils/clock/testing"
 
-	"github.com/kubectl-tao/kubectl-tao/pkg/plugin"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmdutil"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/exitcode"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/internal/cmdtest"
 )
 
 var now = time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
@@ -52,14 +49,8 @@ func pod(name string, owner *batchv1.Job) *corev1.Pod {
 
 func run(t *testing.T, c *fake.Clientset, args ...string) (int, string, string) {
 	t.Helper()
-	var out, errOut bytes.Buffer
-	code := plugin.Execute(context.Background(), plugin.Deps{
-		Streams: genericiooptions.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut},
-		Getenv:  func(string) string { return "" },
-		Factory: &cmdutil.FakeFactory{Client: c},
-		Clock:   clocktesting.NewFakePassiveClock(now),
-	}, args)
-	return code, out.String(), errOut.String()
+	r := cmdtest.Cmd{Factory: &cmdutil.FakeFactory{Client: c}, Now: now}.Run(context.Background(), args...)
+	return r.Code, r.Stdout, r.Stderr
 }
 
 // garbageCollect plays the garbage collector after a foreground delete: once both watches are

@@ -1,7 +1,6 @@
 package capacity_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"strings"
@@ -11,14 +10,13 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
-	"github.com/kubectl-tao/kubectl-tao/pkg/plugin"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/capacity"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmdutil"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/exitcode"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/internal/cmdtest"
 )
 
 func node(name, product string, gpus int64) *corev1.Node {
@@ -54,13 +52,8 @@ func objects() []runtime.Object {
 }
 
 func run(c *fake.Clientset, args ...string) (int, string, string) {
-	var out, errOut bytes.Buffer
-	code := plugin.Execute(context.Background(), plugin.Deps{
-		Streams: genericiooptions.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut},
-		Getenv:  func(string) string { return "" },
-		Factory: &cmdutil.FakeFactory{NS: "ml", Client: c},
-	}, append([]string{"capacity"}, args...))
-	return code, out.String(), errOut.String()
+	r := cmdtest.Cmd{Factory: &cmdutil.FakeFactory{NS: "ml", Client: c}}.Run(context.Background(), append([]string{"capacity"}, args...)...)
+	return r.Code, r.Stdout, r.Stderr
 }
 
 func TestCapacityTable(t *testing.T) {

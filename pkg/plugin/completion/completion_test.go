@@ -1,7 +1,6 @@
 package completion_test
 
 import (
-	"bytes"
 	"context"
 	"os"
 	"os/exec"
@@ -13,13 +12,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
-	"github.com/kubectl-tao/kubectl-tao/pkg/plugin"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmdutil"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/completion"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/internal/cmdtest"
 )
 
 func job(ns, name string, managed bool) *batchv1.Job {
@@ -32,14 +30,8 @@ func job(ns, name string, managed bool) *batchv1.Job {
 
 func run(t *testing.T, client *fake.Clientset, args ...string) (int, string, string) {
 	t.Helper()
-	var out, errOut bytes.Buffer
-	code := plugin.Execute(context.Background(), plugin.Deps{
-		Streams:    genericiooptions.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut},
-		Getenv:     func(string) string { return "" },
-		Factory:    &cmdutil.FakeFactory{NS: "team", Client: client},
-		RandomName: func() string { return "abcde" },
-	}, args)
-	return code, out.String(), errOut.String()
+	r := cmdtest.Cmd{Factory: &cmdutil.FakeFactory{NS: "team", Client: client}, RandomName: "abcde"}.Run(context.Background(), args...)
+	return r.Code, r.Stdout, r.Stderr
 }
 
 func TestJobNamesAreThePluginsJobsInTheNamespace(t *testing.T) {

@@ -1,17 +1,14 @@
 package configcmd_test
 
 import (
-	"bytes"
 	"context"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
-	"k8s.io/cli-runtime/pkg/genericiooptions"
-
-	"github.com/kubectl-tao/kubectl-tao/pkg/plugin"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmdutil"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/internal/cmdtest"
 )
 
 func view(t *testing.T, file string) (int, string, string) {
@@ -27,13 +24,8 @@ func view(t *testing.T, file string) (int, string, string) {
 	if file != "" {
 		env["TAO_CONFIG"] = path
 	}
-	var out, errOut bytes.Buffer
-	code := plugin.Execute(context.Background(), plugin.Deps{
-		Streams: genericiooptions.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut},
-		Getenv:  func(k string) string { return env[k] },
-		Factory: &cmdutil.FakeFactory{},
-	}, []string{"config", "view"})
-	return code, out.String(), errOut.String()
+	r := cmdtest.Cmd{Factory: &cmdutil.FakeFactory{}, Env: env}.Run(context.Background(), "config", "view")
+	return r.Code, r.Stdout, r.Stderr
 }
 
 func TestConfigView(t *testing.T) {

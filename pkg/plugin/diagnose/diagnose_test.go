@@ -1,13 +1,9 @@
 package diagnose_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -19,17 +15,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/client-go/kubernetes/fake"
-	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
-	"github.com/kubectl-tao/kubectl-tao/pkg/plugin"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmdutil"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/exitcode"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/internal/cmdtest"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
 
 var (
 	t0  = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
@@ -117,42 +109,9 @@ func cluster() *fake.Clientset {
 	return fake.NewClientset(objs...)
 }
 
-type result struct {
-	code           int
-	stdout, stderr string
-}
-
-func run(t *testing.T, c *fake.Clientset, args ...string) result {
+func run(t *testing.T, c *fake.Clientset, args ...string) cmdtest.Result {
 	t.Helper()
-	var out, errOut bytes.Buffer
-	code := plugin.Execute(context.Background(), plugin.Deps{
-		Streams: genericiooptions.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut},
-		Getenv:  func(string) string { return "" },
-		Factory: &cmdutil.FakeFactory{NS: "ml", Client: c},
-		Clock:   clocktesting.NewFakePassiveClock(now),
-	}, args)
-	return result{code, out.String(), errOut.String()}
-}
-
-func golden(t *testing.T, name, got string) {
-	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		if err := os.MkdirAll("testdata", 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test -update to create it)", err)
-	}
-	if got != string(want) {
-		t.Errorf("output differs from %s (go test -update rewrites it):\n--- got\n%s\n--- want\n%s", path, got, want)
-	}
+	return cmdtest.Cmd{Factory: &cmdutil.FakeFactory{NS: "ml", Client: c}, Now: now}.Run(context.Background(), args...)
 }
 
 func TestGoldens(t *testing.T) {
@@ -175,13 +134,13 @@ func TestGoldens(t *testing.T) {
 	} {
 		t.Run(tc.golden, func(t *testing.T) {
 			r := run(t, cluster(), tc.args...)
-			if r.code != 0 {
-				t.Fatalf("exit %d, stderr %s", r.code, r.stderr)
+			if r.Code != 0 {
+				t.Fatalf("exit %d, stderr %s", r.Code, r.Stderr)
 			}
-			if !strings.Contains(r.stderr, tc.wantStderr) || (tc.wantStderr == "" && r.stderr != "") {
-				t.Errorf("stderr = %q, want %q", r.stderr, tc.wantStderr)
+			if !strings.Contains(r.Stderr, tc.wantStderr) || (tc.wantStderr == "" && r.Stderr != "") {
+				t.Errorf("stderr = %q, want %q", r.Stderr, tc.wantStderr)
 			}
-			golden(t, tc.golden, r.stdout)
+			cmdtest.Golden(t, tc.golden, r.Stdout)
 		})
 	}
 }
@@ -190,8 +149,8 @@ func TestGoldens(t *testing.T) {
 func TestReplicasJSONIsTheSDKShape(t *testing.T) {
 	r := run(t, cluster(), "replicas", "half", "-o", "json")
 	var got []map[string]any
-	if err := json.Unmarshal([]byte(r.stdout), &got); err != nil {
-		t.Fatalf("stdout is not a JSON array: %v\n%s", err, r.stdout)
+	if err := json.Unmarshal([]byte(r.Stdout), &got); err != nil {
+		t.Fatalf("stdout is not a JSON array: %v\n%s", err, r.Stdout)
 	}
 	if len(got) != 2 {
 		t.Fatalf("%d entries", len(got))
@@ -229,7 +188,7 @@ func TestDiagnoseJSONIsTheSDKShape(t *testing.T) {
 			Time     string `json:"time"`
 		} `json:"job_failure_by_node_event"`
 	}
-	if err := json.Unmarshal([]byte(r.stdout), &got); err != nil {
+	if err := json.Unmarshal([]byte(r.Stdout), &got); err != nil {
 		t.Fatal(err)
 	}
 	if got.ErrClass == nil || *got.ErrClass != "ERR_PROGRAM" || !strings.HasPrefix(got.Suggestion, "Container OOM-killed. Reduce batch size") {
@@ -241,15 +200,15 @@ func TestDiagnoseJSONIsTheSDKShape(t *testing.T) {
 	}
 
 	r = run(t, cluster(), "diagnose", "done", "-o", "jsonpath={.err_class}")
-	if r.code != 0 || r.stdout != "null" {
-		t.Errorf("jsonpath on a fine job = %q (exit %d)", r.stdout, r.code)
+	if r.Code != 0 || r.Stdout != "null" {
+		t.Errorf("jsonpath on a fine job = %q (exit %d)", r.Stdout, r.Code)
 	}
 }
 
 func TestJobNotFound(t *testing.T) {
 	for _, cmd := range []string{"replicas", "diagnose"} {
 		r := run(t, cluster(), cmd, "nope")
-		if r.code != int(exitcode.NotFound) || r.stdout != "" || !strings.Contains(r.stderr, `error: job "nope" not found in namespace "ml"`) {
+		if r.Code != int(exitcode.NotFound) || r.Stdout != "" || !strings.Contains(r.Stderr, `error: job "nope" not found in namespace "ml"`) {
 			t.Errorf("%s nope: %+v", cmd, r)
 		}
 	}
@@ -260,8 +219,8 @@ func TestUsageErrors(t *testing.T) {
 		{"replicas"}, {"diagnose", "a", "b"}, {"diagnose", "pod/x"}, {"diagnose", "oom", "-o", "wide"}, {"diagnose", "oom", "-o", "name"},
 	} {
 		r := run(t, fake.NewClientset(), args...)
-		if r.code != int(exitcode.Usage) || r.stdout != "" {
-			t.Errorf("%v: exit %d, stdout %q, stderr %q; want a usage error", args, r.code, r.stdout, r.stderr)
+		if r.Code != int(exitcode.Usage) || r.Stdout != "" {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q; want a usage error", args, r.Code, r.Stdout, r.Stderr)
 		}
 	}
 }

@@ -25,15 +25,32 @@ func node(name string, gpus int64, lbls ...string) corev1.Node {
 	return n
 }
 
+type checkCase struct {
+	name    string
+	nodes   []corev1.Node
+	req     Request
+	wantErr string // empty: fits
+}
+
+// checkCases runs Check on each case's cluster and request.
+func checkCases(t *testing.T, tests []checkCase) {
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			err := Check(Summarize(tc.nodes, tc.req), tc.req)
+			switch {
+			case tc.wantErr == "" && err != nil:
+				t.Fatalf("Check() = %v, want it to fit", err)
+			case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
+				t.Fatalf("Check() = %v, want an error containing %q", err, tc.wantErr)
+			}
+		})
+	}
+}
+
 func TestCheck(t *testing.T) {
 	h100 := labels.SelectorFromSet(labels.Set{"gpu": "h100"})
 	twoByEight := []corev1.Node{node("a", 8, "gpu", "h100"), node("b", 8, "gpu", "h100")}
-	tests := []struct {
-		name    string
-		nodes   []corev1.Node
-		req     Request
-		wantErr string // empty: fits
-	}{
+	tests := []checkCase{
 		{"fits exactly", twoByEight, req(8, 2), ""},
 		{"fits with room", twoByEight, req(4, 3), ""},
 		{"zero gpus never checked", nil, req(0, 5), ""},
@@ -46,17 +63,7 @@ func TestCheck(t *testing.T) {
 		{"selector matches none", []corev1.Node{node("x", 8, "gpu", "a100")}, sel(req(1, 1), h100), "no node with nvidia.com/gpu matches --node-selector gpu=h100 (1 GPU nodes with 8 GPUs in total exist)"},
 		{"selector too small", append(twoByEight, node("x", 8, "gpu", "a100")), sel(req(8, 3), h100), "but only 16 are allocatable on the nodes matching --node-selector gpu=h100"},
 	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			err := Check(Summarize(tc.nodes, tc.req), tc.req)
-			switch {
-			case tc.wantErr == "" && err != nil:
-				t.Fatalf("Check() = %v, want it to fit", err)
-			case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
-				t.Fatalf("Check() = %v, want an error containing %q", err, tc.wantErr)
-			}
-		})
-	}
+	checkCases(t, tests)
 }
 
 func req(gpus, pods int64) Request {
@@ -82,12 +89,7 @@ func TestCheckHonoursTaintsAndResources(t *testing.T) {
 		n.Status.Allocatable[corev1.ResourceMemory] = resource.MustParse("1Ti")
 		return n
 	}
-	tests := []struct {
-		name    string
-		nodes   []corev1.Node
-		req     Request
-		wantErr string
-	}{
+	tests := []checkCase{
 		{"tolerated taint", []corev1.Node{tainted(node("a", 8), gpuTaint)}, func() Request { r := req(8, 1); r.Tolerations = []corev1.Toleration{gpuTol}; return r }(), ""},
 		{"untolerated taint everywhere", []corev1.Node{tainted(node("a", 8), dedicated)}, req(8, 1), "carry taints the pods do not tolerate (for example dedicated=ml:NoExecute): add --toleration"},
 		{"untolerated taint on some", []corev1.Node{tainted(node("a", 8), dedicated), node("b", 8)}, req(8, 2), "leaving out 1 nodes with untolerated taints such as dedicated=ml:NoExecute"},
@@ -96,17 +98,7 @@ func TestCheckHonoursTaintsAndResources(t *testing.T) {
 		{"memory missing", []corev1.Node{node("a", 8)}, withMem(req(1, 1), "1", "1Gi"), "on 1 nodes the memory a rank asks for is the limit (lower --memory or --shm-size)"},
 		{"everything fits", []corev1.Node{big("a"), big("b")}, withMem(req(4, 4), "48", "500Gi"), ""},
 	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			err := Check(Summarize(tc.nodes, tc.req), tc.req)
-			switch {
-			case tc.wantErr == "" && err != nil:
-				t.Fatalf("Check() = %v, want it to fit", err)
-			case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
-				t.Fatalf("Check() = %v, want an error containing %q", err, tc.wantErr)
-			}
-		})
-	}
+	checkCases(t, tests)
 }
 
 func TestNoGPUsIsTheContractError(t *testing.T) {

@@ -1,14 +1,9 @@
 package list_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"flag"
-	"os"
-	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,37 +13,17 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
-	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
-	"github.com/kubectl-tao/kubectl-tao/pkg/plugin"
+	"github.com/kubectl-tao/kubectl-tao/internal/testbuf"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmdutil"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/exitcode"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/internal/cmdtest"
 )
 
-var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
-
 var now = time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
-
-func golden(t *testing.T, name, got string) {
-	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test -update)", err)
-	}
-	if got != string(want) {
-		t.Errorf("%s differs:\n--- got\n%s\n--- want\n%s", name, got, want)
-	}
-}
 
 func job(ns, name string, gpus string, nodes int32, age time.Duration, mutate ...func(*batchv1.Job)) *batchv1.Job {
 	j := &batchv1.Job{
@@ -93,20 +68,8 @@ func fixtures() []runtime.Object {
 	}
 }
 
-type result struct {
-	code           int
-	stdout, stderr string
-}
-
-func run(ctx context.Context, c *fake.Clientset, args ...string) result {
-	var out, errOut bytes.Buffer
-	code := plugin.Execute(ctx, plugin.Deps{
-		Streams: genericiooptions.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut},
-		Getenv:  func(string) string { return "" },
-		Factory: &cmdutil.FakeFactory{NS: "ml", Client: c},
-		Clock:   clocktesting.NewFakePassiveClock(now),
-	}, args)
-	return result{code, out.String(), errOut.String()}
+func run(ctx context.Context, c *fake.Clientset, args ...string) cmdtest.Result {
+	return cmdtest.Cmd{Factory: &cmdutil.FakeFactory{NS: "ml", Client: c}, Now: now}.Run(ctx, args...)
 }
 
 func TestListGolden(t *testing.T) {
@@ -125,10 +88,10 @@ func TestListGolden(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.args, func(t *testing.T) {
 			r := run(context.Background(), fake.NewClientset(fixtures()...), strings.Fields(tc.args)...)
-			if r.code != 0 || r.stderr != "" {
+			if r.Code != 0 || r.Stderr != "" {
 				t.Fatalf("got %+v", r)
 			}
-			golden(t, tc.golden, r.stdout)
+			cmdtest.Golden(t, tc.golden, r.Stdout)
 		})
 	}
 }
@@ -142,7 +105,7 @@ func TestListJSONIsAV1ListOfJobs(t *testing.T) {
 			Metadata         metav1.ObjectMeta
 		}
 	}
-	if err := json.Unmarshal([]byte(r.stdout), &l); err != nil {
+	if err := json.Unmarshal([]byte(r.Stdout), &l); err != nil {
 		t.Fatal(err, r)
 	}
 	if l.APIVersion != "v1" || l.Kind != "List" || len(l.Items) != 4 {
@@ -158,7 +121,7 @@ func TestListJSONIsAV1ListOfJobs(t *testing.T) {
 func TestListSelectorIsANDedWithManagedBy(t *testing.T) {
 	c := fake.NewClientset(fixtures()...)
 	r := run(context.Background(), c, "list", "-l", "team=vision,stage!=dev")
-	if r.code != 0 {
+	if r.Code != 0 {
 		t.Fatalf("got %+v", r)
 	}
 	acts := c.Actions()
@@ -172,7 +135,7 @@ func TestListSelectorIsANDedWithManagedBy(t *testing.T) {
 	if la.ListOptions.Limit != 500 {
 		t.Errorf("limit = %d, want pages of 500", la.ListOptions.Limit)
 	}
-	if r := run(context.Background(), c, "list", "-l", "a=(b"); r.code != int(exitcode.Usage) || !strings.Contains(r.stderr, "invalid --selector") {
+	if r := run(context.Background(), c, "list", "-l", "a=(b"); r.Code != int(exitcode.Usage) || !strings.Contains(r.Stderr, "invalid --selector") {
 		t.Errorf("bad selector: %+v", r)
 	}
 }
@@ -190,18 +153,18 @@ func TestListPages(t *testing.T) {
 		return true, &batchv1.JobList{ListMeta: metav1.ListMeta{ResourceVersion: "7"}, Items: []batchv1.Job{*job("ml", "b", "1", 1, time.Minute)}}, nil
 	})
 	r := run(context.Background(), c, "list", "-o", "name")
-	if r.code != 0 || r.stdout != "job.batch/a\njob.batch/b\n" || strings.Join(continues, ",") != ",page2" {
+	if r.Code != 0 || r.Stdout != "job.batch/a\njob.batch/b\n" || strings.Join(continues, ",") != ",page2" {
 		t.Fatalf("got %+v, continues %q", r, continues)
 	}
 }
 
 func TestListEmpty(t *testing.T) {
 	r := run(context.Background(), fake.NewClientset(), "list")
-	if r.code != 0 || r.stdout != "" || r.stderr != "No resources found in ml namespace.\n" {
+	if r.Code != 0 || r.Stdout != "" || r.Stderr != "No resources found in ml namespace.\n" {
 		t.Fatalf("got %+v", r)
 	}
 	r = run(context.Background(), fake.NewClientset(), "list", "-o", "json")
-	if r.code != 0 || r.stderr != "" || !strings.Contains(r.stdout, `"items": []`) {
+	if r.Code != 0 || r.Stderr != "" || !strings.Contains(r.Stdout, `"items": []`) {
 		t.Fatalf("got %+v", r)
 	}
 }
@@ -209,30 +172,12 @@ func TestListEmpty(t *testing.T) {
 func TestListBadOutput(t *testing.T) {
 	c := fake.NewClientset()
 	r := run(context.Background(), c, "list", "-o", "yolo")
-	if r.code != int(exitcode.Usage) || len(c.Actions()) != 0 {
+	if r.Code != int(exitcode.Usage) || len(c.Actions()) != 0 {
 		t.Fatalf("got %+v", r)
 	}
-	if r := run(context.Background(), c, "list", "extra"); r.code != int(exitcode.Usage) {
+	if r := run(context.Background(), c, "list", "extra"); r.Code != int(exitcode.Usage) {
 		t.Fatalf("an argument: got %+v", r)
 	}
-}
-
-// syncBuffer lets the test read stdout while --watch writes it.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 func TestListWatch(t *testing.T) {
@@ -247,15 +192,11 @@ func TestListWatch(t *testing.T) {
 		return true, w.fw, nil
 	})
 	ctx, cancel := context.WithCancel(context.Background())
-	out := &syncBuffer{}
+	// The test reads stdout while --watch writes it.
+	out := &testbuf.Buffer{}
 	done := make(chan int)
 	go func() {
-		done <- plugin.Execute(ctx, plugin.Deps{
-			Streams: genericiooptions.IOStreams{In: strings.NewReader(""), Out: out, ErrOut: &bytes.Buffer{}},
-			Getenv:  func(string) string { return "" },
-			Factory: &cmdutil.FakeFactory{NS: "ml", Client: c},
-			Clock:   clocktesting.NewFakePassiveClock(now),
-		}, []string{"list", "--watch"})
+		done <- cmdtest.Cmd{Factory: &cmdutil.FakeFactory{NS: "ml", Client: c}, Now: now, Stdout: out}.Run(ctx, "list", "--watch").Code
 	}()
 	w := <-watchers
 	if w.opts.ResourceVersion != "41" || w.opts.LabelSelector != "app.kubernetes.io/managed-by=kubectl-tao" {
@@ -270,7 +211,7 @@ func TestListWatch(t *testing.T) {
 	if code := <-done; code != 0 {
 		t.Errorf("exit %d after interrupt", code)
 	}
-	golden(t, "watch.txt", out.String())
+	cmdtest.Golden(t, "watch.txt", out.String())
 }
 
 func TestListQueuedIsPending(t *testing.T) {
@@ -280,7 +221,7 @@ func TestListQueuedIsPending(t *testing.T) {
 	})
 	r := run(context.Background(), fake.NewClientset(queued), "list")
 	want := "NAME      STATUS    GPUS   NODES   AGE\nwaiting   Pending   8x2    0/2     60s\n"
-	if r.code != 0 || r.stdout != want {
+	if r.Code != 0 || r.Stdout != want {
 		t.Fatalf("got %+v, want stdout\n%s", r, want)
 	}
 }

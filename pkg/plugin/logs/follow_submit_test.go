@@ -1,7 +1,6 @@
 package logs_test
 
 import (
-	"bytes"
 	"context"
 	"strings"
 	"testing"
@@ -10,23 +9,16 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/client-go/kubernetes/fake"
 
-	"github.com/kubectl-tao/kubectl-tao/pkg/plugin"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmdutil"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/exitcode"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/internal/cmdtest"
 )
 
-func submit(ctx context.Context, c *fake.Clientset, args ...string) result {
-	var out, errOut bytes.Buffer
-	code := plugin.Execute(ctx, plugin.Deps{
-		Streams:    genericiooptions.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut},
-		Getenv:     func(string) string { return "" },
-		Factory:    &cmdutil.FakeFactory{NS: "ns", Client: c},
-		RandomName: func() string { return "x7k2p" },
-	}, append([]string{"submit", "train", "--image", "busybox", "--gpus", "0"}, append(args, "--", "echo hi")...))
-	return result{code, out.String(), errOut.String()}
+func submit(ctx context.Context, c *fake.Clientset, args ...string) cmdtest.Result {
+	return cmdtest.Cmd{Factory: &cmdutil.FakeFactory{NS: "ns", Client: c}, RandomName: "x7k2p"}.Run(ctx,
+		append([]string{"submit", "train", "--image", "busybox", "--gpus", "0"}, append(args, "--", "echo hi")...)...)
 }
 
 // whenCreated runs change once the submitted Job exists.
@@ -49,7 +41,7 @@ func TestSubmitFollow(t *testing.T) {
 		_, _ = c.BatchV1().Jobs("ns").UpdateStatus(context.Background(), j, metav1.UpdateOptions{})
 	})
 	r := submit(context.Background(), c, "--follow")
-	if r.code != 0 || r.stdout != "" || r.stderr != "job.batch/train created\n" {
+	if r.Code != 0 || r.Stdout != "" || r.Stderr != "job.batch/train created\n" {
 		t.Fatalf("got %+v", r)
 	}
 }
@@ -60,7 +52,7 @@ func TestSubmitFollowDetaches(t *testing.T) {
 	whenCreated(t, c, func(*batchv1.Job) { time.Sleep(100 * time.Millisecond); cancel() })
 	r := submit(ctx, c, "--follow")
 	want := "job.batch/train created\nerror: detached from job.batch/train: it keeps running; cancel it with: kubectl tao cancel train -n ns\n"
-	if r.code != int(exitcode.Error) || r.stdout != "" || r.stderr != want {
+	if r.Code != int(exitcode.Error) || r.Stdout != "" || r.Stderr != want {
 		t.Fatalf("got %+v", r)
 	}
 	if _, err := c.BatchV1().Jobs("ns").Get(context.Background(), "train", metav1.GetOptions{}); err != nil {
@@ -72,7 +64,7 @@ func TestSubmitFollowUsage(t *testing.T) {
 	for _, args := range [][]string{{"--follow", "--dry-run=client"}, {"--follow", "--wait"}} {
 		c, _ := client()
 		r := submit(context.Background(), c, args...)
-		if r.code != int(exitcode.Usage) || !strings.Contains(r.stderr, "--follow cannot be combined with --wait (it already waits) or --dry-run") {
+		if r.Code != int(exitcode.Usage) || !strings.Contains(r.Stderr, "--follow cannot be combined with --wait (it already waits) or --dry-run") {
 			t.Errorf("%v: got %+v", args, r)
 		}
 		if len(c.Actions()) != 0 {

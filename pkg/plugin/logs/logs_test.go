@@ -1,7 +1,6 @@
 package logs_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"strings"
@@ -12,14 +11,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	k8stypes "k8s.io/apimachinery/pkg/types"
-	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/utils/ptr"
 
-	"github.com/kubectl-tao/kubectl-tao/pkg/plugin"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmdutil"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/exitcode"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/internal/cmdtest"
 )
 
 func job(conds ...batchv1.JobConditionType) *batchv1.Job {
@@ -70,21 +68,9 @@ func client(objs ...runtime.Object) (*fake.Clientset, *[]corev1.PodLogOptions) {
 	return c, &reqs
 }
 
-type result struct {
-	code           int
-	stdout, stderr string
-}
-
-func run(t *testing.T, c *fake.Clientset, args ...string) result {
+func run(t *testing.T, c *fake.Clientset, args ...string) cmdtest.Result {
 	t.Helper()
-	var out, errOut bytes.Buffer
-	code := plugin.Execute(context.Background(), plugin.Deps{
-		Streams:    genericiooptions.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut},
-		Getenv:     func(string) string { return "" },
-		Factory:    &cmdutil.FakeFactory{NS: "ns", Client: c},
-		RandomName: func() string { return "x7k2p" },
-	}, append([]string{"logs"}, args...))
-	return result{code, out.String(), errOut.String()}
+	return cmdtest.Cmd{Factory: &cmdutil.FakeFactory{NS: "ns", Client: c}, RandomName: "x7k2p"}.Run(context.Background(), append([]string{"logs"}, args...)...)
 }
 
 func TestLogsCommand(t *testing.T) {
@@ -115,8 +101,8 @@ func TestLogsCommand(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			c, reqs := client(job(), rankPod(2, false), rankPod(1, true), rankPod(0, true))
 			r := run(t, c, tc.args...)
-			if r.code != int(tc.wantCode) || r.stdout != tc.wantOut || r.stderr != tc.wantErr {
-				t.Fatalf("got exit %d\nstdout:\n%s\nstderr:\n%s\nwant exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr, tc.wantCode, tc.wantOut, tc.wantErr)
+			if r.Code != int(tc.wantCode) || r.Stdout != tc.wantOut || r.Stderr != tc.wantErr {
+				t.Fatalf("got exit %d\nstdout:\n%s\nstderr:\n%s\nwant exit %d\nstdout:\n%s\nstderr:\n%s", r.Code, r.Stdout, r.Stderr, tc.wantCode, tc.wantOut, tc.wantErr)
 			}
 			if tc.wantLogReq != "" && fmtOpts((*reqs)[0]) != tc.wantLogReq {
 				t.Errorf("log request %s, want %s", fmtOpts((*reqs)[0]), tc.wantLogReq)
@@ -142,7 +128,7 @@ func fmtOpts(o corev1.PodLogOptions) string {
 
 func TestLogsRequestsOneListNoPerPodGets(t *testing.T) {
 	c, reqs := client(job(), rankPod(2, true), rankPod(1, true), rankPod(0, true))
-	if r := run(t, c, "train"); r.code != 0 {
+	if r := run(t, c, "train"); r.Code != 0 {
 		t.Fatalf("%+v", r)
 	}
 	counts := map[string]int{}
@@ -171,18 +157,14 @@ func TestLogsFollowExitCodes(t *testing.T) {
 			c, _ := client(tc.job, rankPod(1, true), rankPod(0, true))
 			r := run(t, c, "-f", "train")
 			want := "[rank 0] step 1\n[rank 0] step 2\n[rank 1] step 1\n[rank 1] step 2\n"
-			if r.code != int(tc.wantCode) || r.stdout != want || r.stderr != tc.wantErr {
+			if r.Code != int(tc.wantCode) || r.Stdout != want || r.Stderr != tc.wantErr {
 				t.Fatalf("got %+v", r)
 			}
 			// One mapping: kubectl tao wait ends the same job with the same code and error.
 			c, _ = client(tc.job)
-			var out, errOut bytes.Buffer
-			code := plugin.Execute(context.Background(), plugin.Deps{
-				Streams: genericiooptions.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut},
-				Getenv:  func(string) string { return "" }, Factory: &cmdutil.FakeFactory{NS: "ns", Client: c},
-			}, []string{"wait", "train"})
-			if code != r.code || !strings.HasSuffix(errOut.String(), r.stderr) {
-				t.Errorf("wait: exit %d, stderr %q; logs -f: exit %d, stderr %q", code, errOut.String(), r.code, r.stderr)
+			w := cmdtest.Cmd{Factory: &cmdutil.FakeFactory{NS: "ns", Client: c}}.Run(context.Background(), "wait", "train")
+			if w.Code != r.Code || !strings.HasSuffix(w.Stderr, r.Stderr) {
+				t.Errorf("wait: exit %d, stderr %q; logs -f: exit %d, stderr %q", w.Code, w.Stderr, r.Code, r.Stderr)
 			}
 		})
 	}

@@ -1,7 +1,6 @@
 package preflight_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -17,15 +16,14 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/version"
-	"k8s.io/cli-runtime/pkg/genericiooptions"
 	fakediscovery "k8s.io/client-go/discovery/fake"
 	fakedynamic "k8s.io/client-go/dynamic/fake"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
-	"github.com/kubectl-tao/kubectl-tao/pkg/plugin"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmdutil"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/exitcode"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/internal/cmdtest"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/preflight"
 )
 
@@ -59,19 +57,8 @@ func newClient(deny func(*authv1.ResourceAttributes) bool, objs ...runtime.Objec
 	return c
 }
 
-type result struct {
-	code           int
-	stdout, stderr string
-}
-
-func run(c *fake.Clientset, args ...string) result {
-	var out, errOut bytes.Buffer
-	code := plugin.Execute(context.Background(), plugin.Deps{
-		Streams: genericiooptions.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut},
-		Getenv:  func(string) string { return "" },
-		Factory: &cmdutil.FakeFactory{NS: "ml", Client: c},
-	}, append([]string{"preflight"}, args...))
-	return result{code, out.String(), errOut.String()}
+func run(c *fake.Clientset, args ...string) cmdtest.Result {
+	return cmdtest.Cmd{Factory: &cmdutil.FakeFactory{NS: "ml", Client: c}}.Run(context.Background(), append([]string{"preflight"}, args...)...)
 }
 
 func cluster() []runtime.Object {
@@ -81,12 +68,12 @@ func cluster() []runtime.Object {
 func TestPreflightJSON(t *testing.T) {
 	c := newClient(nil, cluster()...)
 	r := run(c, "--gpus", "8", "--nodes", "2", "-o", "json")
-	if r.code != 0 || r.stderr != "" {
-		t.Fatalf("exit %d, stderr %q, stdout %s", r.code, r.stderr, r.stdout)
+	if r.Code != 0 || r.Stderr != "" {
+		t.Fatalf("exit %d, stderr %q, stdout %s", r.Code, r.Stderr, r.Stdout)
 	}
 	var checks []map[string]string
-	if err := json.Unmarshal([]byte(r.stdout), &checks); err != nil {
-		t.Fatalf("stdout is not a JSON list: %v\n%s", err, r.stdout)
+	if err := json.Unmarshal([]byte(r.Stdout), &checks); err != nil {
+		t.Fatalf("stdout is not a JSON list: %v\n%s", err, r.Stdout)
 	}
 	got := map[string]string{}
 	for _, ch := range checks {
@@ -117,22 +104,22 @@ func TestPreflightJSON(t *testing.T) {
 
 func TestPreflightFailsWithNumbers(t *testing.T) {
 	r := run(newClient(nil, cluster()...), "--gpus", "8", "--nodes", "3")
-	if r.code != int(exitcode.PreflightFailed) {
-		t.Fatalf("exit %d, want %d\n%s%s", r.code, exitcode.PreflightFailed, r.stdout, r.stderr)
+	if r.Code != int(exitcode.PreflightFailed) {
+		t.Fatalf("exit %d, want %d\n%s%s", r.Code, exitcode.PreflightFailed, r.Stdout, r.Stderr)
 	}
-	if !strings.Contains(r.stdout, "needs 24 nvidia.com/gpu (8 per node x 3 nodes) but only 16 are allocatable") ||
-		!strings.HasPrefix(r.stdout, "CHECK ") || r.stderr != "error: preflight failed: fit\n" {
-		t.Fatalf("stdout:\n%s\nstderr:\n%s", r.stdout, r.stderr)
+	if !strings.Contains(r.Stdout, "needs 24 nvidia.com/gpu (8 per node x 3 nodes) but only 16 are allocatable") ||
+		!strings.HasPrefix(r.Stdout, "CHECK ") || r.Stderr != "error: preflight failed: fit\n" {
+		t.Fatalf("stdout:\n%s\nstderr:\n%s", r.Stdout, r.Stderr)
 	}
 }
 
 func TestPreflightFreeNow(t *testing.T) {
 	objs := append(cluster(), runningPod("busy", "a", 4))
-	if r := run(newClient(nil, objs...), "--gpus", "8", "--nodes", "2"); r.code != 0 || !strings.Contains(r.stdout, "fits when others finish") {
-		t.Fatalf("without --now: exit %d\n%s", r.code, r.stdout)
+	if r := run(newClient(nil, objs...), "--gpus", "8", "--nodes", "2"); r.Code != 0 || !strings.Contains(r.Stdout, "fits when others finish") {
+		t.Fatalf("without --now: exit %d\n%s", r.Code, r.Stdout)
 	}
-	if r := run(newClient(nil, objs...), "--gpus", "8", "--nodes", "2", "--now"); r.code != int(exitcode.PreflightFailed) || !strings.Contains(r.stdout, "does not fit now") {
-		t.Fatalf("with --now: exit %d\n%s", r.code, r.stdout)
+	if r := run(newClient(nil, objs...), "--gpus", "8", "--nodes", "2", "--now"); r.Code != int(exitcode.PreflightFailed) || !strings.Contains(r.Stdout, "does not fit now") {
+		t.Fatalf("with --now: exit %d\n%s", r.Code, r.Stdout)
 	}
 }
 
@@ -145,9 +132,9 @@ func TestPreflightNamesDeniedVerbs(t *testing.T) {
 		return true, nil, errForbidden
 	})
 	r := run(c)
-	if r.code != int(exitcode.PreflightFailed) || !strings.Contains(r.stdout, "you may not: get pods/log (logs)") ||
-		!strings.Contains(r.stdout, "list nodes") || strings.Contains(r.stdout, "\nfit ") {
-		t.Fatalf("exit %d\n%s", r.code, r.stdout)
+	if r.Code != int(exitcode.PreflightFailed) || !strings.Contains(r.Stdout, "you may not: get pods/log (logs)") ||
+		!strings.Contains(r.Stdout, "list nodes") || strings.Contains(r.Stdout, "\nfit ") {
+		t.Fatalf("exit %d\n%s", r.Code, r.Stdout)
 	}
 }
 
@@ -157,15 +144,15 @@ func TestPreflightUnreachable(t *testing.T) {
 		return true, nil, errors.New("dial tcp 127.0.0.1:1: connect: connection refused")
 	})
 	r := run(c, "-o", "json")
-	if r.code != int(exitcode.PreflightFailed) || !strings.Contains(r.stdout, "Could not reach the Kubernetes API server") || len(c.Actions()) != 1 {
-		t.Fatalf("exit %d, %d requests\n%s", r.code, len(c.Actions()), r.stdout)
+	if r.Code != int(exitcode.PreflightFailed) || !strings.Contains(r.Stdout, "Could not reach the Kubernetes API server") || len(c.Actions()) != 1 {
+		t.Fatalf("exit %d, %d requests\n%s", r.Code, len(c.Actions()), r.Stdout)
 	}
 }
 
 func TestPreflightUsage(t *testing.T) {
 	for _, args := range [][]string{{"--nodes", "0"}, {"-o", "yaml"}, {"--toleration", "bad"}, {"extra"}} {
-		if r := run(newClient(nil), args...); r.code != int(exitcode.Usage) {
-			t.Errorf("%v: exit %d, want usage\n%s", args, r.code, r.stderr)
+		if r := run(newClient(nil), args...); r.Code != int(exitcode.Usage) {
+			t.Errorf("%v: exit %d, want usage\n%s", args, r.Code, r.Stderr)
 		}
 	}
 }
@@ -202,14 +189,10 @@ func TestPreflightQueue(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			var out, errOut bytes.Buffer
-			code := plugin.Execute(context.Background(), plugin.Deps{
-				Streams: genericiooptions.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut},
-				Getenv:  func(string) string { return "" },
-				Factory: &cmdutil.FakeFactory{NS: "ml", Client: tc.client, Dynamic: dyn()},
-			}, []string{"preflight", "--gpus", "8", "--queue", tc.queue})
-			if code != tc.code || !strings.Contains(out.String(), tc.want) {
-				t.Fatalf("exit %d (want %d), stdout:\n%s\nstderr: %s", code, tc.code, out.String(), errOut.String())
+			r := cmdtest.Cmd{Factory: &cmdutil.FakeFactory{NS: "ml", Client: tc.client, Dynamic: dyn()}}.Run(context.Background(),
+				"preflight", "--gpus", "8", "--queue", tc.queue)
+			if r.Code != tc.code || !strings.Contains(r.Stdout, tc.want) {
+				t.Fatalf("exit %d (want %d), stdout:\n%s\nstderr: %s", r.Code, tc.code, r.Stdout, r.Stderr)
 			}
 		})
 	}

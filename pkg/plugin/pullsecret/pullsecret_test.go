@@ -1,7 +1,6 @@
 package pullsecret_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -13,40 +12,28 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
-	"github.com/kubectl-tao/kubectl-tao/pkg/plugin"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmdutil"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/exitcode"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/internal/cmdtest"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/pullsecret"
 )
 
 const key = "nvapi-Zk3q9TOPSECRET"
 
-type result struct {
-	code           int
-	stdout, stderr string
+func run(c *fake.Clientset, env map[string]string, stdin string, args ...string) cmdtest.Result {
+	return cmdtest.Cmd{Factory: &cmdutil.FakeFactory{NS: "ml", Client: c}, Env: env, Stdin: stdin}.Run(context.Background(),
+		append([]string{"create-pull-secret"}, args...)...)
 }
 
-func run(c *fake.Clientset, env map[string]string, stdin string, args ...string) result {
-	var out, errOut bytes.Buffer
-	code := plugin.Execute(context.Background(), plugin.Deps{
-		Streams: genericiooptions.IOStreams{In: strings.NewReader(stdin), Out: &out, ErrOut: &errOut},
-		Getenv:  func(k string) string { return env[k] },
-		Factory: &cmdutil.FakeFactory{NS: "ml", Client: c},
-	}, append([]string{"create-pull-secret"}, args...))
-	r := result{code, out.String(), errOut.String()}
-	return r
-}
-
-func noKey(t *testing.T, r result) {
+func noKey(t *testing.T, r cmdtest.Result) {
 	t.Helper()
 	b64 := base64.StdEncoding.EncodeToString([]byte("$oauthtoken:" + key))
 	for _, s := range []string{key, b64, base64.StdEncoding.EncodeToString([]byte(key))} {
-		if strings.Contains(r.stdout+r.stderr, s) {
-			t.Fatalf("the key leaked into the output:\n%s\n%s", r.stdout, r.stderr)
+		if strings.Contains(r.Stdout+r.Stderr, s) {
+			t.Fatalf("the key leaked into the output:\n%s\n%s", r.Stdout, r.Stderr)
 		}
 	}
 }
@@ -74,7 +61,7 @@ type dockerConfig struct {
 func TestCreateFromStdin(t *testing.T) {
 	c := fake.NewClientset()
 	r := run(c, nil, key+"\n", "ngc", "--from-stdin")
-	if r.code != 0 || r.stdout != "secret/ngc created\n" || r.stderr != "" {
+	if r.Code != 0 || r.Stdout != "secret/ngc created\n" || r.Stderr != "" {
 		t.Fatalf("%+v", r)
 	}
 	noKey(t, r)
@@ -86,7 +73,7 @@ func TestCreateFromStdin(t *testing.T) {
 
 func TestCreateFromEnv(t *testing.T) {
 	c := fake.NewClientset()
-	if r := run(c, map[string]string{"NGC_KEY": key}, "", "ngc"); r.code != 0 {
+	if r := run(c, map[string]string{"NGC_KEY": key}, "", "ngc"); r.Code != 0 {
 		t.Fatalf("%+v", r)
 	}
 	if stored(t, c).Auths["nvcr.io"].Password != key {
@@ -99,14 +86,14 @@ func TestExistingIsRefusedUnlessOverwrite(t *testing.T) {
 		Data: map[string][]byte{corev1.DockerConfigJsonKey: []byte(`{"auths":{"nvcr.io":{"password":"old"}}}`)}}
 	c := fake.NewClientset(old)
 	r := run(c, nil, key, "ngc", "--from-stdin")
-	if r.code != int(exitcode.AlreadyExists) || !strings.Contains(r.stderr, "already exists in namespace ml and was left untouched: pass --overwrite") {
+	if r.Code != int(exitcode.AlreadyExists) || !strings.Contains(r.Stderr, "already exists in namespace ml and was left untouched: pass --overwrite") {
 		t.Fatalf("%+v", r)
 	}
 	if stored(t, c).Auths["nvcr.io"].Password != "old" {
 		t.Fatal("existing secret changed")
 	}
 	r = run(c, nil, key, "ngc", "--from-stdin", "--overwrite")
-	if r.code != 0 || r.stdout != "secret/ngc replaced\n" || stored(t, c).Auths["nvcr.io"].Password != key {
+	if r.Code != 0 || r.Stdout != "secret/ngc replaced\n" || stored(t, c).Auths["nvcr.io"].Password != key {
 		t.Fatalf("%+v", r)
 	}
 	noKey(t, r)
@@ -128,11 +115,11 @@ func TestMissingKey(t *testing.T) {
 	} {
 		c := fake.NewClientset()
 		r := run(c, tc.env, tc.stdin, tc.args...)
-		if r.code != int(exitcode.Usage) || !strings.Contains(r.stderr, tc.want) || len(c.Actions()) != 0 {
+		if r.Code != int(exitcode.Usage) || !strings.Contains(r.Stderr, tc.want) || len(c.Actions()) != 0 {
 			t.Errorf("%v: %+v (%d requests)", tc.args, r, len(c.Actions()))
 		}
-		if strings.Contains(r.stderr, key) {
-			t.Errorf("%v: key in the error: %s", tc.args, r.stderr)
+		if strings.Contains(r.Stderr, key) {
+			t.Errorf("%v: key in the error: %s", tc.args, r.Stderr)
 		}
 	}
 }
@@ -140,7 +127,7 @@ func TestMissingKey(t *testing.T) {
 func TestDryRunIsRedacted(t *testing.T) {
 	c := fake.NewClientset()
 	r := run(c, nil, key, "ngc", "--from-stdin", "--dry-run=client")
-	if r.code != 0 || !strings.Contains(r.stdout, "type: kubernetes.io/dockerconfigjson") || !strings.Contains(r.stdout, `"password":"REDACTED"`) || len(c.Actions()) != 0 {
+	if r.Code != 0 || !strings.Contains(r.Stdout, "type: kubernetes.io/dockerconfigjson") || !strings.Contains(r.Stdout, `"password":"REDACTED"`) || len(c.Actions()) != 0 {
 		t.Fatalf("%+v", r)
 	}
 	noKey(t, r)
@@ -152,7 +139,7 @@ func TestDryRunIsRedacted(t *testing.T) {
 		return true, a.(k8stesting.CreateAction).GetObject(), nil
 	})
 	r = run(c, nil, key, "ngc", "--from-stdin", "--dry-run=server", "-o", "json")
-	if r.code != 0 || sent == nil || len(sent.DryRun) != 1 || !strings.Contains(r.stdout, `REDACTED`) {
+	if r.Code != 0 || sent == nil || len(sent.DryRun) != 1 || !strings.Contains(r.Stdout, `REDACTED`) {
 		t.Fatalf("%+v %+v", r, sent)
 	}
 	noKey(t, r)
@@ -164,7 +151,7 @@ func TestAPIErrorsNeverCarryTheKey(t *testing.T) {
 		return true, nil, apierrors.NewBadRequest("invalid value " + key)
 	})
 	r := run(c, nil, key, "ngc", "--from-stdin")
-	if r.code != int(exitcode.Error) || !strings.Contains(r.stderr, "invalid value REDACTED") {
+	if r.Code != int(exitcode.Error) || !strings.Contains(r.Stderr, "invalid value REDACTED") {
 		t.Fatalf("%+v", r)
 	}
 	noKey(t, r)
@@ -172,7 +159,7 @@ func TestAPIErrorsNeverCarryTheKey(t *testing.T) {
 	c.PrependReactor("create", "secrets", func(a k8stesting.Action) (bool, runtime.Object, error) {
 		return true, nil, apierrors.NewForbidden(schema.GroupResource{Resource: "secrets"}, "ngc", nil)
 	})
-	if r := run(c, nil, key, "ngc", "--from-stdin"); r.code != int(exitcode.Forbidden) {
+	if r := run(c, nil, key, "ngc", "--from-stdin"); r.Code != int(exitcode.Forbidden) {
 		t.Fatalf("forbidden: %+v", r)
 	}
 }

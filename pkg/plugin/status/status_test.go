@@ -1,13 +1,9 @@
 package status_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
-	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
@@ -20,37 +16,16 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
-	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
-	"github.com/kubectl-tao/kubectl-tao/pkg/plugin"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmdutil"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/exitcode"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/internal/cmdtest"
 )
 
-var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
-
 var now = time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
-
-func golden(t *testing.T, name, got string) {
-	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test -update)", err)
-	}
-	if got != string(want) {
-		t.Errorf("%s differs:\n--- got\n%s\n--- want\n%s", name, got, want)
-	}
-}
 
 func trainJob() *batchv1.Job {
 	start := metav1.NewTime(now.Add(-4 * time.Minute))
@@ -74,21 +49,9 @@ func pod(name, jobUID string, phase corev1.PodPhase) *corev1.Pod {
 	}
 }
 
-type result struct {
-	code           int
-	stdout, stderr string
-}
-
-func run(t *testing.T, c *fake.Clientset, args ...string) result {
+func run(t *testing.T, c *fake.Clientset, args ...string) cmdtest.Result {
 	t.Helper()
-	var out, errOut bytes.Buffer
-	code := plugin.Execute(context.Background(), plugin.Deps{
-		Streams: genericiooptions.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut},
-		Getenv:  func(string) string { return "" },
-		Factory: &cmdutil.FakeFactory{NS: "ml", Client: c},
-		Clock:   clocktesting.NewFakePassiveClock(now),
-	}, append([]string{"status"}, args...))
-	return result{code, out.String(), errOut.String()}
+	return cmdtest.Cmd{Factory: &cmdutil.FakeFactory{NS: "ml", Client: c}, Now: now}.Run(context.Background(), append([]string{"status"}, args...)...)
 }
 
 func requests(c *fake.Clientset) []string {
@@ -103,13 +66,13 @@ func TestStatusRunningTable(t *testing.T) {
 	c := fake.NewClientset(trainJob(), pod("train-0", "uid-1", corev1.PodRunning), pod("train-1", "uid-1", corev1.PodRunning),
 		pod("old-0", "uid-0", corev1.PodRunning))
 	r := run(t, c, "job/train")
-	if r.code != 0 || r.stderr != "" {
+	if r.Code != 0 || r.Stderr != "" {
 		t.Fatalf("got %+v", r)
 	}
-	golden(t, "running.txt", r.stdout)
+	cmdtest.Golden(t, "running.txt", r.Stdout)
 	// Two pods of this Job's UID are Running (the pod of an older same-name Job is not counted).
-	if !strings.Contains(r.stdout, "2/2") {
-		t.Errorf("want 2/2 ranks ready from the pods, got\n%s", r.stdout)
+	if !strings.Contains(r.Stdout, "2/2") {
+		t.Errorf("want 2/2 ranks ready from the pods, got\n%s", r.Stdout)
 	}
 	// Sent together, so in either order.
 	if got := strings.Join(requests(c), ","); got != "get jobs,list pods" && got != "list pods,get jobs" {
@@ -130,12 +93,12 @@ func TestStatusJSONHasExactlyTheContractKeys(t *testing.T) {
 	job.Status.Active, job.Status.Failed, job.Status.Ready = 0, 1, ptr.To[int32](0)
 	c := fake.NewClientset(job)
 	r := run(t, c, "train", "-o", "json")
-	if r.code != 0 || r.stderr != "" {
+	if r.Code != 0 || r.Stderr != "" {
 		t.Fatalf("got %+v", r)
 	}
-	golden(t, "error.json", r.stdout)
+	cmdtest.Golden(t, "error.json", r.Stdout)
 	var m map[string]any
-	if err := json.Unmarshal([]byte(r.stdout), &m); err != nil {
+	if err := json.Unmarshal([]byte(r.Stdout), &m); err != nil {
 		t.Fatal(err)
 	}
 	want := []string{"name", "namespace", "uid", "status", "message", "gpus", "nodes", "active", "ready", "succeeded", "failed", "startTime", "completionTime"}
@@ -159,16 +122,16 @@ func TestStatusFormats(t *testing.T) {
 		"-o name":               "job.batch/train\n",
 	} {
 		r := run(t, c, append([]string{"train"}, strings.Fields(args)...)...)
-		if r.code != 0 || r.stdout != want {
+		if r.Code != 0 || r.Stdout != want {
 			t.Errorf("%s: got %+v, want %q", args, r, want)
 		}
 	}
 	r := run(t, c, "train", "-o", "yaml")
-	if r.code != 0 || !strings.Contains(r.stdout, "status: Running\n") || !strings.Contains(r.stdout, "completionTime: null\n") {
+	if r.Code != 0 || !strings.Contains(r.Stdout, "status: Running\n") || !strings.Contains(r.Stdout, "completionTime: null\n") {
 		t.Errorf("yaml: got %+v", r)
 	}
 	r = run(t, c, "train", "-o", "wide")
-	if r.code != int(exitcode.Usage) || r.stdout != "" || !strings.Contains(r.stderr, `unknown output format "wide"`) {
+	if r.Code != int(exitcode.Usage) || r.Stdout != "" || !strings.Contains(r.Stderr, `unknown output format "wide"`) {
 		t.Errorf("bad -o: got %+v", r)
 	}
 }
@@ -176,13 +139,13 @@ func TestStatusFormats(t *testing.T) {
 func TestStatusMissingJobIsUnknown(t *testing.T) {
 	c := fake.NewClientset()
 	r := run(t, c, "nope")
-	if r.code != int(exitcode.NotFound) || r.stdout != "" ||
-		r.stderr != "error: job.batch \"nope\" not found in namespace \"ml\": status Unknown\n" {
+	if r.Code != int(exitcode.NotFound) || r.Stdout != "" ||
+		r.Stderr != "error: job.batch \"nope\" not found in namespace \"ml\": status Unknown\n" {
 		t.Fatalf("got %+v", r)
 	}
 	r = run(t, c, "nope", "-o", "json")
 	var s struct{ Name, Status string }
-	if r.code != int(exitcode.NotFound) || json.Unmarshal([]byte(r.stdout), &s) != nil || s.Status != "Unknown" || s.Name != "nope" {
+	if r.Code != int(exitcode.NotFound) || json.Unmarshal([]byte(r.Stdout), &s) != nil || s.Status != "Unknown" || s.Name != "nope" {
 		t.Fatalf("got %+v", r)
 	}
 }
@@ -193,7 +156,7 @@ func TestStatusWithoutPodAccessUsesTheJobCounters(t *testing.T) {
 		return true, nil, apierrors.NewForbidden(schema.GroupResource{Resource: "pods"}, "", errors.New("denied"))
 	})
 	r := run(t, c, "train", "-o", "jsonpath={.status} {.ready}")
-	if r.code != 0 || r.stdout != "Running 1" || !strings.Contains(r.stderr, "Warning: could not list the pods of job.batch/train") {
+	if r.Code != 0 || r.Stdout != "Running 1" || !strings.Contains(r.Stderr, "Warning: could not list the pods of job.batch/train") {
 		t.Fatalf("got %+v", r)
 	}
 }
@@ -204,7 +167,7 @@ func TestStatusForbiddenJob(t *testing.T) {
 		return true, nil, apierrors.NewForbidden(schema.GroupResource{Group: "batch", Resource: "jobs"}, "train", errors.New("denied"))
 	})
 	r := run(t, c, "train")
-	if r.code != int(exitcode.Forbidden) || r.stdout != "" || !strings.Contains(r.stderr, "reading job.batch/train") {
+	if r.Code != int(exitcode.Forbidden) || r.Stdout != "" || !strings.Contains(r.Stderr, "reading job.batch/train") {
 		t.Fatalf("got %+v", r)
 	}
 }
@@ -212,7 +175,7 @@ func TestStatusForbiddenJob(t *testing.T) {
 func TestStatusArgs(t *testing.T) {
 	c := fake.NewClientset()
 	for _, args := range [][]string{{}, {"a", "b"}, {"pod/x"}} {
-		if r := run(t, c, args...); r.code != int(exitcode.Usage) {
+		if r := run(t, c, args...); r.Code != int(exitcode.Usage) {
 			t.Errorf("%v: got %+v, want a usage error", args, r)
 		}
 	}
@@ -228,12 +191,12 @@ func TestStatusQueued(t *testing.T) {
 	j.Status = batchv1.JobStatus{Conditions: []batchv1.JobCondition{{Type: batchv1.JobSuspended, Status: corev1.ConditionTrue, Reason: "JobSuspended"}}}
 	c := fake.NewClientset(j)
 	r := run(t, c, "train")
-	if r.code != 0 || r.stderr != "" {
+	if r.Code != 0 || r.Stderr != "" {
 		t.Fatalf("got %+v", r)
 	}
-	golden(t, "queued.txt", r.stdout)
-	if !strings.Contains(r.stdout, "Pending") || !strings.Contains(r.stdout, "queued in team-a") {
-		t.Errorf("want Pending, queued in team-a; got\n%s", r.stdout)
+	cmdtest.Golden(t, "queued.txt", r.Stdout)
+	if !strings.Contains(r.Stdout, "Pending") || !strings.Contains(r.Stdout, "queued in team-a") {
+		t.Errorf("want Pending, queued in team-a; got\n%s", r.Stdout)
 	}
 	// No extra request for the queue: the label and spec.suspend say it all. The get and the
 	// list go out together, in either order.

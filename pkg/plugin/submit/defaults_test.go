@@ -1,21 +1,17 @@
 package submit_test
 
 import (
-	"bytes"
-	"context"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
-	"k8s.io/cli-runtime/pkg/genericiooptions"
-
-	"github.com/kubectl-tao/kubectl-tao/pkg/plugin"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmdutil"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/internal/cmdtest"
 )
 
 // runWithDefaults runs submit with a defaults file at $XDG_CONFIG_HOME/kubectl-tao/config.yaml.
-func runWithDefaults(t *testing.T, file string, args ...string) result {
+func runWithDefaults(t *testing.T, file string, args ...string) cmdtest.Result {
 	t.Helper()
 	xdg := t.TempDir()
 	if file != "" {
@@ -27,14 +23,7 @@ func runWithDefaults(t *testing.T, file string, args ...string) result {
 			t.Fatal(err)
 		}
 	}
-	var out, errOut bytes.Buffer
-	code := plugin.Execute(context.Background(), plugin.Deps{
-		Streams:    genericiooptions.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut},
-		Getenv:     func(k string) string { return map[string]string{"XDG_CONFIG_HOME": xdg}[k] },
-		Factory:    &cmdutil.FakeFactory{NS: "ml", Client: newClient()},
-		RandomName: func() string { return "x7k2p" },
-	}, append([]string{"submit"}, args...))
-	return result{code, out.String(), errOut.String()}
+	return runEnv(t, &cmdutil.FakeFactory{NS: "ml", Client: newClient()}, map[string]string{"XDG_CONFIG_HOME": xdg}, args...)
 }
 
 const defaultsFile = `apiVersion: kubectl-tao.dev/v1alpha1
@@ -51,32 +40,32 @@ submit:
 
 func TestDefaultsFile(t *testing.T) {
 	r := runWithDefaults(t, defaultsFile, "train", "--dry-run=client", "-o", "yaml", "--", "python", "train.py")
-	if r.code != 0 {
+	if r.Code != 0 {
 		t.Fatalf("%+v", r)
 	}
 	for _, want := range []string{
 		"image: nvcr.io/nvidia/tao/tao-toolkit:6.0.0-pyt", "- name: ngc", "sizeLimit: 32Gi", "key: dedicated",
 		"value: ml", "name: NCCL_DEBUG", "pool: h100", "priorityClassName: training",
 	} {
-		if !strings.Contains(r.stdout, want) {
-			t.Errorf("dry run lacks %q:\n%s", want, r.stdout)
+		if !strings.Contains(r.Stdout, want) {
+			t.Errorf("dry run lacks %q:\n%s", want, r.Stdout)
 		}
 	}
 
 	// Flags win; a repeatable flag on the command line replaces the file's list.
 	r = runWithDefaults(t, defaultsFile, "train", "--dry-run=client", "-o", "yaml", "--image", "pytorch/pytorch:latest",
 		"--toleration", "team=a:NoExecute", "--shm-size", "0", "--", "python", "train.py")
-	if r.code != 0 {
+	if r.Code != 0 {
 		t.Fatalf("%+v", r)
 	}
 	for _, want := range []string{"image: pytorch/pytorch:latest", "key: team", "- name: ngc", "name: NCCL_DEBUG"} {
-		if !strings.Contains(r.stdout, want) {
-			t.Errorf("dry run lacks %q:\n%s", want, r.stdout)
+		if !strings.Contains(r.Stdout, want) {
+			t.Errorf("dry run lacks %q:\n%s", want, r.Stdout)
 		}
 	}
 	for _, unwanted := range []string{"tao-toolkit", "dedicated", "sizeLimit: 32Gi", "dshm"} {
-		if strings.Contains(r.stdout, unwanted) {
-			t.Errorf("dry run still has %q from the file:\n%s", unwanted, r.stdout)
+		if strings.Contains(r.Stdout, unwanted) {
+			t.Errorf("dry run still has %q from the file:\n%s", unwanted, r.Stdout)
 		}
 	}
 }
@@ -98,12 +87,12 @@ func TestDefaultsFileErrors(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			r := runWithDefaults(t, tc.file, append(tc.args, "--dry-run=client", "--", "true")...)
-			if r.code != 2 || r.stdout != "" {
+			if r.Code != 2 || r.Stdout != "" {
 				t.Fatalf("want exit 2 and no output, got %+v", r)
 			}
 			for _, w := range tc.want {
-				if !strings.Contains(r.stderr, w) {
-					t.Errorf("stderr lacks %q: %s", w, r.stderr)
+				if !strings.Contains(r.Stderr, w) {
+					t.Errorf("stderr lacks %q: %s", w, r.Stderr)
 				}
 			}
 		})
@@ -112,7 +101,7 @@ func TestDefaultsFileErrors(t *testing.T) {
 
 func TestNoDefaultsFileChangesNothing(t *testing.T) {
 	r := runWithDefaults(t, "", "--dry-run=client", "--", "true")
-	if r.code != 2 || !strings.Contains(r.stderr, "--image") {
+	if r.Code != 2 || !strings.Contains(r.Stderr, "--image") {
 		t.Fatalf("without a file, --image is still required: %+v", r)
 	}
 }

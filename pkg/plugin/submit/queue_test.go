@@ -51,7 +51,7 @@ func TestSubmitQueuedLabelsLastAndStaysSuspended(t *testing.T) {
 	c := withKueue(newClient(gpuNode("n1", 8), gpuNode("n2", 8)))
 	r := run(t, &cmdutil.FakeFactory{NS: "ml", Client: c, Dynamic: queues("ml", "team-a")},
 		"ddp", "--image", "img", "--gpus", "8", "--nodes", "2", "--queue", "team-a", "--", "torchrun", "train.py")
-	if r.code != 0 || r.stdout != "job.batch/ddp created\nservice/ddp created\n" || !strings.Contains(r.stderr, "queued in LocalQueue team-a: Kueue starts all 2 ranks") {
+	if r.Code != 0 || r.Stdout != "job.batch/ddp created\nservice/ddp created\n" || !strings.Contains(r.Stderr, "queued in LocalQueue team-a: Kueue starts all 2 ranks") {
 		t.Fatalf("got %+v", r)
 	}
 	// The Job is created suspended without the label, the Service next, the label last.
@@ -106,12 +106,12 @@ func TestSubmitQueueRefusedCreatesNothing(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			r := run(t, &cmdutil.FakeFactory{NS: "ml", Client: tc.client, Dynamic: queues("ml", "team-b")},
 				"train", "--image", "img", "--queue", "team-a", "--", "true")
-			if r.code != int(exitcode.NotFound) || r.stdout != "" {
+			if r.Code != int(exitcode.NotFound) || r.Stdout != "" {
 				t.Fatalf("got %+v", r)
 			}
 			for _, w := range tc.want {
-				if !strings.Contains(r.stderr, w) {
-					t.Errorf("stderr %q, want %q", r.stderr, w)
+				if !strings.Contains(r.Stderr, w) {
+					t.Errorf("stderr %q, want %q", r.Stderr, w)
 				}
 			}
 			if m := mutations(tc.client); len(m) != 0 {
@@ -128,7 +128,7 @@ func TestSubmitQueueUnreadableWarnsAndGoesOn(t *testing.T) {
 		return true, nil, apierrors.NewForbidden(schema.GroupResource{Group: kueue.Group, Resource: kueue.LocalQueues}, "team-a", errors.New("RBAC"))
 	})
 	r := run(t, &cmdutil.FakeFactory{NS: "ml", Client: c, Dynamic: dyn}, "train", "--image", "img", "--queue", "team-a", "--", "true")
-	if r.code != 0 || !strings.Contains(r.stderr, "Warning: could not check that LocalQueue team-a exists") {
+	if r.Code != 0 || !strings.Contains(r.Stderr, "Warning: could not check that LocalQueue team-a exists") {
 		t.Fatalf("got %+v", r)
 	}
 	if got := strings.Join(mutations(c), ","); got != "create jobs,patch jobs" {
@@ -143,7 +143,7 @@ func TestSubmitQueueLabelFailureRollsBack(t *testing.T) {
 	})
 	r := run(t, &cmdutil.FakeFactory{Client: c, Dynamic: queues("default", "team-a")},
 		"ddp", "--image", "img", "--nodes", "2", "--queue", "team-a", "--", "true")
-	if r.code == 0 || !strings.Contains(r.stderr, "queueing job.batch/ddp: webhook said no") {
+	if r.Code == 0 || !strings.Contains(r.Stderr, "queueing job.batch/ddp: webhook said no") {
 		t.Fatalf("got %+v", r)
 	}
 	if got := strings.Join(mutations(c), ","); got != "create jobs,create services,patch jobs,delete services,delete jobs" {
@@ -154,13 +154,13 @@ func TestSubmitQueueLabelFailureRollsBack(t *testing.T) {
 func TestSubmitQueueDryRuns(t *testing.T) {
 	// Client: no cluster, the final object (labelled, suspended).
 	r := run(t, &cmdutil.FakeFactory{ClientErr: errors.New("no cluster")}, "train", "--image", "img", "--queue", "team-a", "--dry-run=client", "-o", "yaml", "--", "true")
-	if r.code != 0 || !strings.Contains(r.stdout, "kueue.x-k8s.io/queue-name: team-a") || !strings.Contains(r.stdout, "suspend: true") {
+	if r.Code != 0 || !strings.Contains(r.Stdout, "kueue.x-k8s.io/queue-name: team-a") || !strings.Contains(r.Stdout, "suspend: true") {
 		t.Fatalf("got %+v", r)
 	}
 	// Server: the queue is checked, the Job sent labelled and suspended, nothing patched.
 	c := withKueue(newClient(gpuNode("n1", 8)))
 	r = run(t, &cmdutil.FakeFactory{Client: c, Dynamic: queues("default", "team-a")}, "train", "--image", "img", "--queue", "team-a", "--dry-run=server", "-o", "yaml", "--", "true")
-	if r.code != 0 || !strings.Contains(r.stdout, "kueue.x-k8s.io/queue-name: team-a") || !strings.Contains(r.stdout, "suspend: true") {
+	if r.Code != 0 || !strings.Contains(r.Stdout, "kueue.x-k8s.io/queue-name: team-a") || !strings.Contains(r.Stdout, "suspend: true") {
 		t.Fatalf("got %+v", r)
 	}
 	if got := strings.Join(mutations(c), ","); got != "create jobs" {

@@ -1,7 +1,6 @@
 package submit_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -14,13 +13,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
-	"github.com/kubectl-tao/kubectl-tao/pkg/plugin"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmdutil"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/exitcode"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/internal/cmdtest"
 )
 
 const (
@@ -33,16 +31,9 @@ var shellCreds = map[string]string{
 	"ACCESS_KEY": accessKey, "SECRET_KEY": secretKey, "S3_BUCKET_NAME": "results-bucket", "S3_ENDPOINT_URL": "http://127.0.0.1:7070",
 }
 
-func runEnv(t *testing.T, f cmdutil.Factory, env map[string]string, args ...string) result {
+func runEnv(t *testing.T, f cmdutil.Factory, env map[string]string, args ...string) cmdtest.Result {
 	t.Helper()
-	var out, errOut bytes.Buffer
-	code := plugin.Execute(context.Background(), plugin.Deps{
-		Streams:    genericiooptions.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut},
-		Getenv:     func(k string) string { return env[k] },
-		Factory:    f,
-		RandomName: func() string { return "x7k2p" },
-	}, append([]string{"submit"}, args...))
-	return result{code, out.String(), errOut.String()}
+	return cmdtest.Cmd{Factory: f, Env: env, RandomName: "x7k2p"}.Run(context.Background(), append([]string{"submit"}, args...)...)
 }
 
 // staged are the arguments of a staged submit, before "--".
@@ -79,7 +70,7 @@ func noLeakInRequests(t *testing.T, c *fake.Clientset) {
 func TestSubmitStagingCreatesAnOwnedSecret(t *testing.T) {
 	c := newClient()
 	r := runEnv(t, &cmdutil.FakeFactory{NS: "ml", Client: c}, shellCreds, append(staged("train"), "--", "python train.py")...)
-	if r.code != 0 || r.stdout != "job.batch/train created\nsecret/train-s3 created\n" || r.stderr != "" {
+	if r.Code != 0 || r.Stdout != "job.batch/train created\nsecret/train-s3 created\n" || r.Stderr != "" {
 		t.Fatalf("got %+v", r)
 	}
 	if got := strings.Join(mutations(c), ","); got != "create jobs,create secrets,patch jobs" {
@@ -115,7 +106,7 @@ func TestSubmitStagingCreatesAnOwnedSecret(t *testing.T) {
 		t.Errorf("init containers = %+v", ic)
 	}
 	noLeakInRequests(t, c)
-	noLeak(t, "the output", r.stdout+r.stderr)
+	noLeak(t, "the output", r.Stdout+r.Stderr)
 }
 
 func TestSubmitStagingPrintsTheSecretRedacted(t *testing.T) {
@@ -132,12 +123,12 @@ func TestSubmitStagingPrintsTheSecretRedacted(t *testing.T) {
 			f = &cmdutil.FakeFactory{ClientErr: errors.New("no cluster for a client dry run")}
 		}
 		r := runEnv(t, f, shellCreds, append(staged("train", args...), "--", "true")...)
-		if r.code != 0 {
+		if r.Code != 0 {
 			t.Fatalf("%v: %+v", args, r)
 		}
-		noLeak(t, strings.Join(args, " "), r.stdout+r.stderr)
-		if !strings.Contains(r.stdout, "REDACTED") || !strings.Contains(r.stdout, "SECRET_KEY") {
-			t.Errorf("%v: want the Secret's keys shown, values REDACTED:\n%s", args, r.stdout)
+		noLeak(t, strings.Join(args, " "), r.Stdout+r.Stderr)
+		if !strings.Contains(r.Stdout, "REDACTED") || !strings.Contains(r.Stdout, "SECRET_KEY") {
+			t.Errorf("%v: want the Secret's keys shown, values REDACTED:\n%s", args, r.Stdout)
 		}
 	}
 }
@@ -145,13 +136,13 @@ func TestSubmitStagingPrintsTheSecretRedacted(t *testing.T) {
 func TestSubmitStagingMissingCredentialsCreateNothing(t *testing.T) {
 	c := newClient()
 	r := runEnv(t, &cmdutil.FakeFactory{Client: c}, map[string]string{"SECRET_KEY": secretKey}, append(staged("train"), "--", "true")...)
-	if r.code != int(exitcode.Usage) || !strings.Contains(r.stderr, "S3 staging needs ACCESS_KEY, S3_BUCKET_NAME in the submitting shell") {
+	if r.Code != int(exitcode.Usage) || !strings.Contains(r.Stderr, "S3 staging needs ACCESS_KEY, S3_BUCKET_NAME in the submitting shell") {
 		t.Fatalf("got %+v", r)
 	}
 	if len(c.Actions()) != 0 {
 		t.Errorf("actions = %v, want none", c.Actions())
 	}
-	noLeak(t, "the output", r.stdout+r.stderr)
+	noLeak(t, "the output", r.Stdout+r.Stderr)
 }
 
 func TestSubmitStagingUsageErrors(t *testing.T) {
@@ -169,7 +160,7 @@ func TestSubmitStagingUsageErrors(t *testing.T) {
 	} {
 		c := newClient()
 		r := runEnv(t, &cmdutil.FakeFactory{Client: c}, shellCreds, tc.args...)
-		if r.code != int(exitcode.Usage) || !strings.Contains(r.stderr, tc.want) {
+		if r.Code != int(exitcode.Usage) || !strings.Contains(r.Stderr, tc.want) {
 			t.Errorf("%v: got %+v, want exit 2 and %q", tc.args, r, tc.want)
 		}
 		if len(c.Actions()) != 0 {
@@ -190,7 +181,7 @@ func TestSubmitS3SecretIsReferencedNotCreated(t *testing.T) {
 	c := newClient(teamSecret(shellCreds))
 	// The shell's credentials are ignored with --s3-secret: nothing is copied.
 	r := runEnv(t, &cmdutil.FakeFactory{Client: c}, shellCreds, append(staged("train", "--s3-secret", "team-s3"), "--", "true")...)
-	if r.code != 0 || r.stdout != "job.batch/train created\n" || r.stderr != "" {
+	if r.Code != 0 || r.Stdout != "job.batch/train created\n" || r.Stderr != "" {
 		t.Fatalf("got %+v", r)
 	}
 	if got := strings.Join(mutations(c), ","); got != "create jobs,patch jobs" {
@@ -242,13 +233,13 @@ func TestSubmitS3SecretProblems(t *testing.T) {
 				tc.react(c)
 			}
 			r := runEnv(t, &cmdutil.FakeFactory{Client: c}, nil, append(staged("train", "--s3-secret", "team-s3"), "--", "true")...)
-			if r.code != tc.code || !strings.Contains(r.stderr, tc.want) || !strings.Contains(r.stderr, tc.warnings) {
+			if r.Code != tc.code || !strings.Contains(r.Stderr, tc.want) || !strings.Contains(r.Stderr, tc.warnings) {
 				t.Fatalf("got %+v, want exit %d and %q", r, tc.code, tc.want+tc.warnings)
 			}
 			if created := len(mutations(c)) > 0; created != tc.creates {
 				t.Errorf("mutations = %v", mutations(c))
 			}
-			noLeak(t, "the output", r.stdout+r.stderr)
+			noLeak(t, "the output", r.Stdout+r.Stderr)
 		})
 	}
 }
@@ -260,10 +251,10 @@ func TestSubmitFailedSecretCreateLeavesNothing(t *testing.T) {
 		return true, nil, apierrors.NewForbidden(schema.GroupResource{Resource: "secrets"}, "train-s3", errors.New("denied for "+secretKey))
 	})
 	r := runEnv(t, &cmdutil.FakeFactory{Client: c}, shellCreds, append(staged("train"), "--", "true")...)
-	if r.code != int(exitcode.Forbidden) || !strings.Contains(r.stderr, "creating secret/train-s3") || r.stdout != "" {
+	if r.Code != int(exitcode.Forbidden) || !strings.Contains(r.Stderr, "creating secret/train-s3") || r.Stdout != "" {
 		t.Fatalf("got %+v", r)
 	}
-	noLeak(t, "the error", r.stderr)
+	noLeak(t, "the error", r.Stderr)
 	if _, err := c.BatchV1().Jobs("default").Get(context.Background(), "train", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Fatalf("the Job survived a failed submit: %v", err)
 	}
@@ -278,7 +269,7 @@ func TestSubmitRollbackDeletesTheSecret(t *testing.T) {
 		return true, nil, errors.New("resume failed")
 	})
 	r := runEnv(t, &cmdutil.FakeFactory{Client: c}, shellCreds, append(staged("train"), "--", "true")...)
-	if r.code == 0 {
+	if r.Code == 0 {
 		t.Fatalf("got %+v", r)
 	}
 	if got := strings.Join(mutations(c), ","); got != "create jobs,create secrets,patch jobs,delete secrets,delete jobs" {
@@ -292,7 +283,7 @@ func TestSubmitRollbackDeletesTheSecret(t *testing.T) {
 // Every Job carries the SDK's TAO_JOB_ID, and TAO_JOB_UID from the downward API.
 func TestSubmitSetsJobIdentity(t *testing.T) {
 	c := newClient()
-	if r := run(t, &cmdutil.FakeFactory{Client: c}, "plain", "--image", "img", "--gpus", "0", "--", "true"); r.code != 0 {
+	if r := run(t, &cmdutil.FakeFactory{Client: c}, "plain", "--image", "img", "--gpus", "0", "--", "true"); r.Code != 0 {
 		t.Fatalf("got %+v", r)
 	}
 	job, _ := c.BatchV1().Jobs("default").Get(context.Background(), "plain", metav1.GetOptions{})

@@ -1,7 +1,6 @@
 package submit_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -19,13 +18,12 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
-	"github.com/kubectl-tao/kubectl-tao/pkg/plugin"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmdutil"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/exitcode"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/internal/cmdtest"
 )
 
 func gpuNode(name string, gpus int64) *corev1.Node {
@@ -53,21 +51,9 @@ func newClient(objs ...runtime.Object) *fake.Clientset {
 	return c
 }
 
-type result struct {
-	code           int
-	stdout, stderr string
-}
-
-func run(t *testing.T, f cmdutil.Factory, args ...string) result {
+func run(t *testing.T, f cmdutil.Factory, args ...string) cmdtest.Result {
 	t.Helper()
-	var out, errOut bytes.Buffer
-	code := plugin.Execute(context.Background(), plugin.Deps{
-		Streams:    genericiooptions.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut},
-		Getenv:     func(string) string { return "" },
-		Factory:    f,
-		RandomName: func() string { return "x7k2p" },
-	}, append([]string{"submit"}, args...))
-	return result{code, out.String(), errOut.String()}
+	return runEnv(t, f, nil, args...)
 }
 
 func mutations(c *fake.Clientset) []string {
@@ -83,7 +69,7 @@ func mutations(c *fake.Clientset) []string {
 func TestSubmitSingleNode(t *testing.T) {
 	c := newClient(gpuNode("n1", 8))
 	r := run(t, &cmdutil.FakeFactory{NS: "ml", Client: c}, "train", "--image", "img", "--gpus", "8", "--", "python train.py")
-	if r.code != 0 || r.stdout != "job.batch/train created\n" || r.stderr != "" {
+	if r.Code != 0 || r.Stdout != "job.batch/train created\n" || r.Stderr != "" {
 		t.Fatalf("got %+v", r)
 	}
 	job, err := c.BatchV1().Jobs("ml").Get(context.Background(), "train", metav1.GetOptions{})
@@ -101,7 +87,7 @@ func TestSubmitSingleNode(t *testing.T) {
 func TestSubmitMultiNodeOwnsItsService(t *testing.T) {
 	c := newClient(gpuNode("n1", 8), gpuNode("n2", 8))
 	r := run(t, &cmdutil.FakeFactory{Client: c}, "ddp", "--image", "img", "--gpus", "8", "--nodes", "2", "--", "torchrun", "train.py")
-	if r.code != 0 || r.stdout != "job.batch/ddp created\nservice/ddp created\n" || r.stderr != "" {
+	if r.Code != 0 || r.Stdout != "job.batch/ddp created\nservice/ddp created\n" || r.Stderr != "" {
 		t.Fatalf("got %+v", r)
 	}
 	job, _ := c.BatchV1().Jobs("default").Get(context.Background(), "ddp", metav1.GetOptions{})
@@ -124,7 +110,7 @@ func TestSubmitFailedServiceCreateLeavesNothing(t *testing.T) {
 		return true, nil, apierrors.NewForbidden(schema.GroupResource{Resource: "services"}, "ddp", errors.New("RBAC: denied"))
 	})
 	r := run(t, &cmdutil.FakeFactory{Client: c}, "ddp", "--image", "img", "--nodes", "2", "--", "true")
-	if r.code != int(exitcode.Forbidden) || r.stdout != "" || !strings.Contains(r.stderr, "creating service/ddp") {
+	if r.Code != int(exitcode.Forbidden) || r.Stdout != "" || !strings.Contains(r.Stderr, "creating service/ddp") {
 		t.Fatalf("got %+v", r)
 	}
 	if _, err := c.BatchV1().Jobs("default").Get(context.Background(), "ddp", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
@@ -149,7 +135,7 @@ func TestSubmitFailedRollbackIsReported(t *testing.T) {
 		return true, nil, errors.New("also boom")
 	})
 	r := run(t, &cmdutil.FakeFactory{Client: c}, "ddp", "--image", "img", "--nodes", "2", "--", "true")
-	if r.code != int(exitcode.Error) || !strings.Contains(r.stderr, "delete it by hand (kubectl delete job ddp -n default)") {
+	if r.Code != int(exitcode.Error) || !strings.Contains(r.Stderr, "delete it by hand (kubectl delete job ddp -n default)") {
 		t.Fatalf("got %+v", r)
 	}
 }
@@ -170,7 +156,7 @@ func TestSubmitCapacityGuard(t *testing.T) {
 			c := newClient(tc.nodes...)
 			args := append([]string{"j", "--image", "img"}, tc.args...)
 			r := run(t, &cmdutil.FakeFactory{Client: c}, append(args, "--", "true")...)
-			if r.code != int(exitcode.NoCapacity) || r.stdout != "" || !strings.Contains(r.stderr, tc.want) {
+			if r.Code != int(exitcode.NoCapacity) || r.Stdout != "" || !strings.Contains(r.Stderr, tc.want) {
 				t.Fatalf("got %+v, want exit 7 and %q", r, tc.want)
 			}
 			if m := mutations(c); len(m) != 0 {
@@ -181,7 +167,7 @@ func TestSubmitCapacityGuard(t *testing.T) {
 	t.Run("skipped with --no-capacity-check and with --gpus 0", func(t *testing.T) {
 		for _, flag := range []string{"--no-capacity-check", "--gpus=0"} {
 			c := newClient()
-			if r := run(t, &cmdutil.FakeFactory{Client: c}, "j", "--image", "img", flag, "--", "true"); r.code != 0 {
+			if r := run(t, &cmdutil.FakeFactory{Client: c}, "j", "--image", "img", flag, "--", "true"); r.Code != 0 {
 				t.Fatalf("%s: got %+v", flag, r)
 			}
 		}
@@ -194,7 +180,7 @@ func TestSubmitNodeListForbiddenWarnsAndGoesOn(t *testing.T) {
 		return true, nil, apierrors.NewForbidden(schema.GroupResource{Resource: "nodes"}, "", errors.New("no"))
 	})
 	r := run(t, &cmdutil.FakeFactory{Client: c}, "j", "--image", "img", "--", "true")
-	if r.code != 0 || r.stdout != "job.batch/j created\n" || !strings.Contains(r.stderr, "Warning: capacity check skipped") {
+	if r.Code != 0 || r.Stdout != "job.batch/j created\n" || !strings.Contains(r.Stderr, "Warning: capacity check skipped") {
 		t.Fatalf("got %+v", r)
 	}
 }
@@ -215,7 +201,7 @@ func TestSubmitPagesThroughNodes(t *testing.T) {
 		return true, list, nil
 	})
 	r := run(t, &cmdutil.FakeFactory{Client: c}, "j", "--image", "img", "--gpus", "8", "--nodes", "3", "--", "true")
-	if r.code != 0 || calls != 3 {
+	if r.Code != 0 || calls != 3 {
 		t.Fatalf("got %+v after %d list calls; want success after 3 pages", r, calls)
 	}
 }
@@ -224,7 +210,7 @@ func TestSubmitExistingJobIsUntouched(t *testing.T) {
 	existing := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "j", Namespace: "default", UID: "theirs", Labels: map[string]string{"owner": "someone"}}}
 	c := newClient(gpuNode("a", 8), existing)
 	r := run(t, &cmdutil.FakeFactory{Client: c}, "j", "--image", "img", "--", "true")
-	if r.code != int(exitcode.AlreadyExists) || !strings.Contains(r.stderr, `job.batch/j already exists in namespace "default"`) {
+	if r.Code != int(exitcode.AlreadyExists) || !strings.Contains(r.Stderr, `job.batch/j already exists in namespace "default"`) {
 		t.Fatalf("got %+v", r)
 	}
 	if got := strings.Join(mutations(c), ","); got != "create jobs" {
@@ -238,7 +224,7 @@ func TestSubmitMissingNamespace(t *testing.T) {
 		return true, nil, apierrors.NewNotFound(schema.GroupResource{Resource: "namespaces"}, "nope")
 	})
 	r := run(t, &cmdutil.FakeFactory{NS: "nope", Client: c}, "j", "--image", "img", "--", "true")
-	if r.code != int(exitcode.NotFound) || !strings.Contains(r.stderr, `namespace "nope" not found`) {
+	if r.Code != int(exitcode.NotFound) || !strings.Contains(r.Stderr, `namespace "nope" not found`) {
 		t.Fatalf("got %+v", r)
 	}
 }
@@ -246,7 +232,7 @@ func TestSubmitMissingNamespace(t *testing.T) {
 func TestSubmitServerDryRunStoresNothing(t *testing.T) {
 	c := newClient(gpuNode("a", 8), gpuNode("b", 8))
 	r := run(t, &cmdutil.FakeFactory{Client: c}, "ddp", "--image", "img", "--nodes", "2", "--dry-run=server", "--", "true")
-	if r.code != 0 || r.stdout != "job.batch/ddp created (server dry run)\nservice/ddp created (server dry run)\n" {
+	if r.Code != 0 || r.Stdout != "job.batch/ddp created (server dry run)\nservice/ddp created (server dry run)\n" {
 		t.Fatalf("got %+v", r)
 	}
 	for _, a := range c.Actions() {
@@ -267,7 +253,7 @@ func TestSubmitServerDryRunStoresNothing(t *testing.T) {
 func TestSubmitClientDryRunNeedsNoCluster(t *testing.T) {
 	f := &cmdutil.FakeFactory{ClientErr: errors.New("must not be called")}
 	r := run(t, f, "--image", "img", "--nodes", "2", "--dry-run=client", "-o", "json", "--", "true")
-	if r.code != 0 || r.stderr != "" {
+	if r.Code != 0 || r.Stderr != "" {
 		t.Fatalf("got %+v", r)
 	}
 	var list struct {
@@ -277,8 +263,8 @@ func TestSubmitClientDryRunNeedsNoCluster(t *testing.T) {
 			Metadata metav1.ObjectMeta `json:"metadata"`
 		} `json:"items"`
 	}
-	if err := json.Unmarshal([]byte(r.stdout), &list); err != nil {
-		t.Fatalf("stdout is not JSON: %v\n%s", err, r.stdout)
+	if err := json.Unmarshal([]byte(r.Stdout), &list); err != nil {
+		t.Fatalf("stdout is not JSON: %v\n%s", err, r.Stdout)
 	}
 	if list.Kind != "List" || len(list.Items) != 2 || list.Items[0].Kind != "Job" || list.Items[1].Kind != "Service" ||
 		list.Items[0].Metadata.Name != "tao-x7k2p" {
@@ -289,7 +275,7 @@ func TestSubmitClientDryRunNeedsNoCluster(t *testing.T) {
 func TestSubmitOutputName(t *testing.T) {
 	c := newClient(gpuNode("a", 8), gpuNode("b", 8))
 	r := run(t, &cmdutil.FakeFactory{Client: c}, "ddp", "--image", "img", "--nodes", "2", "-o", "name", "--", "true")
-	if r.code != 0 || r.stdout != "job.batch/ddp\nservice/ddp\n" {
+	if r.Code != 0 || r.Stdout != "job.batch/ddp\nservice/ddp\n" {
 		t.Fatalf("got %+v", r)
 	}
 }
@@ -297,7 +283,7 @@ func TestSubmitOutputName(t *testing.T) {
 func TestSubmitOutputJSONPath(t *testing.T) {
 	c := newClient(gpuNode("a", 8))
 	r := run(t, &cmdutil.FakeFactory{Client: c}, "j", "--image", "img", "-o", "jsonpath={.items[0].metadata.uid}", "--", "true")
-	if r.code != 0 || r.stdout != "uid-1" {
+	if r.Code != 0 || r.Stdout != "uid-1" {
 		t.Fatalf("got %+v", r)
 	}
 }
@@ -327,8 +313,8 @@ func TestSubmitUsageErrorsTouchNothing(t *testing.T) {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			c := newClient(gpuNode("a", 8))
 			r := run(t, &cmdutil.FakeFactory{Client: c}, tc.args...)
-			if r.code != int(exitcode.Usage) || r.stdout != "" || !strings.Contains(r.stderr, tc.want) ||
-				!strings.Contains(r.stderr, "See 'kubectl tao submit --help' for usage.") {
+			if r.Code != int(exitcode.Usage) || r.Stdout != "" || !strings.Contains(r.Stderr, tc.want) ||
+				!strings.Contains(r.Stderr, "See 'kubectl tao submit --help' for usage.") {
 				t.Fatalf("got %+v, want exit 2 and %q", r, tc.want)
 			}
 			if len(c.Actions()) != 0 {
@@ -341,7 +327,7 @@ func TestSubmitUsageErrorsTouchNothing(t *testing.T) {
 func TestSubmitNoCluster(t *testing.T) {
 	f := &cmdutil.FakeFactory{ClientErr: exitcode.WithCode(exitcode.NoCluster, errors.New("Could not authenticate to a Kubernetes cluster"))}
 	r := run(t, f, "j", "--image", "img", "--", "true")
-	if r.code != int(exitcode.NoCluster) || !strings.Contains(r.stderr, "Could not authenticate") {
+	if r.Code != int(exitcode.NoCluster) || !strings.Contains(r.Stderr, "Could not authenticate") {
 		t.Fatalf("got %+v", r)
 	}
 }
@@ -355,7 +341,7 @@ func TestSubmitFilesGoInAnOwnedConfigMap(t *testing.T) {
 	c := newClient(gpuNode("a", 8))
 	r := run(t, &cmdutil.FakeFactory{Client: c}, "dino", "--image", "img", "--file", spec+":/specs/train.yaml",
 		"--volume", "results:/results", "--", "dino train -e /specs/train.yaml")
-	if r.code != 0 || r.stdout != "job.batch/dino created\nconfigmap/dino-files created\n" {
+	if r.Code != 0 || r.Stdout != "job.batch/dino created\nconfigmap/dino-files created\n" {
 		t.Fatalf("got %+v", r)
 	}
 	cm, err := c.CoreV1().ConfigMaps("default").Get(context.Background(), "dino-files", metav1.GetOptions{})
@@ -386,7 +372,7 @@ func TestSubmitFileErrors(t *testing.T) {
 	for flag, want := range tests {
 		c := newClient(gpuNode("a", 8))
 		r := run(t, &cmdutil.FakeFactory{Client: c}, "j", "--image", "img", "--file", flag, "--", "true")
-		if r.code != int(exitcode.Usage) || !strings.Contains(r.stderr, want) || len(c.Actions()) != 0 {
+		if r.Code != int(exitcode.Usage) || !strings.Contains(r.Stderr, want) || len(c.Actions()) != 0 {
 			t.Errorf("--file %s: got %+v, want exit 2 and %q with no API call", flag, r, want)
 		}
 	}
@@ -402,7 +388,7 @@ func TestSubmitFailedConfigMapCreateLeavesNothing(t *testing.T) {
 		return true, nil, errors.New("quota exceeded")
 	})
 	r := run(t, &cmdutil.FakeFactory{Client: c}, "ddp", "--image", "img", "--nodes", "2", "--file", spec+":/s.yaml", "--", "true")
-	if r.code != int(exitcode.Error) {
+	if r.Code != int(exitcode.Error) {
 		t.Fatalf("got %+v", r)
 	}
 	if got := strings.Join(mutations(c), ","); got != "create jobs,create configmaps,create services,delete configmaps,delete jobs" {
@@ -413,7 +399,7 @@ func TestSubmitFailedConfigMapCreateLeavesNothing(t *testing.T) {
 func TestSubmitRetriesKeptByTheServer(t *testing.T) {
 	c := newClient(gpuNode("n1", 8), gpuNode("n2", 8))
 	r := run(t, &cmdutil.FakeFactory{Client: c}, "ddp", "--image", "img", "--gpus", "8", "--nodes", "2", "--retries", "3", "--", "true")
-	if r.code != 0 || r.stderr != "" {
+	if r.Code != 0 || r.Stderr != "" {
 		t.Fatalf("got %+v, want no warning", r)
 	}
 	job, err := c.BatchV1().Jobs("default").Get(context.Background(), "ddp", metav1.GetOptions{})
@@ -436,19 +422,19 @@ func TestSubmitRetriesDroppedByTheServerWarns(t *testing.T) {
 				return false, nil, nil
 			})
 			r := run(t, &cmdutil.FakeFactory{Client: c}, "train", "--image", "img", "--retries", "2", "--dry-run="+dryRun, "--", "true")
-			if r.code != 0 {
+			if r.Code != 0 {
 				t.Fatalf("got %+v", r)
 			}
 			for _, want := range []string{
 				"Warning: the API server did not keep spec.podFailurePolicy, spec.podReplacementPolicy of the Job",
 				"OOM kills are retried", "may start while the failed one is still terminating",
 			} {
-				if !strings.Contains(r.stderr, want) {
-					t.Errorf("stderr = %q, want %q", r.stderr, want)
+				if !strings.Contains(r.Stderr, want) {
+					t.Errorf("stderr = %q, want %q", r.Stderr, want)
 				}
 			}
-			if strings.Contains(r.stdout, "Warning") {
-				t.Errorf("warning on stdout: %q", r.stdout)
+			if strings.Contains(r.Stdout, "Warning") {
+				t.Errorf("warning on stdout: %q", r.Stdout)
 			}
 		})
 	}

@@ -21,7 +21,7 @@ import (
 func TestSubmitWaitWithDryRunIsAUsageError(t *testing.T) {
 	c := newClient()
 	r := run(t, &cmdutil.FakeFactory{Client: c}, "j", "--image", "img", "--gpus", "0", "--wait", "--dry-run=server", "--", "true")
-	if r.code != int(exitcode.Usage) || !strings.Contains(r.stderr, "--wait cannot be combined with --dry-run") || len(c.Actions()) != 0 {
+	if r.Code != int(exitcode.Usage) || !strings.Contains(r.Stderr, "--wait cannot be combined with --dry-run") || len(c.Actions()) != 0 {
 		t.Fatalf("got %+v, actions %v", r, c.Actions())
 	}
 }
@@ -52,7 +52,7 @@ func TestSubmitWaitReportsTheOutcome(t *testing.T) {
 				return true, w, err
 			})
 			r := run(t, &cmdutil.FakeFactory{Client: c}, "j", "--image", "img", "--gpus", "0", "--wait", "--", "true")
-			if r.code != int(tc.code) || r.stdout != tc.stdout || !strings.HasPrefix(r.stderr, "Pending (0/1 ranks)\nPending -> ") {
+			if r.Code != int(tc.code) || r.Stdout != tc.stdout || !strings.HasPrefix(r.Stderr, "Pending (0/1 ranks)\nPending -> ") {
 				t.Fatalf("got %+v", r)
 			}
 		})
@@ -73,7 +73,7 @@ func TestSubmitWaitKeepsJSONClean(t *testing.T) {
 		return true, job, nil
 	})
 	r := run(t, &cmdutil.FakeFactory{Client: c}, "j", "--image", "img", "--gpus", "0", "--wait", "-o", "name", "--", "true")
-	if r.code != 0 || r.stdout != "job.batch/j\n" || r.stderr != "Complete (0/1 ranks succeeded)\n" {
+	if r.Code != 0 || r.Stdout != "job.batch/j\n" || r.Stderr != "Complete (0/1 ranks succeeded)\n" {
 		t.Fatalf("got %+v", r)
 	}
 }

@@ -20,6 +20,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/utils/ptr"
 
+	"github.com/kubectl-tao/kubectl-tao/internal/testbuf"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/jobstatus"
 )
 
@@ -207,23 +208,6 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 type followRun struct {
 	res  jobstatus.Result
 	err  error
@@ -237,6 +221,14 @@ func startFollow(e *Engine, cfg Config) *followRun {
 		r.res, r.err = e.Follow(context.Background(), cfg)
 	}()
 	return r
+}
+
+// followUntilTheEnd runs e.Follow until the test ends, for a test that looks only at what it
+// writes and the requests it sends.
+func followUntilTheEnd(t *testing.T, e *Engine, cfg Config) {
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	go func() { _, _ = e.Follow(ctx, cfg) }()
 }
 
 func (r *followRun) wait(t *testing.T) {
@@ -265,8 +257,8 @@ func TestFollow(t *testing.T) {
 	srv := newLogServer()
 	srv.add("train-0", 3)
 	srv.dropAfter["train-0"] = 2
-	out := &lockedBuffer{}
-	var errOut lockedBuffer
+	out := &testbuf.Buffer{}
+	var errOut testbuf.Buffer
 	e := &Engine{Client: c, Open: srv.open, Out: out, ErrOut: &errOut, Retry: 10 * time.Millisecond}
 	run := startFollow(e, Config{Namespace: "ns", Job: "train", Prefix: PrefixRank})
 	<-watches
@@ -329,7 +321,7 @@ func TestFollowEndsWithJobStatus(t *testing.T) {
 			c, watches := watching(job(), ptrPod(pod("train-0", nil, 1, true, false)))
 			srv := newLogServer()
 			srv.add("train-0", 1)
-			out := &lockedBuffer{}
+			out := &testbuf.Buffer{}
 			run := startFollow(&Engine{Client: c, Open: srv.open, Out: out, ErrOut: io.Discard}, Config{Namespace: "ns", Job: "train"})
 			<-watches
 			<-watches
@@ -349,7 +341,7 @@ func TestFollowTerminalJobReadsOnceAndEnds(t *testing.T) {
 	c := fake.NewClientset(job(batchv1.JobComplete), ptrPod(pod("train-0", nil, 1, false, true)))
 	srv := newLogServer()
 	srv.add("train-0", 2)
-	out := &lockedBuffer{}
+	out := &testbuf.Buffer{}
 	res, err := (&Engine{Client: c, Open: srv.open, Out: out, ErrOut: io.Discard}).Follow(context.Background(), Config{Namespace: "ns", Job: "train", Prefix: PrefixNone})
 	if err != nil || res.Status != jobstatus.Complete || out.String() != "train-0 step 1\ntrain-0 step 2\n" {
 		t.Fatalf("Follow = %+v, %v, stdout %q", res, err, out.String())
@@ -390,7 +382,7 @@ func TestFollowInterrupted(t *testing.T) {
 	srv := newLogServer()
 	srv.add("train-0", 1)
 	ctx, cancel := context.WithCancel(context.Background())
-	out := &lockedBuffer{}
+	out := &testbuf.Buffer{}
 	done := make(chan error)
 	go func() {
 		_, err := (&Engine{Client: c, Open: srv.open, Out: out, ErrOut: io.Discard}).Follow(ctx, Config{Namespace: "ns", Job: "train"})
@@ -439,12 +431,8 @@ func TestFollowStartsStreamsFromTheList(t *testing.T) {
 	srv := newLogServer()
 	srv.add("train-0", 1)
 	srv.add("train-1", 1)
-	out := &lockedBuffer{}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() {
-		_, _ = (&Engine{Client: c, Open: srv.open, Out: out, ErrOut: io.Discard}).Follow(ctx, Config{Namespace: "ns", Job: "train", Prefix: PrefixRank})
-	}()
+	out := &testbuf.Buffer{}
+	followUntilTheEnd(t, &Engine{Client: c, Open: srv.open, Out: out, ErrOut: io.Discard}, Config{Namespace: "ns", Job: "train", Prefix: PrefixRank})
 	waitFor(t, "both ranks' first lines with no watch open", func() bool { return strings.Count(out.String(), "\n") == 2 })
 	got := map[string]bool{<-watchRVs: true}
 	close(release)
@@ -471,7 +459,7 @@ func TestFollowRequests(t *testing.T) {
 	for _, p := range []string{"train-0", "train-1", "train-2"} {
 		srv.add(p, 1)
 	}
-	out := &lockedBuffer{}
+	out := &testbuf.Buffer{}
 	run := startFollow(&Engine{Client: c, Open: srv.open, Out: out, ErrOut: io.Discard}, Config{Namespace: "ns", Job: "train"})
 	<-watches
 	<-watches
@@ -522,12 +510,8 @@ func TestFollowRelistsWhenTheWatchExpires(t *testing.T) {
 	srv := newLogServer()
 	srv.add("train-0", 1)
 	srv.add("train-1", 1)
-	out := &lockedBuffer{}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() {
-		_, _ = (&Engine{Client: c, Open: srv.open, Out: out, ErrOut: io.Discard, Retry: 10 * time.Millisecond}).Follow(ctx, Config{Namespace: "ns", Job: "train", Prefix: PrefixRank})
-	}()
+	out := &testbuf.Buffer{}
+	followUntilTheEnd(t, &Engine{Client: c, Open: srv.open, Out: out, ErrOut: io.Discard, Retry: 10 * time.Millisecond}, Config{Namespace: "ns", Job: "train", Prefix: PrefixRank})
 	waitFor(t, "the pod found by the second list", func() bool { return strings.Contains(out.String(), "[rank 1] train-1 step 1\n") })
 	lists := 0
 	for _, a := range c.Actions() {
@@ -552,12 +536,8 @@ func TestFollowWaitsQuietlyForAFirstLog(t *testing.T) {
 			srv := newLogServer()
 			srv.add("train-0", 1)
 			srv.failOpens["train-0"] = tc.fails
-			out, errOut := &lockedBuffer{}, &lockedBuffer{}
-			ctx, cancel := context.WithCancel(context.Background())
-			defer cancel()
-			go func() {
-				_, _ = (&Engine{Client: c, Open: srv.open, Out: out, ErrOut: errOut, Retry: 20 * time.Millisecond}).Follow(ctx, Config{Namespace: "ns", Job: "train"})
-			}()
+			out, errOut := &testbuf.Buffer{}, &testbuf.Buffer{}
+			followUntilTheEnd(t, &Engine{Client: c, Open: srv.open, Out: out, ErrOut: errOut, Retry: 20 * time.Millisecond}, Config{Namespace: "ns", Job: "train"})
 			waitFor(t, "the line", func() bool { return out.String() == "[rank 0] train-0 step 1\n" })
 			if got := strings.Contains(errOut.String(), "rank 0 (pod train-0): no log yet, retrying"); got != tc.wantNote || strings.Contains(errOut.String(), "dropped") {
 				t.Errorf("stderr %q", errOut.String())

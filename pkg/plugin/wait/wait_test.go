@@ -1,7 +1,6 @@
 package wait_test
 
 import (
-	"bytes"
 	"context"
 	"strings"
 	"sync"
@@ -13,15 +12,14 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
-	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
-	"github.com/kubectl-tao/kubectl-tao/pkg/plugin"
+	"github.com/kubectl-tao/kubectl-tao/internal/testbuf"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmdutil"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/exitcode"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/internal/cmdtest"
 )
 
 func job(mutate ...func(*batchv1.Job)) *batchv1.Job {
@@ -71,50 +69,21 @@ func watched(objs ...*batchv1.Job) (*fake.Clientset, <-chan struct{}) {
 	return c, started
 }
 
-type result struct {
-	code           int
-	stdout, stderr string
+func run(ctx context.Context, c *fake.Clientset, args ...string) cmdtest.Result {
+	return runTo(ctx, c, nil, args...)
 }
 
-// lockedBuffer lets a test read stderr while the command writes it.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
-func run(ctx context.Context, c *fake.Clientset, args ...string) result {
-	return runTo(ctx, c, &lockedBuffer{}, args...)
-}
-
-func runTo(ctx context.Context, c *fake.Clientset, errOut *lockedBuffer, args ...string) result {
-	var out bytes.Buffer
-	code := plugin.Execute(ctx, plugin.Deps{
-		Streams: genericiooptions.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: errOut},
-		Getenv:  func(string) string { return "" },
-		Factory: &cmdutil.FakeFactory{NS: "ml", Client: c},
-		Clock:   clocktesting.NewFakePassiveClock(time.Now()),
-	}, append([]string{"wait"}, args...))
-	return result{code, out.String(), errOut.String()}
+// runTo runs `wait args`, writing stderr to errOut (when set) that a test may read meanwhile.
+func runTo(ctx context.Context, c *fake.Clientset, errOut *testbuf.Buffer, args ...string) cmdtest.Result {
+	return cmdtest.Cmd{Factory: &cmdutil.FakeFactory{NS: "ml", Client: c}, Now: time.Now(), Stderr: errOut}.Run(ctx, append([]string{"wait"}, args...)...)
 }
 
 // waitWhile runs `wait args` and, once its watch is up, applies the changes in order, each
 // once the previous one was reported (else the informer may see only the last state).
-func waitWhile(t *testing.T, c *fake.Clientset, started <-chan struct{}, args []string, changes ...func()) result {
+func waitWhile(t *testing.T, c *fake.Clientset, started <-chan struct{}, args []string, changes ...func()) cmdtest.Result {
 	t.Helper()
-	done := make(chan result)
-	errOut := &lockedBuffer{}
+	done := make(chan cmdtest.Result)
+	errOut := &testbuf.Buffer{}
 	go func() { done <- runTo(context.Background(), c, errOut, args...) }()
 	select {
 	case <-started:
@@ -136,7 +105,7 @@ func waitWhile(t *testing.T, c *fake.Clientset, started <-chan struct{}, args []
 	case <-time.After(10 * time.Second):
 		t.Fatal("the wait did not end")
 	}
-	return result{}
+	return cmdtest.Result{}
 }
 
 func updateTo(t *testing.T, c *fake.Clientset, j *batchv1.Job) func() {
@@ -245,12 +214,12 @@ func TestWaitOutcomes(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			c, started := watched(job())
 			r := waitWhile(t, c, started, append([]string{"job.batch/train"}, tc.args...), tc.changes(t, c)...)
-			if r.code != int(tc.code) || r.stdout != tc.stdout {
-				t.Fatalf("got exit %d stdout %q stderr %q; want exit %d stdout %q", r.code, r.stdout, r.stderr, tc.code, tc.stdout)
+			if r.Code != int(tc.code) || r.Stdout != tc.stdout {
+				t.Fatalf("got exit %d stdout %q stderr %q; want exit %d stdout %q", r.Code, r.Stdout, r.Stderr, tc.code, tc.stdout)
 			}
 			for _, s := range tc.stderr {
-				if !strings.Contains(r.stderr, s) {
-					t.Errorf("stderr %q lacks %q", r.stderr, s)
+				if !strings.Contains(r.Stderr, s) {
+					t.Errorf("stderr %q lacks %q", r.Stderr, s)
 				}
 			}
 			// A watch, not polling: one get, then the informer's list and watch.
@@ -266,7 +235,7 @@ func TestWaitOutcomes(t *testing.T) {
 func TestWaitAlreadyFinishedNeedsOneGet(t *testing.T) {
 	c, _ := watched(job(ended(batchv1.JobComplete, "", "")))
 	r := run(context.Background(), c, "train")
-	if r.code != 0 || r.stdout != "job.batch/train Complete\n" || r.stderr != "Complete (2/2 ranks succeeded)\n" {
+	if r.Code != 0 || r.Stdout != "job.batch/train Complete\n" || r.Stderr != "Complete (2/2 ranks succeeded)\n" {
 		t.Fatalf("got %+v", r)
 	}
 	if got := strings.Join(verbs(c), ","); got != "get jobs" {
@@ -277,7 +246,7 @@ func TestWaitAlreadyFinishedNeedsOneGet(t *testing.T) {
 func TestWaitMissingJob(t *testing.T) {
 	c, _ := watched()
 	r := run(context.Background(), c, "train")
-	if r.code != int(exitcode.NotFound) || r.stdout != "" || r.stderr != "error: job.batch \"train\" not found in namespace \"ml\"\n" {
+	if r.Code != int(exitcode.NotFound) || r.Stdout != "" || r.Stderr != "error: job.batch \"train\" not found in namespace \"ml\"\n" {
 		t.Fatalf("got %+v", r)
 	}
 }
@@ -285,12 +254,12 @@ func TestWaitMissingJob(t *testing.T) {
 func TestWaitInterrupted(t *testing.T) {
 	c, started := watched(job())
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan result)
+	done := make(chan cmdtest.Result)
 	go func() { done <- run(ctx, c, "train") }()
 	<-started
 	cancel()
 	r := <-done
-	if r.code != int(exitcode.Error) || !strings.Contains(r.stderr, "interrupted while waiting for job.batch/train") {
+	if r.Code != int(exitcode.Error) || !strings.Contains(r.Stderr, "interrupted while waiting for job.batch/train") {
 		t.Fatalf("got %+v", r)
 	}
 }
@@ -298,7 +267,7 @@ func TestWaitInterrupted(t *testing.T) {
 func TestWaitFlags(t *testing.T) {
 	c, _ := watched(job())
 	for _, args := range [][]string{{}, {"train", "--timeout", "-1s"}, {"train", "-o", "wide"}, {"svc/train"}} {
-		if r := run(context.Background(), c, args...); r.code != int(exitcode.Usage) {
+		if r := run(context.Background(), c, args...); r.Code != int(exitcode.Usage) {
 			t.Errorf("%v: got %+v, want a usage error", args, r)
 		}
 	}

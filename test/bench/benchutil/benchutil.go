@@ -160,10 +160,12 @@ type Counter struct {
 	mu         sync.Mutex
 	counts     map[string]int
 	srv        *http.Server
+	dir        string
 }
 
-// NewCounter starts a counting proxy for cfg's server, writing its kubeconfig into dir.
-func NewCounter(cfg *rest.Config, dir, namespace string) (*Counter, error) {
+// NewCounter starts a counting proxy for cfg's server, with namespace the kubeconfig's
+// default; Close removes the kubeconfig.
+func NewCounter(cfg *rest.Config, namespace string) (*Counter, error) {
 	rt, err := rest.TransportFor(cfg)
 	if err != nil {
 		return nil, err
@@ -192,7 +194,11 @@ func NewCounter(cfg *rest.Config, dir, namespace string) (*Counter, error) {
 	kc.AuthInfos["counted"] = &clientcmdapi.AuthInfo{}
 	kc.Contexts["counted"] = &clientcmdapi.Context{Cluster: "counted", AuthInfo: "counted", Namespace: namespace}
 	kc.CurrentContext = "counted"
-	c.Kubeconfig = dir + "/counted.kubeconfig"
+	if c.dir, err = os.MkdirTemp("", "benchutil"); err != nil {
+		c.Close()
+		return nil, err
+	}
+	c.Kubeconfig = c.dir + "/counted.kubeconfig"
 	if err := clientcmd.WriteToFile(*kc, c.Kubeconfig); err != nil {
 		c.Close()
 		return nil, err
@@ -241,8 +247,13 @@ func (c *Counter) Take() map[string]int {
 	return out
 }
 
-// Close stops the proxy.
-func (c *Counter) Close() { _ = c.srv.Close() }
+// Close stops the proxy and removes its kubeconfig.
+func (c *Counter) Close() {
+	_ = c.srv.Close()
+	if c.dir != "" {
+		_ = os.RemoveAll(c.dir)
+	}
+}
 
 // FormatCounts prints counts sorted by kind, with a total.
 func FormatCounts(m map[string]int) string {

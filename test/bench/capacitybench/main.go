@@ -19,10 +19,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/kubectl-tao/kubectl-tao/test/bench/benchutil"
 )
@@ -31,18 +29,12 @@ func main() {
 	nodes := flag.Int("nodes", 5000, "nodes the cluster must have (bin/localcluster up --nodes N)")
 	pods := flag.Int("pods", 2000, "running GPU pods to create")
 	gpus := flag.Int("gpus", 8, "GPUs per pod")
-	runs := flag.Int("runs", 5, "runs of each command; the median is reported")
-	tao := flag.String("tao", "bin/kubectl-tao", "the kubectl-tao binary")
-	kubectl := flag.String("kubectl", "kubectl", "the kubectl binary")
-	flag.Parse()
-	if err := run(*nodes, *pods, *gpus, *runs, *tao, *kubectl); err != nil {
-		fmt.Fprintln(os.Stderr, "capacitybench:", err)
-		os.Exit(1)
-	}
+	tools := benchutil.ToolFlags(5, "runs of each command")
+	benchutil.Main(func() error { return run(*nodes, *pods, *gpus, tools.Runs, tools.Tao, tools.Kubectl) })
 }
 
 func run(nodes, pods, gpus, runs int, tao, kubectl string) error {
-	cfg, err := clientcmd.BuildConfigFromFlags("", os.Getenv("KUBECONFIG"))
+	cfg, err := benchutil.Config()
 	if err != nil {
 		return err
 	}
@@ -60,15 +52,11 @@ func run(nodes, pods, gpus, runs int, tao, kubectl string) error {
 	if have < nodes {
 		return fmt.Errorf("the cluster has %d nodes, want %d: bin/localcluster up --nodes %d", have, nodes, nodes)
 	}
-	ns := "capbench-" + rand.String(5)
-	if _, err := client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+	ns, deleteNS, err := benchutil.Namespace(ctx, client, "capbench")
+	if err != nil {
 		return err
 	}
-	defer func() {
-		if err := client.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{}); err != nil {
-			fmt.Fprintf(os.Stderr, "capacitybench: deleting namespace %s: %v\n", ns, err)
-		}
-	}()
+	defer deleteNS()
 	start := time.Now()
 	if err := createPods(ctx, client, ns, pods, gpus); err != nil {
 		return err
@@ -105,12 +93,7 @@ func run(nodes, pods, gpus, runs int, tao, kubectl string) error {
 	loadAfter := benchutil.LoadAverage()
 	kn, kp, ks, o := benchutil.Median(getNodes), benchutil.Median(getPods), benchutil.Median(sums), benchutil.Median(ours)
 
-	dir, err := os.MkdirTemp("", "capacitybench")
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(dir)
-	counter, err := benchutil.NewCounter(cfg, dir, ns)
+	counter, err := benchutil.NewCounter(cfg, ns)
 	if err != nil {
 		return err
 	}
@@ -127,8 +110,7 @@ func run(nodes, pods, gpus, runs int, tao, kubectl string) error {
 	}
 	theirCounts := benchutil.FormatCounts(counter.Take())
 
-	fmt.Printf("machine: %s\n", benchutil.Machine())
-	fmt.Printf("load average before the timed runs: %s; after: %s\n\n", loadBefore, loadAfter)
+	benchutil.PrintSetting(loadBefore, loadAfter)
 	fmt.Printf("capacity of %d nodes with %d running %d-GPU pods, median of %d runs\n", nodes, pods, gpus, runs)
 	benchutil.Header()
 	benchutil.Row("kubectl get nodes -o json", kn)

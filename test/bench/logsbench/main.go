@@ -18,10 +18,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/kubectl-tao/kubectl-tao/test/bench/benchutil"
 )
@@ -29,35 +27,26 @@ import (
 func main() {
 	ranks := flag.Int("ranks", 64, "pods of the job")
 	lines := flag.Int("lines", 2000, "log lines per pod")
-	runs := flag.Int("runs", 5, "runs of each logs command; the median is reported")
+	tools := benchutil.ToolFlags(5, "runs of each logs command")
 	statusRuns := flag.Int("status-runs", 21, "runs of each status command; the median is reported")
 	followRuns := flag.Int("follow-runs", 5, "runs of logs -f; the median is reported")
-	tao := flag.String("tao", "bin/kubectl-tao", "the kubectl-tao binary")
-	kubectl := flag.String("kubectl", "kubectl", "the kubectl binary")
-	flag.Parse()
-	if err := run(*ranks, *lines, *runs, *statusRuns, *followRuns, *tao, *kubectl); err != nil {
-		fmt.Fprintln(os.Stderr, "logsbench:", err)
-		os.Exit(1)
-	}
+	benchutil.Main(func() error {
+		return run(*ranks, *lines, tools.Runs, *statusRuns, *followRuns, tools.Tao, tools.Kubectl)
+	})
 }
 
 func run(ranks, lines, runs, statusRuns, followRuns int, tao, kubectl string) error {
-	kubeconfig := os.Getenv("KUBECONFIG")
-	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	cfg, err := benchutil.Config()
 	if err != nil {
 		return err
 	}
 	client := kubernetes.NewForConfigOrDie(cfg)
 	ctx := context.Background()
-	ns := "bench-" + rand.String(5)
-	if _, err := client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+	ns, deleteNS, err := benchutil.Namespace(ctx, client, "bench")
+	if err != nil {
 		return err
 	}
-	defer func() {
-		if err := client.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{}); err != nil {
-			fmt.Fprintf(os.Stderr, "logsbench: deleting namespace %s: %v\n", ns, err)
-		}
-	}()
+	defer deleteNS()
 	for {
 		if _, err := client.CoreV1().ServiceAccounts(ns).Get(ctx, "default", metav1.GetOptions{}); err == nil {
 			break
@@ -148,12 +137,7 @@ func run(ranks, lines, runs, statusRuns, followRuns int, tao, kubectl string) er
 	loadAfter := benchutil.LoadAverage()
 
 	// API requests, through a counting proxy (not timed).
-	dir, err := os.MkdirTemp("", "logsbench")
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(dir)
-	counter, err := benchutil.NewCounter(cfg, dir, ns)
+	counter, err := benchutil.NewCounter(cfg, ns)
 	if err != nil {
 		return err
 	}
@@ -181,8 +165,7 @@ func run(ranks, lines, runs, statusRuns, followRuns int, tao, kubectl string) er
 	time.Sleep(200 * time.Millisecond) // the watches open after the streams
 	counts["kubectl-tao logs -f (until every first line)"] = benchutil.FormatCounts(counter.Take())
 
-	fmt.Printf("machine: %s\n", benchutil.Machine())
-	fmt.Printf("load average before the timed runs: %s; after: %s\n\n", loadBefore, loadAfter)
+	benchutil.PrintSetting(loadBefore, loadAfter)
 	fmt.Printf("logs of a %d-pod job, %d lines per pod (%d lines), median of %d runs\n", ranks, lines, want, runs)
 	benchutil.Header()
 	benchutil.Row(fmt.Sprintf("kubectl logs -l job-name=J --prefix --tail=-1 --max-log-requests=%d", ranks), kLogs)

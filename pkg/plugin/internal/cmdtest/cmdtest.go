@@ -1,0 +1,94 @@
+// Package cmdtest runs kubectl tao's real commands in tests: the root command, built by
+// plugin.Execute, against cmdutil.FakeFactory, with in-memory streams, a chosen environment
+// and, when asked, a fake clock. Tests of a command's glue read its exit code and output the
+// way a user sees them.
+package cmdtest
+
+import (
+	"context"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/kubectl-tao/kubectl-tao/internal/testbuf"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmdutil"
+)
+
+// Result is what a run of the command left: its exit code and what it wrote.
+type Result struct {
+	Code           int
+	Stdout, Stderr string
+}
+
+// Cmd is one run of kubectl tao. The zero value of each field is the usual test setting.
+type Cmd struct {
+	// Factory gives the command its namespace and clients, usually a *cmdutil.FakeFactory.
+	Factory cmdutil.Factory
+	// Env is the whole environment the command sees; nil: no variable is set.
+	Env map[string]string
+	// Stdin is what the command reads from standard input.
+	Stdin string
+	// Now, when set, is the time of a fake clock (AGE columns); zero leaves the real clock.
+	Now time.Time
+	// RandomName, when set, is the suffix of every generated Job name.
+	RandomName string
+	// Stdout and Stderr, when set, receive the output, for a test that reads it while the
+	// command runs; Result holds it all the same.
+	Stdout, Stderr *testbuf.Buffer
+}
+
+// Run executes kubectl tao with args, as the binary does, and returns its exit code and output.
+func (c Cmd) Run(ctx context.Context, args ...string) Result {
+	out, errOut := c.Stdout, c.Stderr
+	if out == nil {
+		out = &testbuf.Buffer{}
+	}
+	if errOut == nil {
+		errOut = &testbuf.Buffer{}
+	}
+	d := plugin.Deps{
+		Streams: genericiooptions.IOStreams{In: strings.NewReader(c.Stdin), Out: out, ErrOut: errOut},
+		Getenv:  func(k string) string { return c.Env[k] },
+		Factory: c.Factory,
+	}
+	if !c.Now.IsZero() {
+		d.Clock = clocktesting.NewFakePassiveClock(c.Now)
+	}
+	if c.RandomName != "" {
+		d.RandomName = func() string { return c.RandomName }
+	}
+	code := plugin.Execute(ctx, d, args)
+	return Result{Code: code, Stdout: out.String(), Stderr: errOut.String()}
+}
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
+
+// Golden compares got with the file testdata/name of the test's package; with -update it
+// rewrites the file instead.
+func Golden(t *testing.T, name, got string) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if *update {
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test -update to create it)", err)
+	}
+	if got != string(want) {
+		t.Errorf("output differs from %s (go test -update rewrites it):\n--- got\n%s\n--- want\n%s", path, got, want)
+	}
+}
