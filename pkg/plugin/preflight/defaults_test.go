@@ -1,7 +1,6 @@
 package preflight_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"os"
@@ -9,12 +8,11 @@ import (
 	"strings"
 	"testing"
 
-	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/client-go/kubernetes/fake"
 
-	"github.com/kubectl-tao/kubectl-tao/pkg/plugin"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmdutil"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/exitcode"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/internal/cmdtest"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/preflight"
 )
 
@@ -25,26 +23,17 @@ func runWithDefaults(t *testing.T, c *fake.Clientset, config string, args ...str
 	if err := os.WriteFile(path, []byte(config), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	var out, errOut bytes.Buffer
-	code := plugin.Execute(context.Background(), plugin.Deps{
-		Streams: genericiooptions.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut},
-		Getenv: func(k string) string {
-			if k == "TAO_CONFIG" {
-				return path
-			}
-			return ""
-		},
-		Factory: &cmdutil.FakeFactory{NS: "ml", Client: c},
-	}, append([]string{"preflight", "-o", "json"}, args...))
+	r := cmdtest.Cmd{Factory: &cmdutil.FakeFactory{NS: "ml", Client: c}, Env: map[string]string{"TAO_CONFIG": path}}.
+		Run(context.Background(), append([]string{"preflight", "-o", "json"}, args...)...)
 	var checks []preflight.Check
-	if err := json.Unmarshal(out.Bytes(), &checks); err != nil {
-		t.Fatalf("stdout is not a list of checks: %v\n%s\nstderr: %s", err, out.String(), errOut.String())
+	if err := json.Unmarshal([]byte(r.Stdout), &checks); err != nil {
+		t.Fatalf("stdout is not a list of checks: %v\n%s\nstderr: %s", err, r.Stdout, r.Stderr)
 	}
 	byName := map[string]preflight.Check{}
 	for _, c := range checks {
 		byName[c.Name] = c
 	}
-	return code, byName
+	return r.Code, byName
 }
 
 const header = "apiVersion: kubectl-tao.dev/v1alpha1\nkind: Config\nsubmit:\n"
