@@ -102,16 +102,7 @@ func NewCmd(f cmdutil.Factory, streams genericiooptions.IOStreams, getenv func(s
 func (o *Options) Complete(args []string) error {
 	o.Name = args[0]
 	var err error
-	if o.dryRun, err = cmdutil.ParseDryRun(o.DryRunFlag); err != nil {
-		return err
-	}
-	switch o.dryRun {
-	case cmdutil.DryRunClient:
-		err = o.PrintFlags.Complete("%s (dry run)")
-	case cmdutil.DryRunServer:
-		err = o.PrintFlags.Complete("%s (server dry run)")
-	}
-	if err != nil {
+	if o.dryRun, err = cmdutil.CompleteDryRun(o.DryRunFlag, o.PrintFlags); err != nil {
 		return err
 	}
 	// A dry run shows the Secret: YAML unless the user chose a format.

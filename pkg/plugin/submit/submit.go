@@ -266,16 +266,7 @@ func (o *Options) Complete(cmd *cobra.Command, args []string) error {
 	o.ttlSet = cmd.Flags().Changed("ttl")
 
 	var err error
-	if o.dryRun, err = cmdutil.ParseDryRun(o.DryRunFlag); err != nil {
-		return err
-	}
-	switch o.dryRun {
-	case cmdutil.DryRunClient:
-		err = o.PrintFlags.Complete("%s (dry run)")
-	case cmdutil.DryRunServer:
-		err = o.PrintFlags.Complete("%s (server dry run)")
-	}
-	if err != nil {
+	if o.dryRun, err = cmdutil.CompleteDryRun(o.DryRunFlag, o.PrintFlags); err != nil {
 		return err
 	}
 	if o.printer, err = o.PrintFlags.ToPrinter(); err != nil {
