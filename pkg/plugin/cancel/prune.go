@@ -1,6 +1,7 @@
 package cancel
 
 import (
+	"context"
 	"fmt"
 	"sort"
 	"time"
@@ -42,15 +43,7 @@ Each delete is UID-bound and in the foreground, like kubectl tao delete.`,
   kubectl tao prune --older-than 168h --dry-run
   kubectl tao prune --older-than 168h`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := o.Complete(cmd); err != nil {
-				return err
-			}
-			if err := o.Validate(); err != nil {
-				return err
-			}
-			return o.Run(cmd)
-		},
+		RunE: cmdutil.RunE(o),
 	}
 	cmd.Flags().DurationVar(&o.OlderThan, "older-than", 0, "Prune jobs that finished longer ago than this, e.g. 24h (required).")
 	cmdutil.AddDryRunFlag(cmd, &o.DryRunFlag)
@@ -58,7 +51,7 @@ Each delete is UID-bound and in the foreground, like kubectl tao delete.`,
 }
 
 // Complete resolves the namespace and the dry-run mode.
-func (o *PruneOptions) Complete(cmd *cobra.Command) error {
+func (o *PruneOptions) Complete(cmd *cobra.Command, _ []string) error {
 	var err error
 	if o.dryRun, err = cmdutil.ParseDryRun(o.DryRunFlag); err != nil {
 		return err
@@ -79,12 +72,11 @@ func (o *PruneOptions) Validate() error {
 }
 
 // Run lists the plugin's Jobs (paged), picks the expired ones and deletes them.
-func (o *PruneOptions) Run(cmd *cobra.Command) error {
+func (o *PruneOptions) Run(ctx context.Context) error {
 	client, err := o.factory.KubernetesClient()
 	if err != nil {
 		return err
 	}
-	ctx := cmd.Context()
 	var jobs []batchv1.Job
 	opts := metav1.ListOptions{LabelSelector: jobspec.ManagedByLabel + "=" + jobspec.ManagedByValue, Limit: 500}
 	for {

@@ -73,15 +73,7 @@ func NewCmd(f cmdutil.Factory, streams genericiooptions.IOStreams) *cobra.Comman
 		Long:                  long,
 		Example:               example,
 		Args:                  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := o.Complete(); err != nil {
-				return err
-			}
-			if err := o.Validate(); err != nil {
-				return err
-			}
-			return o.Run(cmd.Context())
-		},
+		RunE:                  cmdutil.RunE(o),
 	}
 	fl := cmd.Flags()
 	fl.IntVar(&o.GPUs, "gpus", o.GPUs, "GPUs per node the job will ask for (as submit --gpus). 0 skips the fit check.")
@@ -97,7 +89,7 @@ func NewCmd(f cmdutil.Factory, streams genericiooptions.IOStreams) *cobra.Comman
 
 // Complete resolves the namespace and builds the request the way submit does, so that the two
 // agree on what a rank needs (GPUs, the multi-node /dev/shm memory, the GPU toleration).
-func (o *Options) Complete() error {
+func (o *Options) Complete(_ *cobra.Command, _ []string) error {
 	ns, err := o.factory.Namespace()
 	if err != nil {
 		return err
