@@ -137,7 +137,7 @@ func findingsTable(events []triage.NodeEvent, now time.Time) *metav1.Table {
 		{Name: "Message", Type: "string"},
 	}}
 	for _, e := range events {
-		rank, exit, age := strconv.Itoa(e.Rank), "<none>", "<unknown>"
+		rank, exit, at := strconv.Itoa(e.Rank), "<none>", time.Time{}
 		if e.Rank < 0 {
 			rank = "job"
 		}
@@ -145,10 +145,10 @@ func findingsTable(events []triage.NodeEvent, now time.Time) *metav1.Table {
 			exit = strconv.Itoa(int(*e.ExitCode))
 		}
 		if e.Time != nil {
-			age = duration.HumanDuration(now.Sub(*e.Time))
+			at = *e.Time
 		}
 		t.Rows = append(t.Rows, metav1.TableRow{Cells: []any{
-			rank, orNone(e.Pod), orNone(e.Node), e.NodeEventName, exit, e.ErrClass, age, strings.ReplaceAll(e.Message, "\n", " "),
+			rank, orNone(e.Pod), orNone(e.Node), e.NodeEventName, exit, e.ErrClass, cmdutil.Age(at, now), strings.ReplaceAll(e.Message, "\n", " "),
 		}})
 	}
 	return t
