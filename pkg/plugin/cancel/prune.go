@@ -16,6 +16,7 @@ import (
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/exitcode"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/jobspec"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/jobstatus"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/pages"
 )
 
 // PruneOptions are the flags of `kubectl tao prune`.
@@ -79,16 +80,9 @@ func (o *PruneOptions) Run(ctx context.Context) error {
 	}
 	var jobs []batchv1.Job
 	opts := metav1.ListOptions{LabelSelector: jobspec.ManagedByLabel + "=" + jobspec.ManagedByValue, Limit: 500}
-	for {
-		page, err := client.BatchV1().Jobs(o.namespace).List(ctx, opts)
-		if err != nil {
-			return fmt.Errorf("listing jobs: %w", err)
-		}
-		jobs = append(jobs, page.Items...)
-		if page.Continue == "" {
-			break
-		}
-		opts.Continue = page.Continue
+	if _, err := pages.Each(ctx, opts, client.BatchV1().Jobs(o.namespace).List,
+		func(page *batchv1.JobList) { jobs = append(jobs, page.Items...) }); err != nil {
+		return fmt.Errorf("listing jobs: %w", err)
 	}
 	suffix := ""
 	if o.dryRun != cmdutil.DryRunNone {

@@ -25,6 +25,7 @@ import (
 
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmdutil"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/exitcode"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/pages"
 )
 
 // managedBy selects the Jobs kubectl-tao made (jobspec puts this label on each).
@@ -243,24 +244,13 @@ func apiError(obj runtime.Object) error {
 // List reads the Jobs of namespace ("" for all) matching selector, a page at a time, and
 // returns them with the list's resourceVersion (the point a watch continues from).
 func List(ctx context.Context, client kubernetes.Interface, namespace, selector string) ([]batchv1.Job, string, error) {
-	opts := metav1.ListOptions{LabelSelector: selector, Limit: pageSize}
 	var jobs []batchv1.Job
-	rv := ""
-	for {
-		page, err := client.BatchV1().Jobs(namespace).List(ctx, opts)
-		if err != nil {
-			return nil, "", err
-		}
-		if rv == "" {
-			// Every page of one paged list is from the same snapshot: the first page's version.
-			rv = page.ResourceVersion
-		}
-		jobs = append(jobs, page.Items...)
-		if page.Continue == "" {
-			return jobs, rv, nil
-		}
-		opts.Continue = page.Continue
+	rv, err := pages.Each(ctx, metav1.ListOptions{LabelSelector: selector, Limit: pageSize}, client.BatchV1().Jobs(namespace).List,
+		func(page *batchv1.JobList) { jobs = append(jobs, page.Items...) })
+	if err != nil {
+		return nil, "", err
 	}
+	return jobs, rv, nil
 }
 
 // ToList wraps jobs in the v1 List kubectl get -o json|yaml prints, each with apiVersion/kind.
