@@ -63,15 +63,7 @@ Exit codes: 0 deleted, 1 refused or failed, 3 no such job or object, 6 denied (R
   kubectl tao delete-artifacts train-1 --dry-run
   kubectl tao delete-artifacts train-1`,
 		Args: cmdutil.ExactlyOneJob,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := o.Complete(args); err != nil {
-				return err
-			}
-			if err := o.Validate(); err != nil {
-				return err
-			}
-			return o.Run(cmd.Context())
-		},
+		RunE: cmdutil.RunE(o),
 	}
 	cmdutil.AddDryRunFlag(cmd, &o.DryRunFlag)
 	cmd.Flags().DurationVar(&o.Timeout, "timeout", o.Timeout, "How long to wait for the Job's pods to go; 0 waits forever.")
@@ -80,23 +72,20 @@ Exit codes: 0 deleted, 1 refused or failed, 3 no such job or object, 6 denied (R
 	return cmd
 }
 
-// Complete resolves the Job name, the namespace and the dry-run mode.
-func (o *Options) Complete(args []string) error {
+// Complete resolves the dry-run mode, the Job name and the namespace.
+func (o *Options) Complete(_ *cobra.Command, args []string) error {
 	var err error
-	if o.name, err = cmdutil.ParseJobRef(args[0]); err != nil {
-		return err
-	}
 	if o.dryRun, err = cmdutil.ParseDryRun(o.DryRunFlag); err != nil {
 		return err
 	}
-	o.namespace, err = o.factory.Namespace()
+	o.namespace, o.name, err = cmdutil.CompleteJob(o.factory, args)
 	return err
 }
 
 // Validate checks the flags.
 func (o *Options) Validate() error {
-	if o.Timeout < 0 {
-		return exitcode.Usagef("invalid --timeout %s: must not be negative", o.Timeout)
+	if err := cmdutil.ValidateTimeout(o.Timeout); err != nil {
+		return err
 	}
 	if o.Output != "" && o.Output != "json" {
 		return exitcode.Usagef(`invalid --output %q: the only format is "json"`, o.Output)

@@ -1,6 +1,7 @@
 package cancel
 
 import (
+	"context"
 	"fmt"
 	"time"
 
@@ -52,15 +53,7 @@ Exit codes: 0 canceled, 3 no such job, 8 pods still there after --timeout (they 
   # Give the training processes 2 minutes to checkpoint, and do not wait
   kubectl tao cancel ddp --grace-period 120 --wait=false`,
 		Args: cmdutil.ExactlyOneJob,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := o.Complete(args); err != nil {
-				return err
-			}
-			if err := o.Validate(); err != nil {
-				return err
-			}
-			return o.Run(cmd)
-		},
+		RunE: cmdutil.RunE(o),
 	}
 	o.addFlags(cmd)
 	cmd.ValidArgsFunction = cmdutil.CompleteJobNames(f)
@@ -80,15 +73,7 @@ Each Job is deleted in the foreground with its UID as a precondition, and the co
 until it and its pods are gone. Running or pending jobs are refused: cancel them instead.`,
 		Example: `  kubectl tao delete train-1 train-2`,
 		Args:    cobra.MinimumNArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := o.Complete(args); err != nil {
-				return err
-			}
-			if err := o.Validate(); err != nil {
-				return err
-			}
-			return o.Run(cmd)
-		},
+		RunE:    cmdutil.RunE(o),
 	}
 	o.addFlags(cmd)
 	cmd.ValidArgsFunction = cmdutil.CompleteJobNamesMulti(f)
@@ -102,23 +87,16 @@ func (o *Options) addFlags(cmd *cobra.Command) {
 }
 
 // Complete resolves the Job names and the namespace.
-func (o *Options) Complete(args []string) error {
-	for _, a := range args {
-		name, err := cmdutil.ParseJobRef(a)
-		if err != nil {
-			return err
-		}
-		o.names = append(o.names, name)
-	}
+func (o *Options) Complete(_ *cobra.Command, args []string) error {
 	var err error
-	o.namespace, err = o.factory.Namespace()
+	o.namespace, o.names, err = cmdutil.CompleteJobs(o.factory, args)
 	return err
 }
 
 // Validate checks the flags.
 func (o *Options) Validate() error {
-	if o.Timeout < 0 {
-		return exitcode.Usagef("invalid --timeout %s: must not be negative", o.Timeout)
+	if err := cmdutil.ValidateTimeout(o.Timeout); err != nil {
+		return err
 	}
 	if o.GracePeriod < -1 {
 		return exitcode.Usagef("invalid --grace-period %d: must be -1 (the pods' own) or more", o.GracePeriod)
@@ -127,12 +105,11 @@ func (o *Options) Validate() error {
 }
 
 // Run deletes each Job in turn and, with --wait, waits for it to be gone.
-func (o *Options) Run(cmd *cobra.Command) error {
+func (o *Options) Run(ctx context.Context) error {
 	client, err := o.factory.KubernetesClient()
 	if err != nil {
 		return err
 	}
-	ctx := cmd.Context()
 	var grace *int64
 	if o.GracePeriod >= 0 {
 		grace = ptr.To(int64(o.GracePeriod))

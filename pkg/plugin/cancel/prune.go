@@ -1,6 +1,7 @@
 package cancel
 
 import (
+	"context"
 	"fmt"
 	"sort"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/exitcode"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/jobspec"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/jobstatus"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/pages"
 )
 
 // PruneOptions are the flags of `kubectl tao prune`.
@@ -42,15 +44,7 @@ Each delete is UID-bound and in the foreground, like kubectl tao delete.`,
   kubectl tao prune --older-than 168h --dry-run
   kubectl tao prune --older-than 168h`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := o.Complete(cmd); err != nil {
-				return err
-			}
-			if err := o.Validate(); err != nil {
-				return err
-			}
-			return o.Run(cmd)
-		},
+		RunE: cmdutil.RunE(o),
 	}
 	cmd.Flags().DurationVar(&o.OlderThan, "older-than", 0, "Prune jobs that finished longer ago than this, e.g. 24h (required).")
 	cmdutil.AddDryRunFlag(cmd, &o.DryRunFlag)
@@ -58,7 +52,7 @@ Each delete is UID-bound and in the foreground, like kubectl tao delete.`,
 }
 
 // Complete resolves the namespace and the dry-run mode.
-func (o *PruneOptions) Complete(cmd *cobra.Command) error {
+func (o *PruneOptions) Complete(cmd *cobra.Command, _ []string) error {
 	var err error
 	if o.dryRun, err = cmdutil.ParseDryRun(o.DryRunFlag); err != nil {
 		return err
@@ -79,24 +73,16 @@ func (o *PruneOptions) Validate() error {
 }
 
 // Run lists the plugin's Jobs (paged), picks the expired ones and deletes them.
-func (o *PruneOptions) Run(cmd *cobra.Command) error {
+func (o *PruneOptions) Run(ctx context.Context) error {
 	client, err := o.factory.KubernetesClient()
 	if err != nil {
 		return err
 	}
-	ctx := cmd.Context()
 	var jobs []batchv1.Job
 	opts := metav1.ListOptions{LabelSelector: jobspec.ManagedByLabel + "=" + jobspec.ManagedByValue, Limit: 500}
-	for {
-		page, err := client.BatchV1().Jobs(o.namespace).List(ctx, opts)
-		if err != nil {
-			return fmt.Errorf("listing jobs: %w", err)
-		}
-		jobs = append(jobs, page.Items...)
-		if page.Continue == "" {
-			break
-		}
-		opts.Continue = page.Continue
+	if _, err := pages.Each(ctx, opts, client.BatchV1().Jobs(o.namespace).List,
+		func(page *batchv1.JobList) { jobs = append(jobs, page.Items...) }); err != nil {
+		return fmt.Errorf("listing jobs: %w", err)
 	}
 	suffix := ""
 	if o.dryRun != cmdutil.DryRunNone {

@@ -6,6 +6,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/pages"
 )
 
 // PageSize bounds one list response; big clusters are read in pages. 250, not 500: one
@@ -19,18 +21,9 @@ const ActivePods = "status.phase!=Succeeded,status.phase!=Failed"
 // EachNodePage lists the nodes matching selector a page at a time and hands each page to fn, so a
 // caller that keeps only what it needs never holds every node at once.
 func EachNodePage(ctx context.Context, client kubernetes.Interface, selector string, fn func([]corev1.Node)) error {
-	opts := metav1.ListOptions{Limit: PageSize, LabelSelector: selector}
-	for {
-		page, err := client.CoreV1().Nodes().List(ctx, opts)
-		if err != nil {
-			return err
-		}
-		fn(page.Items)
-		if page.Continue == "" {
-			return nil
-		}
-		opts.Continue = page.Continue
-	}
+	_, err := pages.Each(ctx, metav1.ListOptions{Limit: PageSize, LabelSelector: selector}, client.CoreV1().Nodes().List,
+		func(page *corev1.NodeList) { fn(page.Items) })
+	return err
 }
 
 // ListNodes reads every node matching selector.
@@ -44,16 +37,10 @@ func ListNodes(ctx context.Context, client kubernetes.Interface, selector string
 // request per node.
 func Usages(ctx context.Context, client kubernetes.Interface) (map[string]*Usage, error) {
 	usage := map[string]*Usage{}
-	opts := metav1.ListOptions{Limit: PageSize, FieldSelector: ActivePods}
-	for {
-		page, err := client.CoreV1().Pods(metav1.NamespaceAll).List(ctx, opts)
-		if err != nil {
-			return nil, err
-		}
-		AddPods(usage, page.Items)
-		if page.Continue == "" {
-			return usage, nil
-		}
-		opts.Continue = page.Continue
+	_, err := pages.Each(ctx, metav1.ListOptions{Limit: PageSize, FieldSelector: ActivePods}, client.CoreV1().Pods(metav1.NamespaceAll).List,
+		func(page *corev1.PodList) { AddPods(usage, page.Items) })
+	if err != nil {
+		return nil, err
 	}
+	return usage, nil
 }

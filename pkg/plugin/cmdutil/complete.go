@@ -5,9 +5,11 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	batchv1 "k8s.io/api/batch/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/jobspec"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/pages"
 )
 
 // completionPageSize is the page size of completion lists: big enough that one request answers
@@ -77,19 +79,16 @@ func completeJobs(ctx context.Context, f Factory, toComplete string) []string {
 		LabelSelector: jobspec.ManagedByLabel + "=" + jobspec.ManagedByValue,
 		Limit:         completionPageSize,
 	}
-	for {
-		list, err := client.BatchV1().Jobs(ns).List(ctx, opts)
-		if err != nil {
-			cobra.CompDebugln("listing jobs: "+err.Error(), false)
-			return nil
-		}
+	_, err = pages.Each(ctx, opts, client.BatchV1().Jobs(ns).List, func(list *batchv1.JobList) {
 		for _, j := range list.Items {
 			if strings.HasPrefix(j.Name, word) {
 				names = append(names, prefix+j.Name)
 			}
 		}
-		if opts.Continue = list.Continue; opts.Continue == "" {
-			return names
-		}
+	})
+	if err != nil {
+		cobra.CompDebugln("listing jobs: "+err.Error(), false)
+		return nil
 	}
+	return names
 }

@@ -2,6 +2,7 @@ package cmdutil
 
 import (
 	"github.com/spf13/cobra"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
 
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/exitcode"
 )
@@ -30,4 +31,20 @@ func ParseDryRun(v string) (DryRun, error) {
 		return d, nil
 	}
 	return "", exitcode.Usagef(`invalid --dry-run value %q: must be "none", "server", or "client"`, v)
+}
+
+// CompleteDryRun checks a --dry-run value and, for a dry run, makes pf's printers say so
+// ("job.batch/x created (server dry run)"), as kubectl create does.
+func CompleteDryRun(v string, pf *genericclioptions.PrintFlags) (DryRun, error) {
+	d, err := ParseDryRun(v)
+	if err != nil {
+		return "", err
+	}
+	switch d {
+	case DryRunClient:
+		err = pf.Complete("%s (dry run)")
+	case DryRunServer:
+		err = pf.Complete("%s (server dry run)")
+	}
+	return d, err
 }

@@ -1,5 +1,6 @@
 // Package cmdutil is the glue every kubectl-tao command shares: how clients and the namespace
-// are resolved from kubectl's flags and the TAO_* environment, and the --dry-run flag.
+// are resolved from kubectl's flags and the TAO_* environment, the --dry-run flag, the
+// Complete/Validate/Run steps of a command, and the AGE cell of its tables.
 package cmdutil
 
 import (

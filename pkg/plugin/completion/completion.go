@@ -23,6 +23,7 @@ import (
 
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmdutil"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/exitcode"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/pages"
 )
 
 // KubectlScript is the kubectl_complete-tao script for Unix shells.
@@ -140,23 +141,18 @@ func namespaces(cmd *cobra.Command, f cmdutil.Factory, toComplete string) []stri
 		return nil
 	}
 	var names []string
-	opts := metav1.ListOptions{Limit: 500}
-	for {
-		var list *corev1.NamespaceList
-		list, err = client.CoreV1().Namespaces().List(cmd.Context(), opts)
-		if err != nil {
-			cobra.CompDebugln("listing namespaces: "+err.Error(), false)
-			return nil
-		}
+	_, err = pages.Each(cmd.Context(), metav1.ListOptions{Limit: 500}, client.CoreV1().Namespaces().List, func(list *corev1.NamespaceList) {
 		for _, ns := range list.Items {
 			if strings.HasPrefix(ns.Name, toComplete) {
 				names = append(names, ns.Name)
 			}
 		}
-		if opts.Continue = list.Continue; opts.Continue == "" {
-			return names
-		}
+	})
+	if err != nil {
+		cobra.CompDebugln("listing namespaces: "+err.Error(), false)
+		return nil
 	}
+	return names
 }
 
 // fromKubeconfig answers from the merged kubeconfig (--kubeconfig, $KUBECONFIG, ~/.kube/config).

@@ -46,49 +46,12 @@ Reads: the Job, one pod list, one list of the namespace's Warning events, the no
 that are not progressing, and the last 50 log lines of the first rank that exited non-zero.`
 
 // Options are the flags and arguments of `kubectl tao diagnose`.
-type Options struct {
-	out *output
-
-	namespace, name string
-
-	factory cmdutil.Factory
-	clock   clock.PassiveClock
-	genericiooptions.IOStreams
-}
+type Options struct{ jobCommand }
 
 // NewCmd builds `kubectl tao diagnose`.
 func NewCmd(f cmdutil.Factory, streams genericiooptions.IOStreams, clk clock.PassiveClock) *cobra.Command {
-	o := &Options{out: newOutput(), factory: f, clock: clk, IOStreams: streams}
-	cmd := &cobra.Command{
-		Use:                   "diagnose JOB [-o FORMAT]",
-		DisableFlagsInUseLine: true,
-		Short:                 "Explain why a job failed or is stuck, and what to do",
-		Long:                  long,
-		Example:               example,
-		Args:                  oneJob,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := o.Complete(args); err != nil {
-				return err
-			}
-			if err := o.Validate(); err != nil {
-				return err
-			}
-			return o.Run(cmd.Context())
-		},
-	}
-	o.out.addFlags(cmd)
-	cmd.ValidArgsFunction = cmdutil.CompleteJobNames(f)
-	return cmd
-}
-
-// Complete resolves the Job reference and the namespace.
-func (o *Options) Complete(args []string) error {
-	var err error
-	if o.name, err = cmdutil.ParseJobRef(args[0]); err != nil {
-		return err
-	}
-	o.namespace, err = o.factory.Namespace()
-	return err
+	o := &Options{newJobCommand(f, streams, clk)}
+	return o.cobraCommand(o, "diagnose JOB [-o FORMAT]", "Explain why a job failed or is stuck, and what to do", long, example)
 }
 
 // Validate checks the output format without contacting the server.
@@ -96,17 +59,10 @@ func (o *Options) Validate() error { return o.out.complete() }
 
 // Run collects the evidence, analyses it and prints the report.
 func (o *Options) Run(ctx context.Context) error {
-	client, err := o.factory.KubernetesClient()
-	if err != nil {
-		return err
-	}
 	now := o.clock.Now()
-	snap, warnings, err := triage.Collect(ctx, client, o.namespace, o.name, triage.CollectOptions{Logs: true, Now: now})
+	snap, err := o.collect(ctx, triage.CollectOptions{Logs: true, Now: now})
 	if err != nil {
 		return err
-	}
-	for _, w := range warnings {
-		fmt.Fprintf(o.ErrOut, "Warning: %s\n", w)
 	}
 	a := triage.Diagnose(snap)
 	if !o.out.human() {
@@ -181,7 +137,7 @@ func findingsTable(events []triage.NodeEvent, now time.Time) *metav1.Table {
 		{Name: "Message", Type: "string"},
 	}}
 	for _, e := range events {
-		rank, exit, age := strconv.Itoa(e.Rank), "<none>", "<unknown>"
+		rank, exit, at := strconv.Itoa(e.Rank), "<none>", time.Time{}
 		if e.Rank < 0 {
 			rank = "job"
 		}
@@ -189,10 +145,10 @@ func findingsTable(events []triage.NodeEvent, now time.Time) *metav1.Table {
 			exit = strconv.Itoa(int(*e.ExitCode))
 		}
 		if e.Time != nil {
-			age = duration.HumanDuration(now.Sub(*e.Time))
+			at = *e.Time
 		}
 		t.Rows = append(t.Rows, metav1.TableRow{Cells: []any{
-			rank, orNone(e.Pod), orNone(e.Node), e.NodeEventName, exit, e.ErrClass, age, strings.ReplaceAll(e.Message, "\n", " "),
+			rank, orNone(e.Pod), orNone(e.Node), e.NodeEventName, exit, e.ErrClass, cmdutil.Age(at, now), strings.ReplaceAll(e.Message, "\n", " "),
 		}})
 	}
 	return t

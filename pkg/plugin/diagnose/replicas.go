@@ -37,50 +37,14 @@ ranks then wait at the rendezvous and make no progress.
 {name, rank, node, phase, status: {readiness_issue: {reason, message} | null}}.`
 
 // ReplicasOptions are the flags and arguments of `kubectl tao replicas`.
-type ReplicasOptions struct {
-	out *output
-
-	namespace, name string
-
-	factory cmdutil.Factory
-	clock   clock.PassiveClock
-	genericiooptions.IOStreams
-}
+type ReplicasOptions struct{ jobCommand }
 
 // NewReplicasCmd builds `kubectl tao replicas`.
 func NewReplicasCmd(f cmdutil.Factory, streams genericiooptions.IOStreams, clk clock.PassiveClock) *cobra.Command {
-	o := &ReplicasOptions{out: newOutput(), factory: f, clock: clk, IOStreams: streams}
-	cmd := &cobra.Command{
-		Use:                   "replicas JOB [-o FORMAT]",
-		DisableFlagsInUseLine: true,
-		Short:                 "Show a job's pods, one per rank, and why any is stuck",
-		Long:                  replicasLong,
-		Example:               replicasExample,
-		Args:                  oneJob,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := o.Complete(args); err != nil {
-				return err
-			}
-			if err := o.Validate(); err != nil {
-				return err
-			}
-			return o.Run(cmd.Context())
-		},
-	}
-	o.out.addFlags(cmd)
+	o := &ReplicasOptions{newJobCommand(f, streams, clk)}
+	cmd := o.cobraCommand(o, "replicas JOB [-o FORMAT]", "Show a job's pods, one per rank, and why any is stuck", replicasLong, replicasExample)
 	cmd.Flags().Lookup("output").Usage = "Output format. One of: (json, yaml, name, jsonpath, jsonpath-as-json, jsonpath-file, go-template, go-template-file)."
-	cmd.ValidArgsFunction = cmdutil.CompleteJobNames(f)
 	return cmd
-}
-
-// Complete resolves the Job reference and the namespace.
-func (o *ReplicasOptions) Complete(args []string) error {
-	var err error
-	if o.name, err = cmdutil.ParseJobRef(args[0]); err != nil {
-		return err
-	}
-	o.namespace, err = o.factory.Namespace()
-	return err
 }
 
 // Validate checks the output format without contacting the server.
@@ -90,16 +54,9 @@ func (o *ReplicasOptions) Validate() error {
 
 // Run reads the Job, its pods and their events, and prints one row per pod.
 func (o *ReplicasOptions) Run(ctx context.Context) error {
-	client, err := o.factory.KubernetesClient()
+	snap, err := o.collect(ctx, triage.CollectOptions{Now: o.clock.Now()})
 	if err != nil {
 		return err
-	}
-	snap, warnings, err := triage.Collect(ctx, client, o.namespace, o.name, triage.CollectOptions{Now: o.clock.Now()})
-	if err != nil {
-		return err
-	}
-	for _, w := range warnings {
-		fmt.Fprintf(o.ErrOut, "Warning: %s\n", w)
 	}
 	reps, notes := triage.Replicas(snap)
 	// Job-level notes go to stderr in every format, so that -o json stays the SDK's array.

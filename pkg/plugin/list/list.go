@@ -25,6 +25,7 @@ import (
 
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmdutil"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/exitcode"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/pages"
 )
 
 // managedBy selects the Jobs kubectl-tao made (jobspec puts this label on each).
@@ -78,15 +79,7 @@ func NewCmd(f cmdutil.Factory, streams genericiooptions.IOStreams, clk clock.Pas
 			"conditions and counters.",
 		Example: example,
 		Args:    cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := o.Complete(); err != nil {
-				return err
-			}
-			if err := o.Validate(); err != nil {
-				return err
-			}
-			return o.Run(cmd.Context())
-		},
+		RunE:    cmdutil.RunE(o),
 	}
 	fl := cmd.Flags()
 	fl.BoolVarP(&o.AllNamespaces, "all-namespaces", "A", false, "List the jobs of every namespace.")
@@ -97,7 +90,7 @@ func NewCmd(f cmdutil.Factory, streams genericiooptions.IOStreams, clk clock.Pas
 }
 
 // Complete resolves the namespace.
-func (o *Options) Complete() error {
+func (o *Options) Complete(_ *cobra.Command, _ []string) error {
 	ns, err := o.factory.Namespace()
 	if err != nil {
 		return err
@@ -251,24 +244,13 @@ func apiError(obj runtime.Object) error {
 // List reads the Jobs of namespace ("" for all) matching selector, a page at a time, and
 // returns them with the list's resourceVersion (the point a watch continues from).
 func List(ctx context.Context, client kubernetes.Interface, namespace, selector string) ([]batchv1.Job, string, error) {
-	opts := metav1.ListOptions{LabelSelector: selector, Limit: pageSize}
 	var jobs []batchv1.Job
-	rv := ""
-	for {
-		page, err := client.BatchV1().Jobs(namespace).List(ctx, opts)
-		if err != nil {
-			return nil, "", err
-		}
-		if rv == "" {
-			// Every page of one paged list is from the same snapshot: the first page's version.
-			rv = page.ResourceVersion
-		}
-		jobs = append(jobs, page.Items...)
-		if page.Continue == "" {
-			return jobs, rv, nil
-		}
-		opts.Continue = page.Continue
+	rv, err := pages.Each(ctx, metav1.ListOptions{LabelSelector: selector, Limit: pageSize}, client.BatchV1().Jobs(namespace).List,
+		func(page *batchv1.JobList) { jobs = append(jobs, page.Items...) })
+	if err != nil {
+		return nil, "", err
 	}
+	return jobs, rv, nil
 }
 
 // ToList wraps jobs in the v1 List kubectl get -o json|yaml prints, each with apiVersion/kind.

@@ -8,8 +8,8 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/util/duration"
 
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmdutil"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/jobstatus"
 )
 
@@ -38,10 +38,7 @@ func Table(jobs []batchv1.Job, now time.Time) *metav1.Table {
 // Row is one Job's table row.
 func Row(job *batchv1.Job, now time.Time) metav1.TableRow {
 	r := jobstatus.Of(job, nil)
-	age := "<unknown>"
-	if !job.CreationTimestamp.IsZero() {
-		age = duration.HumanDuration(now.Sub(job.CreationTimestamp.Time))
-	}
+	age := cmdutil.Age(job.CreationTimestamp.Time, now)
 	image, command := "", ""
 	if cs := job.Spec.Template.Spec.Containers; len(cs) > 0 {
 		image, command = cs[0].Image, UserCommand(cs[0].Command, cs[0].Args)

@@ -82,21 +82,8 @@ func NewCmd(f cmdutil.Factory, streams genericiooptions.IOStreams) *cobra.Comman
 		Short:                 "Print or follow the logs of every rank of a job",
 		Long:                  long,
 		Example:               example,
-		Args: func(cmd *cobra.Command, args []string) error {
-			if len(args) != 1 {
-				return exitcode.Usagef("expected one JOB (NAME, job/NAME or job.batch/NAME), got %d arguments", len(args))
-			}
-			return nil
-		},
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := o.Complete(cmd, args); err != nil {
-				return err
-			}
-			if err := o.Validate(); err != nil {
-				return err
-			}
-			return o.Run(cmd.Context())
-		},
+		Args:                  cmdutil.ExactlyOneJob,
+		RunE:                  cmdutil.RunE(o),
 	}
 	fl := cmd.Flags()
 	fl.BoolVarP(&o.Follow, "follow", "f", o.Follow, "Follow every rank until the job ends; exit with the job's outcome (0 Complete, 9 Error, 10 Canceled).")

@@ -73,15 +73,7 @@ func (o *ExecOptions) cobraCommand(f cmdutil.Factory) *cobra.Command {
 		Long:                  execLong,
 		Example:               execExample,
 		Args:                  cobra.ArbitraryArgs,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := o.Complete(args, cmd.ArgsLenAtDash()); err != nil {
-				return err
-			}
-			if err := o.Validate(); err != nil {
-				return err
-			}
-			return o.Run(cmd.Context())
-		},
+		RunE:                  cmdutil.RunE(o),
 	}
 	fl := cmd.Flags()
 	fl.IntVar(&o.Rank, "rank", o.Rank, "Rank (completion index) whose pod to run in.")
@@ -94,19 +86,17 @@ func (o *ExecOptions) cobraCommand(f cmdutil.Factory) *cobra.Command {
 }
 
 // Complete splits JOB from the command at "--" and resolves the namespace.
-func (o *ExecOptions) Complete(args []string, dash int) error {
+func (o *ExecOptions) Complete(cmd *cobra.Command, args []string) error {
+	dash := cmd.ArgsLenAtDash()
 	if dash < 0 {
 		return exitcode.Usagef(`expected JOB -- COMMAND: put the command after "--"`)
 	}
 	if dash != 1 {
 		return exitcode.Usagef(`expected one JOB before "--", got %d arguments`, dash)
 	}
-	name, err := cmdutil.ParseJobRef(args[0])
-	if err != nil {
-		return err
-	}
-	o.job, o.command = name, args[dash:]
-	o.namespace, err = o.factory.Namespace()
+	o.command = args[dash:]
+	var err error
+	o.namespace, o.job, err = cmdutil.CompleteJob(o.factory, args)
 	return err
 }
 
@@ -115,26 +105,17 @@ func (o *ExecOptions) Validate() error {
 	switch {
 	case len(o.command) == 0:
 		return exitcode.Usagef(`no command after "--"`)
-	case o.Rank < 0:
-		return exitcode.Usagef("--rank must be 0 or more, got %d", o.Rank)
 	}
-	return nil
+	return validateRank(o.Rank)
 }
 
 // Run resolves the rank's pod and runs the command there through kubectl's exec.
 func (o *ExecOptions) Run(ctx context.Context) error {
-	client, err := o.factory.KubernetesClient()
+	t, err := findRank(ctx, o.factory, o.namespace, o.job, o.Rank)
 	if err != nil {
 		return err
 	}
-	pod, err := resolvePod(ctx, client, o.namespace, o.job, o.Rank)
-	if err != nil {
-		return err
-	}
-	cfg, err := cmdutil.CoreRESTConfig(o.factory)
-	if err != nil {
-		return err
-	}
+	pod := t.pod
 	ko := &kexec.ExecOptions{
 		StreamOptions: kexec.StreamOptions{
 			Namespace:     o.namespace,
@@ -151,8 +132,8 @@ func (o *ExecOptions) Run(ctx context.Context) error {
 		},
 		Command:   o.command,
 		Executor:  contextExecutor{ctx: ctx, RemoteExecutor: o.executor},
-		PodClient: client.CoreV1(),
-		Config:    cfg,
+		PodClient: t.client.CoreV1(),
+		Config:    t.config,
 	}
 	if err := ko.Validate(); err != nil {
 		return exitcode.WithCode(exitcode.Usage, err)
@@ -177,13 +158,42 @@ func execError(ctx context.Context, err error, pod *corev1.Pod, rank int, job st
 	return fmt.Errorf("exec in pod %s (rank %d of job.batch/%s): %w", pod.Name, rank, job, err)
 }
 
-// resolvePod reads the job and its pods (one get, one list) and picks the rank's pod.
-func resolvePod(ctx context.Context, client kubernetes.Interface, ns, job string, rank int) (*corev1.Pod, error) {
+// validateRank checks --rank, which exec and port-forward share.
+func validateRank(rank int) error {
+	if rank < 0 {
+		return exitcode.Usagef("--rank must be 0 or more, got %d", rank)
+	}
+	return nil
+}
+
+// rankTarget is what exec and port-forward stream to: the rank's pod, the client that found
+// it, and the REST config kubectl's executors dial the API server with.
+type rankTarget struct {
+	client kubernetes.Interface
+	pod    *corev1.Pod
+	config *rest.Config
+}
+
+// findRank reads the job and its pods (one get, one list), picks the rank's pod and sets up
+// the REST config for streaming to it.
+func findRank(ctx context.Context, f cmdutil.Factory, ns, job string, rank int) (rankTarget, error) {
+	client, err := f.KubernetesClient()
+	if err != nil {
+		return rankTarget{}, err
+	}
 	j, pods, err := status.Fetch(ctx, client, ns, job)
 	if err != nil {
-		return nil, err
+		return rankTarget{}, err
 	}
-	return Resolve(job, Ranks(j), pods, rank)
+	pod, err := Resolve(job, Ranks(j), pods, rank)
+	if err != nil {
+		return rankTarget{}, err
+	}
+	cfg, err := cmdutil.CoreRESTConfig(f)
+	if err != nil {
+		return rankTarget{}, err
+	}
+	return rankTarget{client: client, pod: pod, config: cfg}, nil
 }
 
 // contextExecutor runs kubectl's executor under the command's context, so Ctrl-C (which the

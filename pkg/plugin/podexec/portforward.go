@@ -57,15 +57,7 @@ func (o *PortForwardOptions) cobraCommand(f cmdutil.Factory) *cobra.Command {
 		Long:                  portForwardLong,
 		Example:               portForwardExample,
 		Args:                  cobra.ArbitraryArgs,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := o.Complete(args); err != nil {
-				return err
-			}
-			if err := o.Validate(); err != nil {
-				return err
-			}
-			return o.Run(cmd.Context())
-		},
+		RunE:                  cmdutil.RunE(o),
 	}
 	cmd.Flags().IntVar(&o.Rank, "rank", o.Rank, "Rank (completion index) whose pod to forward to.")
 	cmd.Flags().StringSliceVar(&o.Address, "address", o.Address, "Addresses to listen on (comma separated): IP addresses or localhost (binds 127.0.0.1 and ::1).")
@@ -74,23 +66,20 @@ func (o *PortForwardOptions) cobraCommand(f cmdutil.Factory) *cobra.Command {
 }
 
 // Complete reads JOB and the ports and resolves the namespace.
-func (o *PortForwardOptions) Complete(args []string) error {
+func (o *PortForwardOptions) Complete(_ *cobra.Command, args []string) error {
 	if len(args) < 2 {
 		return exitcode.Usagef("expected JOB and at least one [LOCAL_PORT:]REMOTE_PORT, got %d arguments", len(args))
 	}
-	name, err := cmdutil.ParseJobRef(args[0])
-	if err != nil {
-		return err
-	}
-	o.job, o.ports = name, args[1:]
-	o.namespace, err = o.factory.Namespace()
+	o.ports = args[1:]
+	var err error
+	o.namespace, o.job, err = cmdutil.CompleteJob(o.factory, args)
 	return err
 }
 
 // Validate checks the ports and flags without contacting the server.
 func (o *PortForwardOptions) Validate() error {
-	if o.Rank < 0 {
-		return exitcode.Usagef("--rank must be 0 or more, got %d", o.Rank)
+	if err := validateRank(o.Rank); err != nil {
+		return err
 	}
 	if len(o.Address) == 0 {
 		return exitcode.Usagef("--address must name at least one address")
@@ -125,32 +114,24 @@ func ParsePort(s string) error {
 // Run resolves the rank's pod and forwards through kubectl's port-forward until Ctrl-C or the
 // connection ends.
 func (o *PortForwardOptions) Run(ctx context.Context) error {
-	client, err := o.factory.KubernetesClient()
+	t, err := findRank(ctx, o.factory, o.namespace, o.job, o.Rank)
 	if err != nil {
 		return err
 	}
-	pod, err := resolvePod(ctx, client, o.namespace, o.job, o.Rank)
-	if err != nil {
-		return err
-	}
-	cfg, err := cmdutil.CoreRESTConfig(o.factory)
-	if err != nil {
-		return err
-	}
-	restClient, err := rest.RESTClientFor(cfg)
+	restClient, err := rest.RESTClientFor(t.config)
 	if err != nil {
 		return err
 	}
 	ko := o.newOptions(o.IOStreams)
-	ko.Namespace, ko.PodName = o.namespace, pod.Name
-	ko.Config, ko.RESTClient, ko.PodClient = cfg, restClient, client.CoreV1()
+	ko.Namespace, ko.PodName = o.namespace, t.pod.Name
+	ko.Config, ko.RESTClient, ko.PodClient = t.config, restClient, t.client.CoreV1()
 	ko.Address, ko.Ports = o.Address, o.ports
 	ko.StopChannel, ko.ReadyChannel = make(chan struct{}, 1), make(chan struct{})
 	if err := ko.Validate(); err != nil {
 		return err
 	}
 	if err := ko.RunPortForwardContext(ctx); err != nil {
-		return fmt.Errorf("port-forward to pod %s (rank %d of job.batch/%s): %w", pod.Name, o.Rank, o.job, err)
+		return fmt.Errorf("port-forward to pod %s (rank %d of job.batch/%s): %w", t.pod.Name, o.Rank, o.job, err)
 	}
 	return nil
 }

@@ -80,16 +80,7 @@ func NewCmd(f cmdutil.Factory, streams genericiooptions.IOStreams, getenv func(s
 		Long:                  long,
 		Example:               example,
 		Args:                  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			o.readDefaults(cmd)
-			if err := o.Complete(); err != nil {
-				return err
-			}
-			if err := o.Validate(); err != nil {
-				return err
-			}
-			return o.Run(cmd.Context())
-		},
+		RunE:                  cmdutil.RunE(o),
 	}
 	fl := cmd.Flags()
 	fl.IntVar(&o.GPUs, "gpus", o.GPUs, "GPUs per node the job will ask for (as submit --gpus). 0 skips the fit check.")
@@ -126,7 +117,8 @@ func (o *Options) readDefaults(cmd *cobra.Command) {
 
 // Complete resolves the namespace and builds the request the way submit does, so that the two
 // agree on what a rank needs (GPUs, the multi-node /dev/shm memory, the GPU toleration).
-func (o *Options) Complete() error {
+func (o *Options) Complete(cmd *cobra.Command, _ []string) error {
+	o.readDefaults(cmd)
 	ns, err := o.factory.Namespace()
 	if err != nil {
 		return err

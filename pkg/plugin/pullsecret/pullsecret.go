@@ -81,15 +81,7 @@ func NewCmd(f cmdutil.Factory, streams genericiooptions.IOStreams, getenv func(s
 			}
 			return nil
 		},
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := o.Complete(args); err != nil {
-				return err
-			}
-			if err := o.Validate(); err != nil {
-				return err
-			}
-			return o.Run(cmd.Context())
-		},
+		RunE: cmdutil.RunE(o),
 	}
 	cmd.Flags().BoolVar(&o.FromStdin, "from-stdin", false, "Read the key from standard input instead of $"+EnvKey+".")
 	cmd.Flags().BoolVar(&o.Overwrite, "overwrite", false, "Replace the Secret if it exists.")
@@ -99,19 +91,10 @@ func NewCmd(f cmdutil.Factory, streams genericiooptions.IOStreams, getenv func(s
 }
 
 // Complete reads the key and the namespace.
-func (o *Options) Complete(args []string) error {
+func (o *Options) Complete(_ *cobra.Command, args []string) error {
 	o.Name = args[0]
 	var err error
-	if o.dryRun, err = cmdutil.ParseDryRun(o.DryRunFlag); err != nil {
-		return err
-	}
-	switch o.dryRun {
-	case cmdutil.DryRunClient:
-		err = o.PrintFlags.Complete("%s (dry run)")
-	case cmdutil.DryRunServer:
-		err = o.PrintFlags.Complete("%s (server dry run)")
-	}
-	if err != nil {
+	if o.dryRun, err = cmdutil.CompleteDryRun(o.DryRunFlag, o.PrintFlags); err != nil {
 		return err
 	}
 	// A dry run shows the Secret: YAML unless the user chose a format.

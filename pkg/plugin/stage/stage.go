@@ -6,6 +6,7 @@
 package stage
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"os"
@@ -16,6 +17,7 @@ import (
 	"github.com/spf13/cobra"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmdutil"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/exitcode"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/stage/transfer"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/staging"
@@ -66,15 +68,7 @@ func newTransferCmd(streams genericiooptions.IOStreams, getenv func(string) stri
 		Use:   "in",
 		Short: "Download every input (" + staging.EnvInputs + ") to its path",
 		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := o.Complete(cmd); err != nil {
-				return err
-			}
-			if err := o.Validate(); err != nil {
-				return err
-			}
-			return o.Run(cmd)
-		},
+		RunE:  cmdutil.RunE(o),
 	}
 	if in {
 		cmd.Flags().StringArrayVar(&o.Inputs, "input", nil, "CONTAINER_PATH=s3://BUCKET/KEY to download, repeatable; replaces $"+staging.EnvInputs)
@@ -92,7 +86,7 @@ func newTransferCmd(streams genericiooptions.IOStreams, getenv func(string) stri
 }
 
 // Complete reads the environment where flags were not given.
-func (o *Options) Complete(cmd *cobra.Command) error {
+func (o *Options) Complete(cmd *cobra.Command, _ []string) error {
 	o.cfg = transfer.ConfigFromEnv(o.getenv)
 	if o.in {
 		var err error
@@ -146,10 +140,18 @@ func (o *Options) Validate() error {
 	return nil
 }
 
+// direction is the name of the command: `stage in` or `stage out`.
+func (o *Options) direction() string {
+	if o.in {
+		return "in"
+	}
+	return "out"
+}
+
 // Run moves the data; progress and sizes go to stderr.
-func (o *Options) Run(cmd *cobra.Command) error {
+func (o *Options) Run(ctx context.Context) error {
 	if o.in && len(o.inputs) == 0 || !o.in && len(o.outputs) == 0 {
-		fmt.Fprintf(o.ErrOut, "stage %s: nothing to do\n", cmd.Name())
+		fmt.Fprintf(o.ErrOut, "stage %s: nothing to do\n", o.direction())
 		return nil
 	}
 	client, err := transfer.NewClient(o.cfg, nil)
@@ -158,9 +160,9 @@ func (o *Options) Run(cmd *cobra.Command) error {
 	}
 	s := &transfer.Stager{Client: client, Log: o.ErrOut, Parallel: o.Parallel, Attempts: o.Attempts, IdleTimeout: o.IdleTimeout}
 	if o.in {
-		return s.Download(cmd.Context(), o.inputs)
+		return s.Download(ctx, o.inputs)
 	}
-	return s.Upload(cmd.Context(), transfer.Run{Bucket: o.cfg.Bucket, JobID: o.JobID, JobUID: o.JobUID}, o.outputs)
+	return s.Upload(ctx, transfer.Run{Bucket: o.cfg.Bucket, JobID: o.JobID, JobUID: o.JobUID}, o.outputs)
 }
 
 // newInstallCmd builds `stage install DIR`: the init container's copy of this binary into the

@@ -8,6 +8,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/pages"
 )
 
 // podPageSize bounds one pod list response; a 1,000-rank Job is read in two pages.
@@ -58,17 +60,11 @@ func ListPods(ctx context.Context, client kubernetes.Interface, job *batchv1.Job
 }
 
 func listPods(ctx context.Context, client kubernetes.Interface, namespace, selector string) ([]corev1.Pod, error) {
-	opts := metav1.ListOptions{LabelSelector: selector, Limit: podPageSize}
 	pods := []corev1.Pod{}
-	for {
-		page, err := client.CoreV1().Pods(namespace).List(ctx, opts)
-		if err != nil {
-			return nil, err
-		}
-		pods = append(pods, page.Items...)
-		if page.Continue == "" {
-			return pods, nil
-		}
-		opts.Continue = page.Continue
+	_, err := pages.Each(ctx, metav1.ListOptions{LabelSelector: selector, Limit: podPageSize}, client.CoreV1().Pods(namespace).List,
+		func(page *corev1.PodList) { pods = append(pods, page.Items...) })
+	if err != nil {
+		return nil, err
 	}
+	return pods, nil
 }

@@ -9,11 +9,11 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/duration"
 	"k8s.io/cli-runtime/pkg/printers"
 	"k8s.io/client-go/util/jsonpath"
 	"sigs.k8s.io/yaml"
 
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmdutil"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/exitcode"
 )
 
@@ -87,10 +87,7 @@ func (p *Printer) Print(w io.Writer, s Summary, now time.Time) error {
 
 // Table is the human view of s: one kubectl-style row.
 func Table(s Summary, now time.Time) *metav1.Table {
-	age := "<unknown>"
-	if !s.created.IsZero() {
-		age = duration.HumanDuration(now.Sub(s.created))
-	}
+	age := cmdutil.Age(s.created, now)
 	gpus := "0"
 	if s.GPUs > 0 {
 		gpus = fmt.Sprintf("%dx%d", s.GPUs, s.Nodes)

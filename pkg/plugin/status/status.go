@@ -3,6 +3,7 @@
 package status
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/spf13/cobra"
@@ -49,15 +50,7 @@ func NewCmd(f cmdutil.Factory, streams genericiooptions.IOStreams, clk clock.Pas
 		Long:                  long,
 		Example:               example,
 		Args:                  cmdutil.ExactlyOneJob,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := o.Complete(args); err != nil {
-				return err
-			}
-			if err := o.Validate(); err != nil {
-				return err
-			}
-			return o.Run(cmd)
-		},
+		RunE:                  cmdutil.RunE(o),
 	}
 	cmd.Flags().StringVarP(&o.Output, "output", "o", "", "Output format. One of: ("+Formats+").")
 	cmd.ValidArgsFunction = cmdutil.CompleteJobNames(f)
@@ -65,12 +58,9 @@ func NewCmd(f cmdutil.Factory, streams genericiooptions.IOStreams, clk clock.Pas
 }
 
 // Complete resolves the Job reference and the namespace.
-func (o *Options) Complete(args []string) error {
+func (o *Options) Complete(_ *cobra.Command, args []string) error {
 	var err error
-	if o.name, err = cmdutil.ParseJobRef(args[0]); err != nil {
-		return err
-	}
-	o.namespace, err = o.factory.Namespace()
+	o.namespace, o.name, err = cmdutil.CompleteJob(o.factory, args)
 	return err
 }
 
@@ -82,12 +72,12 @@ func (o *Options) Validate() error {
 }
 
 // Run reads the Job and its pods and prints the summary.
-func (o *Options) Run(cmd *cobra.Command) error {
+func (o *Options) Run(ctx context.Context) error {
 	client, err := o.factory.KubernetesClient()
 	if err != nil {
 		return err
 	}
-	job, pods, err := Fetch(cmd.Context(), client, o.namespace, o.name)
+	job, pods, err := Fetch(ctx, client, o.namespace, o.name)
 	switch {
 	case apierrors.IsNotFound(err) && job == nil:
 		s := Summarize(o.namespace, o.name, nil, nil)

@@ -21,6 +21,7 @@ import (
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/exitcode"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/gpufit"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/jobspec"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/pages"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/staging"
 )
 
@@ -34,18 +35,12 @@ const rollbackTimeout = 30 * time.Second
 // listNodes reads every node, a page at a time.
 func listNodes(ctx context.Context, client kubernetes.Interface) ([]corev1.Node, error) {
 	var nodes []corev1.Node
-	opts := metav1.ListOptions{Limit: nodePageSize}
-	for {
-		page, err := client.CoreV1().Nodes().List(ctx, opts)
-		if err != nil {
-			return nil, err
-		}
-		nodes = append(nodes, page.Items...)
-		if page.Continue == "" {
-			return nodes, nil
-		}
-		opts.Continue = page.Continue
+	_, err := pages.Each(ctx, metav1.ListOptions{Limit: nodePageSize}, client.CoreV1().Nodes().List,
+		func(page *corev1.NodeList) { nodes = append(nodes, page.Items...) })
+	if err != nil {
+		return nil, err
 	}
+	return nodes, nil
 }
 
 // checkCapacity refuses a job the cluster's allocatable GPUs can never hold. Users who may not

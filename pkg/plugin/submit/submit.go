@@ -3,6 +3,7 @@
 package submit
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"os"
@@ -195,15 +196,7 @@ func NewCmd(f cmdutil.Factory, streams genericiooptions.IOStreams, randomName fu
 		Long:                  long,
 		Example:               example,
 		Args:                  cobra.ArbitraryArgs,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := o.Complete(cmd, args); err != nil {
-				return o.defaults.explain(err)
-			}
-			if err := o.Validate(); err != nil {
-				return o.defaults.explain(err)
-			}
-			return o.Run(cmd)
-		},
+		RunE:                  cmdutil.RunE(o),
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&o.Image, "image", o.Image, "Container image to run (required).")
@@ -244,8 +237,13 @@ func NewCmd(f cmdutil.Factory, streams genericiooptions.IOStreams, randomName fu
 }
 
 // Complete applies the defaults file, splits the arguments at "--", resolves the namespace and
-// turns flag strings into a jobspec.Spec. It does not contact the server.
+// turns flag strings into a jobspec.Spec. It does not contact the server. A usage error names
+// the defaults file when it set any flag: the user may not know that it did.
 func (o *Options) Complete(cmd *cobra.Command, args []string) error {
+	return o.defaults.explain(o.complete(cmd, args))
+}
+
+func (o *Options) complete(cmd *cobra.Command, args []string) error {
 	if err := o.defaults.apply(cmd); err != nil {
 		return err
 	}
@@ -266,16 +264,7 @@ func (o *Options) Complete(cmd *cobra.Command, args []string) error {
 	o.ttlSet = cmd.Flags().Changed("ttl")
 
 	var err error
-	if o.dryRun, err = cmdutil.ParseDryRun(o.DryRunFlag); err != nil {
-		return err
-	}
-	switch o.dryRun {
-	case cmdutil.DryRunClient:
-		err = o.PrintFlags.Complete("%s (dry run)")
-	case cmdutil.DryRunServer:
-		err = o.PrintFlags.Complete("%s (server dry run)")
-	}
-	if err != nil {
+	if o.dryRun, err = cmdutil.CompleteDryRun(o.DryRunFlag, o.PrintFlags); err != nil {
 		return err
 	}
 	if o.printer, err = o.PrintFlags.ToPrinter(); err != nil {
@@ -392,8 +381,13 @@ func (o *Options) completeStaging(cmd *cobra.Command) (*jobspec.Staging, error) 
 	return st, nil
 }
 
-// Validate checks the spec without contacting the server.
+// Validate checks the spec without contacting the server; a usage error names the defaults
+// file, as in Complete.
 func (o *Options) Validate() error {
+	return o.defaults.explain(o.validate())
+}
+
+func (o *Options) validate() error {
 	if o.Follow && (o.Wait || o.dryRun != cmdutil.DryRunNone) {
 		return exitcode.Usagef("--follow cannot be combined with --wait (it already waits) or --dry-run (nothing would run)")
 	}
@@ -404,7 +398,7 @@ func (o *Options) Validate() error {
 }
 
 // Run checks capacity and creates the objects, or only prints them for a client dry run.
-func (o *Options) Run(cmd *cobra.Command) error {
+func (o *Options) Run(ctx context.Context) error {
 	objs := jobspec.Build(o.spec)
 	if o.dryRun == cmdutil.DryRunClient {
 		return o.print(objs)
@@ -413,7 +407,6 @@ func (o *Options) Run(cmd *cobra.Command) error {
 	if err != nil {
 		return err
 	}
-	ctx := cmd.Context()
 	if st := o.spec.Staging; st != nil && st.ExistingSecret != "" {
 		if err := checkS3Secret(ctx, client, o.spec.Namespace, st.ExistingSecret, o.ErrOut); err != nil {
 			return err
@@ -463,7 +456,7 @@ func (o *Options) Run(cmd *cobra.Command) error {
 		streams.Out = io.Discard
 	}
 	target := wait.Target{Namespace: created.Job.Namespace, Name: created.Job.Name, UID: created.Job.UID}
-	return wait.Wait(cmd, client, target, 0, nil, clock.RealClock{}, streams)
+	return wait.Wait(ctx, client, target, 0, nil, clock.RealClock{}, streams)
 }
 
 // secretValues are the credentials submit holds, to be scrubbed from any error.

@@ -18,6 +18,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/pages"
 )
 
 // DefaultMaxLogRequests bounds the log streams open at once; it covers a 64-rank job with room
@@ -131,22 +133,13 @@ func (e *Engine) listPods(ctx context.Context, cfg Config) ([]corev1.Pod, error)
 // continues from (every page of a paged list is of the first page's snapshot).
 func (e *Engine) listPodsRV(ctx context.Context, cfg Config) ([]corev1.Pod, string, error) {
 	var pods []corev1.Pod
-	rv := ""
 	opts := metav1.ListOptions{LabelSelector: jobNameSelector(cfg.Job), Limit: podPageSize}
-	for {
-		page, err := e.Client.CoreV1().Pods(cfg.Namespace).List(ctx, opts)
-		if err != nil {
-			return nil, "", fmt.Errorf("listing the pods of job.batch/%s: %w", cfg.Job, err)
-		}
-		if rv == "" {
-			rv = page.ResourceVersion
-		}
-		pods = append(pods, page.Items...)
-		if page.Continue == "" {
-			return pods, rv, nil
-		}
-		opts.Continue = page.Continue
+	rv, err := pages.Each(ctx, opts, e.Client.CoreV1().Pods(cfg.Namespace).List,
+		func(page *corev1.PodList) { pods = append(pods, page.Items...) })
+	if err != nil {
+		return nil, "", fmt.Errorf("listing the pods of job.batch/%s: %w", cfg.Job, err)
 	}
+	return pods, rv, nil
 }
 
 // jobNameSelector uses the legacy label, which every server version sets (the

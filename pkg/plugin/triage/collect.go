@@ -16,6 +16,8 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/pages"
 )
 
 // The knobs of collection.
@@ -94,18 +96,12 @@ func listPods(ctx context.Context, c kubernetes.Interface, job *batchv1.Job) ([]
 		sel = ls.String()
 	}
 	var pods []corev1.Pod
-	opts := metav1.ListOptions{LabelSelector: sel, Limit: pageSize}
-	for {
-		l, err := c.CoreV1().Pods(job.Namespace).List(ctx, opts)
-		if err != nil {
-			return nil, err
-		}
-		pods = append(pods, l.Items...)
-		if l.Continue == "" {
-			return pods, nil
-		}
-		opts.Continue = l.Continue
+	_, err := pages.Each(ctx, metav1.ListOptions{LabelSelector: sel, Limit: pageSize}, c.CoreV1().Pods(job.Namespace).List,
+		func(l *corev1.PodList) { pods = append(pods, l.Items...) })
+	if err != nil {
+		return nil, err
 	}
+	return pods, nil
 }
 
 // listEvents reads the namespace's Warning events: every event a rule looks at is a Warning
@@ -117,17 +113,9 @@ func listEvents(ctx context.Context, c kubernetes.Interface, ns string) ([]corev
 		FieldSelector: fields.OneTermEqualSelector("type", corev1.EventTypeWarning).String(),
 		Limit:         pageSize,
 	}
-	for {
-		l, err := c.CoreV1().Events(ns).List(ctx, opts)
-		if err != nil {
-			return out, err
-		}
-		out = append(out, l.Items...)
-		if l.Continue == "" {
-			return out, nil
-		}
-		opts.Continue = l.Continue
-	}
+	// What was read before an error is kept: the caller warns and analyses it.
+	_, err := pages.Each(ctx, opts, c.CoreV1().Events(ns).List, func(l *corev1.EventList) { out = append(out, l.Items...) })
+	return out, err
 }
 
 // relevantEvents keeps the events about the Job and its pods.
@@ -182,22 +170,14 @@ func readNodes(ctx context.Context, c kubernetes.Interface, s *Snapshot) error {
 		}
 		return nil
 	}
-	opts := metav1.ListOptions{Limit: pageSize}
-	for {
-		l, err := c.CoreV1().Nodes().List(ctx, opts)
-		if err != nil {
-			return err
-		}
+	_, err := pages.Each(ctx, metav1.ListOptions{Limit: pageSize}, c.CoreV1().Nodes().List, func(l *corev1.NodeList) {
 		for i := range l.Items {
 			if want[l.Items[i].Name] {
 				s.Nodes[l.Items[i].Name] = &l.Items[i]
 			}
 		}
-		if l.Continue == "" {
-			return nil
-		}
-		opts.Continue = l.Continue
-	}
+	})
+	return err
 }
 
 func tailLogs(ctx context.Context, c kubernetes.Interface, pods []corev1.Pod, name string) ([]string, error) {
@@ -256,12 +236,7 @@ func NeedsTaints(pods []corev1.Pod, events []corev1.Event) bool {
 // tainted ones.
 func taintedNodes(ctx context.Context, c kubernetes.Interface) ([]corev1.Node, error) {
 	var out []corev1.Node
-	opts := metav1.ListOptions{Limit: pageSize}
-	for {
-		l, err := c.CoreV1().Nodes().List(ctx, opts)
-		if err != nil {
-			return nil, err
-		}
+	_, err := pages.Each(ctx, metav1.ListOptions{Limit: pageSize}, c.CoreV1().Nodes().List, func(l *corev1.NodeList) {
 		for _, n := range l.Items {
 			if len(n.Spec.Taints) == 0 {
 				continue
@@ -272,9 +247,9 @@ func taintedNodes(ctx context.Context, c kubernetes.Interface) ([]corev1.Node, e
 				Status:     corev1.NodeStatus{Allocatable: n.Status.Allocatable},
 			})
 		}
-		if l.Continue == "" {
-			return out, nil
-		}
-		opts.Continue = l.Continue
+	})
+	if err != nil {
+		return nil, err
 	}
+	return out, nil
 }

@@ -4,6 +4,7 @@
 package wait
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"time"
@@ -14,7 +15,6 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmdutil"
-	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/exitcode"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/status"
 )
 
@@ -64,15 +64,7 @@ func NewCmd(f cmdutil.Factory, streams genericiooptions.IOStreams, clk clock.Pas
 		Long:                  long,
 		Example:               example,
 		Args:                  cmdutil.ExactlyOneJob,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := o.Complete(args); err != nil {
-				return err
-			}
-			if err := o.Validate(); err != nil {
-				return err
-			}
-			return o.Run(cmd)
-		},
+		RunE:                  cmdutil.RunE(o),
 	}
 	cmd.Flags().DurationVar(&o.Timeout, "timeout", 0, "How long to wait before giving up (exit code 8), e.g. 30m or 2h. 0 waits forever.")
 	cmd.Flags().StringVarP(&o.Output, "output", "o", "", "Print the final status in this format instead of a line. One of: ("+status.Formats+").")
@@ -81,19 +73,16 @@ func NewCmd(f cmdutil.Factory, streams genericiooptions.IOStreams, clk clock.Pas
 }
 
 // Complete resolves the Job reference and the namespace.
-func (o *Options) Complete(args []string) error {
+func (o *Options) Complete(_ *cobra.Command, args []string) error {
 	var err error
-	if o.name, err = cmdutil.ParseJobRef(args[0]); err != nil {
-		return err
-	}
-	o.namespace, err = o.factory.Namespace()
+	o.namespace, o.name, err = cmdutil.CompleteJob(o.factory, args)
 	return err
 }
 
 // Validate checks the flags.
 func (o *Options) Validate() error {
-	if o.Timeout < 0 {
-		return exitcode.Usagef("invalid --timeout %s: must not be negative", o.Timeout)
+	if err := cmdutil.ValidateTimeout(o.Timeout); err != nil {
+		return err
 	}
 	var err error
 	o.printer, err = status.NewPrinter(o.Output)
@@ -101,19 +90,19 @@ func (o *Options) Validate() error {
 }
 
 // Run waits and reports.
-func (o *Options) Run(cmd *cobra.Command) error {
+func (o *Options) Run(ctx context.Context) error {
 	client, err := o.factory.KubernetesClient()
 	if err != nil {
 		return err
 	}
-	return Wait(cmd, client, Target{Namespace: o.namespace, Name: o.name}, o.Timeout, o.printer, o.clock, o.IOStreams)
+	return Wait(ctx, client, Target{Namespace: o.namespace, Name: o.name}, o.Timeout, o.printer, o.clock, o.IOStreams)
 }
 
 // Wait waits for t and reports like `kubectl tao wait`: progress on streams.ErrOut, the final
 // status on streams.Out (a line, or the status object when p is not human), and the exit code
 // of the outcome as the error. submit --wait calls it after creating the Job.
-func Wait(cmd *cobra.Command, client kubernetes.Interface, t Target, timeout time.Duration, p *status.Printer, clk clock.PassiveClock, streams genericiooptions.IOStreams) error {
-	out, err := Until(cmd.Context(), client, t, timeout, streams.ErrOut)
+func Wait(ctx context.Context, client kubernetes.Interface, t Target, timeout time.Duration, p *status.Printer, clk clock.PassiveClock, streams genericiooptions.IOStreams) error {
+	out, err := Until(ctx, client, t, timeout, streams.ErrOut)
 	if err != nil {
 		return err
 	}

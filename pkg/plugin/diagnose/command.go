@@ -1,0 +1,69 @@
+package diagnose
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/spf13/cobra"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"k8s.io/utils/clock"
+
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmdutil"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/triage"
+)
+
+// jobCommand is what replicas and diagnose share: one JOB, the -o flag, and one read of the
+// Job's evidence through triage.Collect. Each command adds its own Validate and Run.
+type jobCommand struct {
+	out *output
+
+	namespace, name string
+
+	factory cmdutil.Factory
+	clock   clock.PassiveClock
+	genericiooptions.IOStreams
+}
+
+func newJobCommand(f cmdutil.Factory, streams genericiooptions.IOStreams, clk clock.PassiveClock) jobCommand {
+	return jobCommand{out: newOutput(), factory: f, clock: clk, IOStreams: streams}
+}
+
+// cobraCommand builds the command around o, the Options that embed c.
+func (c *jobCommand) cobraCommand(o cmdutil.Runner, use, short, long, example string) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:                   use,
+		DisableFlagsInUseLine: true,
+		Short:                 short,
+		Long:                  long,
+		Example:               example,
+		Args:                  oneJob,
+		RunE:                  cmdutil.RunE(o),
+	}
+	c.out.addFlags(cmd)
+	cmd.ValidArgsFunction = cmdutil.CompleteJobNames(c.factory)
+	return cmd
+}
+
+// Complete resolves the Job reference and the namespace.
+func (c *jobCommand) Complete(_ *cobra.Command, args []string) error {
+	var err error
+	c.namespace, c.name, err = cmdutil.CompleteJob(c.factory, args)
+	return err
+}
+
+// collect reads the Job's evidence. What could not be read is a warning on stderr, not an
+// error: the analysis works with what there is.
+func (c *jobCommand) collect(ctx context.Context, opts triage.CollectOptions) (triage.Snapshot, error) {
+	client, err := c.factory.KubernetesClient()
+	if err != nil {
+		return triage.Snapshot{}, err
+	}
+	snap, warnings, err := triage.Collect(ctx, client, c.namespace, c.name, opts)
+	if err != nil {
+		return triage.Snapshot{}, err
+	}
+	for _, w := range warnings {
+		fmt.Fprintf(c.ErrOut, "Warning: %s\n", w)
+	}
+	return snap, nil
+}
