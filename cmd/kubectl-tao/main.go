@@ -10,12 +10,10 @@ import (
 	"k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 
-	"github.com/kubectl-tao/kubectl-tao/cmd/kubectl-tao/internal/gcstart"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin"
 )
 
 func main() {
-	gcstart.Restore()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	code := plugin.Execute(ctx, plugin.Deps{
 		Streams:    genericiooptions.IOStreams{In: os.Stdin, Out: os.Stdout, ErrOut: os.Stderr},
