@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -19,7 +20,10 @@ func fakeList(names []string, failAt int, calls *[]metav1.ListOptions) func(cont
 		}
 		start := 0
 		if opts.Continue != "" {
-			fmt.Sscan(opts.Continue, &start)
+			var err error
+			if start, err = strconv.Atoi(opts.Continue); err != nil {
+				return nil, fmt.Errorf("continue token %q: %w", opts.Continue, err)
+			}
 		}
 		end := min(start+int(opts.Limit), len(names))
 		l := &corev1.NodeList{ListMeta: metav1.ListMeta{ResourceVersion: fmt.Sprint(len(*calls))}}
