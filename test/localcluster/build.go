@@ -225,8 +225,10 @@ func buildBinary(ctx context.Context, b Binary, cacheDir, sourceDir string, prog
 	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags", b.LDFlags, "-o", tmp, b.Package)
 	cmd.Dir = filepath.Join(sourceDir, b.Module)
 	// The wrapper modules are self-contained: a GOFLAGS=-modfile or a go.work meant for the
-	// plugin must not leak into them.
-	cmd.Env = append(os.Environ(), "GOFLAGS=-mod=readonly", "GOWORK=off")
+	// plugin must not leak into them, nor the Makefile's GOTOOLCHAIN (the plugin's release): the
+	// cluster is test scaffolding, built with the machine's Go as it always was, and cached by
+	// component version alone.
+	cmd.Env = append(os.Environ(), "GOFLAGS=-mod=readonly", "GOWORK=off", "GOTOOLCHAIN=local")
 	cmd.Stdout = progress
 	cmd.Stderr = progress
 	stop := make(chan struct{})
