@@ -3,6 +3,7 @@ module github.com/kubectl-tao/kubectl-tao
 go 1.26.0
 
 require (
+	github.com/google/go-cmp v0.7.0
 	github.com/johannesboyne/gofakes3 v1.2.0
 	github.com/minio/minio-go/v7 v7.4.1
 	github.com/spf13/cobra v1.10.2

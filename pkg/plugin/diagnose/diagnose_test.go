@@ -21,6 +21,7 @@ import (
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmdutil"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/exitcode"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/internal/cmdtest"
+	"github.com/kubectl-tao/kubectl-tao/test/golden"
 )
 
 var (
@@ -140,7 +141,7 @@ func TestGoldens(t *testing.T) {
 			if !strings.Contains(r.Stderr, tc.wantStderr) || (tc.wantStderr == "" && r.Stderr != "") {
 				t.Errorf("stderr = %q, want %q", r.Stderr, tc.wantStderr)
 			}
-			cmdtest.Golden(t, tc.golden, r.Stdout)
+			golden.Check(t, tc.golden, r.Stdout)
 		})
 	}
 }

@@ -2,9 +2,6 @@ package jobspec
 
 import (
 	"bytes"
-	"flag"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -12,6 +9,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/staging"
+	"github.com/kubectl-tao/kubectl-tao/test/golden"
 )
 
 // Fake credentials: what the golden files and the leak checks look for.
@@ -38,8 +36,6 @@ func stagedSpec() Spec {
 	}
 	return s
 }
-
-var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
 
 func TestBuildGolden(t *testing.T) {
 	ttl := 90 * time.Minute
@@ -136,19 +132,7 @@ func TestBuildGolden(t *testing.T) {
 				buf.WriteString("---\n")
 				buf.Write(b)
 			}
-			golden := filepath.Join("testdata", name+".yaml")
-			if *update {
-				if err := os.WriteFile(golden, buf.Bytes(), 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			want, err := os.ReadFile(golden)
-			if err != nil {
-				t.Fatalf("%v (run go test ./... -update to create it)", err)
-			}
-			if !bytes.Equal(buf.Bytes(), want) {
-				t.Errorf("Build(%s) differs from %s (run go test ./... -update after checking):\n%s", name, golden, buf.String())
-			}
+			golden.Check(t, name+".yaml", buf.String())
 		})
 	}
 }

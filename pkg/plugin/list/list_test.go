@@ -21,6 +21,7 @@ import (
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmdutil"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/exitcode"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/internal/cmdtest"
+	"github.com/kubectl-tao/kubectl-tao/test/golden"
 )
 
 var now = time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
@@ -91,7 +92,7 @@ func TestListGolden(t *testing.T) {
 			if r.Code != 0 || r.Stderr != "" {
 				t.Fatalf("got %+v", r)
 			}
-			cmdtest.Golden(t, tc.golden, r.Stdout)
+			golden.Check(t, tc.golden, r.Stdout)
 		})
 	}
 }
@@ -211,7 +212,7 @@ func TestListWatch(t *testing.T) {
 	if code := <-done; code != 0 {
 		t.Errorf("exit %d after interrupt", code)
 	}
-	cmdtest.Golden(t, "watch.txt", out.String())
+	golden.Check(t, "watch.txt", out.String())
 }
 
 func TestListQueuedIsPending(t *testing.T) {

@@ -23,6 +23,7 @@ import (
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmdutil"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/exitcode"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/internal/cmdtest"
+	"github.com/kubectl-tao/kubectl-tao/test/golden"
 )
 
 var now = time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
@@ -69,7 +70,7 @@ func TestStatusRunningTable(t *testing.T) {
 	if r.Code != 0 || r.Stderr != "" {
 		t.Fatalf("got %+v", r)
 	}
-	cmdtest.Golden(t, "running.txt", r.Stdout)
+	golden.Check(t, "running.txt", r.Stdout)
 	// Two pods of this Job's UID are Running (the pod of an older same-name Job is not counted).
 	if !strings.Contains(r.Stdout, "2/2") {
 		t.Errorf("want 2/2 ranks ready from the pods, got\n%s", r.Stdout)
@@ -96,7 +97,7 @@ func TestStatusJSONHasExactlyTheContractKeys(t *testing.T) {
 	if r.Code != 0 || r.Stderr != "" {
 		t.Fatalf("got %+v", r)
 	}
-	cmdtest.Golden(t, "error.json", r.Stdout)
+	golden.Check(t, "error.json", r.Stdout)
 	var m map[string]any
 	if err := json.Unmarshal([]byte(r.Stdout), &m); err != nil {
 		t.Fatal(err)
@@ -194,7 +195,7 @@ func TestStatusQueued(t *testing.T) {
 	if r.Code != 0 || r.Stderr != "" {
 		t.Fatalf("got %+v", r)
 	}
-	cmdtest.Golden(t, "queued.txt", r.Stdout)
+	golden.Check(t, "queued.txt", r.Stdout)
 	if !strings.Contains(r.Stdout, "Pending") || !strings.Contains(r.Stdout, "queued in team-a") {
 		t.Errorf("want Pending, queued in team-a; got\n%s", r.Stdout)
 	}

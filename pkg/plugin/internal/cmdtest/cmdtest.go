@@ -6,11 +6,7 @@ package cmdtest
 
 import (
 	"context"
-	"flag"
-	"os"
-	"path/filepath"
 	"strings"
-	"testing"
 	"time"
 
 	"k8s.io/cli-runtime/pkg/genericiooptions"
@@ -66,29 +62,4 @@ func (c Cmd) Run(ctx context.Context, args ...string) Result {
 	}
 	code := plugin.Execute(ctx, d, args)
 	return Result{Code: code, Stdout: out.String(), Stderr: errOut.String()}
-}
-
-var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
-
-// Golden compares got with the file testdata/name of the test's package; with -update it
-// rewrites the file instead.
-func Golden(t *testing.T, name, got string) {
-	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test -update to create it)", err)
-	}
-	if got != string(want) {
-		t.Errorf("output differs from %s (go test -update rewrites it):\n--- got\n%s\n--- want\n%s", path, got, want)
-	}
 }
