@@ -7,8 +7,6 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
@@ -17,37 +15,16 @@ import (
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmdutil"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/exitcode"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/internal/cmdtest"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/internal/fixture"
 )
-
-func node(name, product string, gpus int64) *corev1.Node {
-	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"pool": "gpu"}},
-		Status: corev1.NodeStatus{Allocatable: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("96"), corev1.ResourceMemory: resource.MustParse("1Ti")}}}
-	if product != "" {
-		n.Labels[capacity.ProductLabel] = product
-	}
-	if gpus >= 0 {
-		n.Status.Allocatable["nvidia.com/gpu"] = *resource.NewQuantity(gpus, resource.DecimalSI)
-	}
-	return n
-}
-
-func pod(ns, name, nodeName string, phase corev1.PodPhase, gpus int64) *corev1.Pod {
-	return &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
-		Spec: corev1.PodSpec{NodeName: nodeName, Containers: []corev1.Container{{Name: "c", Resources: corev1.ResourceRequirements{
-			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("8")},
-			Limits:   corev1.ResourceList{"nvidia.com/gpu": *resource.NewQuantity(gpus, resource.DecimalSI)}}}}},
-		Status: corev1.PodStatus{Phase: phase},
-	}
-}
 
 func objects() []runtime.Object {
 	return []runtime.Object{
-		node("gpu-b", "NVIDIA-H100-80GB-HBM3", 8), node("gpu-a", "NVIDIA-H100-80GB-HBM3", 8), node("cpu-0", "", -1),
-		pod("ml", "train-0", "gpu-a", corev1.PodRunning, 8),
-		pod("dev", "nb", "gpu-b", corev1.PodPending, 2),
-		pod("ml", "done", "gpu-b", corev1.PodSucceeded, 8),
-		pod("ml", "waiting", "", corev1.PodPending, 8),
+		fixture.GPUNode("gpu-b", 8).Label("pool", "gpu").Label(capacity.ProductLabel, "NVIDIA-H100-80GB-HBM3").Obj(), fixture.GPUNode("gpu-a", 8).Label("pool", "gpu").Label(capacity.ProductLabel, "NVIDIA-H100-80GB-HBM3").Obj(), fixture.GPUNode("cpu-0", -1).Label("pool", "gpu").Obj(),
+		fixture.Pod("train-0").Namespace("ml").Container(fixture.GPUContainer("c", 8)).Request(corev1.ResourceCPU, "8").Node("gpu-a").Phase(corev1.PodRunning).Obj(),
+		fixture.Pod("nb").Namespace("dev").Container(fixture.GPUContainer("c", 2)).Request(corev1.ResourceCPU, "8").Node("gpu-b").Phase(corev1.PodPending).Obj(),
+		fixture.Pod("done").Namespace("ml").Container(fixture.GPUContainer("c", 8)).Request(corev1.ResourceCPU, "8").Node("gpu-b").Phase(corev1.PodSucceeded).Obj(),
+		fixture.Pod("waiting").Namespace("ml").Container(fixture.GPUContainer("c", 8)).Request(corev1.ResourceCPU, "8").Phase(corev1.PodPending).Obj(),
 	}
 }
 
@@ -108,7 +85,7 @@ func TestCapacityPages(t *testing.T) {
 	calls := 0
 	c.PrependReactor("list", "nodes", func(a k8stesting.Action) (bool, runtime.Object, error) {
 		calls++
-		l := &corev1.NodeList{Items: []corev1.Node{*node(fmt.Sprintf("n%d", calls), "", 4)}}
+		l := &corev1.NodeList{Items: []corev1.Node{*fixture.GPUNode(fmt.Sprintf("n%d", calls), 4).Label("pool", "gpu").Obj()}}
 		if calls < 3 {
 			l.Continue = fmt.Sprint(calls)
 		}
@@ -133,10 +110,10 @@ func BenchmarkCapacityReport5000Nodes(b *testing.B) {
 	nodes := make([]corev1.Node, 5000)
 	pods := make([]corev1.Pod, 2000)
 	for i := range nodes {
-		nodes[i] = *node(fmt.Sprintf("n%d", i), "NVIDIA-H100-80GB-HBM3", 8)
+		nodes[i] = *fixture.GPUNode(fmt.Sprintf("n%d", i), 8).Label("pool", "gpu").Label(capacity.ProductLabel, "NVIDIA-H100-80GB-HBM3").Obj()
 	}
 	for i := range pods {
-		pods[i] = *pod("ml", fmt.Sprintf("p%d", i), fmt.Sprintf("n%d", i), corev1.PodRunning, 8)
+		pods[i] = *fixture.Pod(fmt.Sprintf("p%d", i)).Namespace("ml").Container(fixture.GPUContainer("c", 8)).Request(corev1.ResourceCPU, "8").Node(fmt.Sprintf("n%d", i)).Phase(corev1.PodRunning).Obj()
 	}
 	b.ReportAllocs()
 	for b.Loop() {

@@ -15,17 +15,9 @@ import (
 	"k8s.io/apimachinery/pkg/version"
 
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/gpufit"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/internal/fixture"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/rbac"
 )
-
-func gfdNode(name string, gpus int64, driver, cudaMaj, cudaMin string) corev1.Node {
-	n := corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{}}}
-	if driver != "" {
-		n.Labels[LabelDriverMajor], n.Labels[LabelCUDAMajor], n.Labels[LabelCUDAMinor] = driver, cudaMaj, cudaMin
-	}
-	n.Status.Allocatable = corev1.ResourceList{gpufit.GPUResource: *resource.NewQuantity(gpus, resource.DecimalSI)}
-	return n
-}
 
 func request(gpus, pods int64) gpufit.Request {
 	return gpufit.Request{Pods: pods, PerPod: corev1.ResourceList{gpufit.GPUResource: *resource.NewQuantity(gpus, resource.DecimalSI)}}
@@ -45,7 +37,7 @@ func healthy() Facts {
 		Namespace: "ml",
 		Version:   &version.Info{Major: "1", Minor: "37", GitVersion: "v1.37.2"},
 		Reviews:   allowAll(),
-		Nodes:     []corev1.Node{gfdNode("a", 8, "580", "13", "0"), gfdNode("b", 8, "590", "13", "1")},
+		Nodes:     []corev1.Node{fixture.Node("a").Label(LabelDriverMajor, "580").Label(LabelCUDAMajor, "13").Label(LabelCUDAMinor, "0").GPUs(8).Val(), fixture.Node("b").Label(LabelDriverMajor, "590").Label(LabelCUDAMajor, "13").Label(LabelCUDAMinor, "1").GPUs(8).Val()},
 		Requested: map[string]corev1.ResourceList{},
 		DaemonSets: []appsv1.DaemonSet{{ObjectMeta: metav1.ObjectMeta{Namespace: "gpu-operator",
 			Name: "nvidia-device-plugin-daemonset"}}},
@@ -102,7 +94,7 @@ func TestEvaluate(t *testing.T) {
 			}
 			f.NodesErr = forbidden
 		}, "cluster-reads", Warn, []string{"list nodes", "capacity guard", "fit checks are skipped"}},
-		{"no GPUs", func(f *Facts) { f.Nodes = []corev1.Node{gfdNode("cpu", 0, "", "", "")} }, "gpus", Fail, []string{gpufit.ErrNoGPUs.Error(), "GPU Operator"}},
+		{"no GPUs", func(f *Facts) { f.Nodes = []corev1.Node{fixture.Node("cpu").GPUs(0).Val()} }, "gpus", Fail, []string{gpufit.ErrNoGPUs.Error(), "GPU Operator"}},
 		{"GPUs counted", func(*Facts) {}, "gpus", Pass, []string{"16 nvidia.com/gpu allocatable on 2 of 2 nodes"}},
 		{"operator found", func(*Facts) {}, "gpu-operator", Pass, []string{"gpu-operator/nvidia-device-plugin-daemonset"}},
 		{"operator by label", func(f *Facts) {
@@ -112,13 +104,17 @@ func TestEvaluate(t *testing.T) {
 		{"daemonsets unreadable", func(f *Facts) { f.DaemonSetsErr = forbidden }, "gpu-operator", Warn, []string{"you may not list daemonsets"}},
 		{"runtime ok", func(*Facts) {}, "node-runtime", Pass, []string{"all 2 GPU nodes have driver 580+ and CUDA 13.0+"}},
 		{"unlabelled nodes named", func(f *Facts) {
-			f.Nodes = append(f.Nodes, gfdNode("bare-1", 8, "", "", ""), gfdNode("bare-0", 4, "", "", ""))
+			f.Nodes = append(f.Nodes, fixture.Node("bare-1").GPUs(8).Val(), fixture.Node("bare-0").GPUs(4).Val())
 		}, "node-runtime", Warn,
 			[]string{"2 of 4 GPU nodes carry no GPU Feature Discovery", "bare-0, bare-1"}},
-		{"old driver on some", func(f *Facts) { f.Nodes[0] = gfdNode("a", 8, "550", "12", "4") }, "node-runtime", Warn, []string{"1 of 2 GPU nodes are below driver 580+", "a (driver 550, CUDA 12.4)"}},
-		{"old cuda on all", func(f *Facts) { f.Nodes = []corev1.Node{gfdNode("a", 8, "580", "12", "9")} }, "node-runtime", Fail, []string{"no GPU node meets", "CUDA 12.9"}},
+		{"old driver on some", func(f *Facts) {
+			f.Nodes[0] = fixture.Node("a").Label(LabelDriverMajor, "550").Label(LabelCUDAMajor, "12").Label(LabelCUDAMinor, "4").GPUs(8).Val()
+		}, "node-runtime", Warn, []string{"1 of 2 GPU nodes are below driver 580+", "a (driver 550, CUDA 12.4)"}},
+		{"old cuda on all", func(f *Facts) {
+			f.Nodes = []corev1.Node{fixture.Node("a").Label(LabelDriverMajor, "580").Label(LabelCUDAMajor, "12").Label(LabelCUDAMinor, "9").GPUs(8).Val()}
+		}, "node-runtime", Fail, []string{"no GPU node meets", "CUDA 12.9"}},
 		{"selector limits the runtime check", func(f *Facts) {
-			f.Nodes = append(f.Nodes, gfdNode("old", 8, "470", "11", "0"))
+			f.Nodes = append(f.Nodes, fixture.Node("old").Label(LabelDriverMajor, "470").Label(LabelCUDAMajor, "11").Label(LabelCUDAMinor, "0").GPUs(8).Val())
 			f.Nodes[0].Labels["pool"] = "new"
 			f.Request.Selector = labels.SelectorFromSet(labels.Set{"pool": "new"})
 		}, "node-runtime", Pass, []string{"all 1 GPU nodes"}},

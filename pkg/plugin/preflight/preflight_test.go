@@ -10,7 +10,6 @@ import (
 	authv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -24,26 +23,9 @@ import (
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmdutil"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/exitcode"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/internal/cmdtest"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/internal/fixture"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/preflight"
 )
-
-func node(name string, gpus int64) *corev1.Node {
-	return &corev1.Node{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{
-			preflight.LabelDriverMajor: "580", preflight.LabelCUDAMajor: "13", preflight.LabelCUDAMinor: "0"}},
-		Status: corev1.NodeStatus{Allocatable: corev1.ResourceList{
-			"nvidia.com/gpu": *resource.NewQuantity(gpus, resource.DecimalSI), corev1.ResourceMemory: resource.MustParse("1Ti")}},
-	}
-}
-
-func runningPod(name, nodeName string, gpus int64) *corev1.Pod {
-	return &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "other"},
-		Spec: corev1.PodSpec{NodeName: nodeName, Containers: []corev1.Container{{Name: "c", Resources: corev1.ResourceRequirements{
-			Limits: corev1.ResourceList{"nvidia.com/gpu": *resource.NewQuantity(gpus, resource.DecimalSI)}}}}},
-		Status: corev1.PodStatus{Phase: corev1.PodRunning},
-	}
-}
 
 // newClient answers every SelfSubjectAccessReview with allowed unless deny says otherwise.
 func newClient(deny func(*authv1.ResourceAttributes) bool, objs ...runtime.Object) *fake.Clientset {
@@ -62,7 +44,7 @@ func run(c *fake.Clientset, args ...string) cmdtest.Result {
 }
 
 func cluster() []runtime.Object {
-	return []runtime.Object{&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ml"}}, node("a", 8), node("b", 8)}
+	return []runtime.Object{&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ml"}}, fixture.Node("a").Label(preflight.LabelDriverMajor, "580").Label(preflight.LabelCUDAMajor, "13").Label(preflight.LabelCUDAMinor, "0").GPUs(8).Allocatable(corev1.ResourceMemory, "1Ti").Obj(), fixture.Node("b").Label(preflight.LabelDriverMajor, "580").Label(preflight.LabelCUDAMajor, "13").Label(preflight.LabelCUDAMinor, "0").GPUs(8).Allocatable(corev1.ResourceMemory, "1Ti").Obj()}
 }
 
 func TestPreflightJSON(t *testing.T) {
@@ -114,7 +96,7 @@ func TestPreflightFailsWithNumbers(t *testing.T) {
 }
 
 func TestPreflightFreeNow(t *testing.T) {
-	objs := append(cluster(), runningPod("busy", "a", 4))
+	objs := append(cluster(), fixture.Pod("busy").Namespace("other").Node("a").Container(fixture.GPUContainer("c", 4)).Phase(corev1.PodRunning).Obj())
 	if r := run(newClient(nil, objs...), "--gpus", "8", "--nodes", "2"); r.Code != 0 || !strings.Contains(r.Stdout, "fits when others finish") {
 		t.Fatalf("without --now: exit %d\n%s", r.Code, r.Stdout)
 	}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmdutil"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/exitcode"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/internal/fixture"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/jobspec"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/kueue"
 )
@@ -48,7 +49,7 @@ func queues(ns string, names ...string) *fakedynamic.FakeDynamicClient {
 }
 
 func TestSubmitQueuedLabelsLastAndStaysSuspended(t *testing.T) {
-	c := withKueue(newClient(gpuNode("n1", 8), gpuNode("n2", 8)))
+	c := withKueue(newClient(fixture.GPUNode("n1", 8).Obj(), fixture.GPUNode("n2", 8).Obj()))
 	r := run(t, &cmdutil.FakeFactory{NS: "ml", Client: c, Dynamic: queues("ml", "team-a")},
 		"ddp", "--image", "img", "--gpus", "8", "--nodes", "2", "--queue", "team-a", "--", "torchrun", "train.py")
 	if r.Code != 0 || r.Stdout != "job.batch/ddp created\nservice/ddp created\n" || !strings.Contains(r.Stderr, "queued in LocalQueue team-a: Kueue starts all 2 ranks") {
@@ -97,9 +98,9 @@ func TestSubmitQueueRefusedCreatesNothing(t *testing.T) {
 		client *fake.Clientset
 		want   []string
 	}{
-		{"missing LocalQueue", withKueue(newClient(gpuNode("n1", 8))),
+		{"missing LocalQueue", withKueue(newClient(fixture.GPUNode("n1", 8).Obj())),
 			[]string{`no LocalQueue "team-a" in namespace ml`, "LocalQueues there: team-b", "kubectl get localqueues -n ml"}},
-		{"Kueue not installed", newClient(gpuNode("n1", 8)),
+		{"Kueue not installed", newClient(fixture.GPUNode("n1", 8).Obj()),
 			[]string{"Kueue is not installed", "stay suspended forever"}},
 	}
 	for _, tc := range tests {
@@ -122,7 +123,7 @@ func TestSubmitQueueRefusedCreatesNothing(t *testing.T) {
 }
 
 func TestSubmitQueueUnreadableWarnsAndGoesOn(t *testing.T) {
-	c := withKueue(newClient(gpuNode("n1", 8)))
+	c := withKueue(newClient(fixture.GPUNode("n1", 8).Obj()))
 	dyn := queues("ml")
 	dyn.PrependReactor("get", kueue.LocalQueues, func(k8stesting.Action) (bool, runtime.Object, error) {
 		return true, nil, apierrors.NewForbidden(schema.GroupResource{Group: kueue.Group, Resource: kueue.LocalQueues}, "team-a", errors.New("RBAC"))
@@ -137,7 +138,7 @@ func TestSubmitQueueUnreadableWarnsAndGoesOn(t *testing.T) {
 }
 
 func TestSubmitQueueLabelFailureRollsBack(t *testing.T) {
-	c := withKueue(newClient(gpuNode("n1", 8), gpuNode("n2", 8)))
+	c := withKueue(newClient(fixture.GPUNode("n1", 8).Obj(), fixture.GPUNode("n2", 8).Obj()))
 	c.PrependReactor("patch", "jobs", func(k8stesting.Action) (bool, runtime.Object, error) {
 		return true, nil, errors.New("webhook said no")
 	})
@@ -158,7 +159,7 @@ func TestSubmitQueueDryRuns(t *testing.T) {
 		t.Fatalf("got %+v", r)
 	}
 	// Server: the queue is checked, the Job sent labelled and suspended, nothing patched.
-	c := withKueue(newClient(gpuNode("n1", 8)))
+	c := withKueue(newClient(fixture.GPUNode("n1", 8).Obj()))
 	r = run(t, &cmdutil.FakeFactory{Client: c, Dynamic: queues("default", "team-a")}, "train", "--image", "img", "--queue", "team-a", "--dry-run=server", "-o", "yaml", "--", "true")
 	if r.Code != 0 || !strings.Contains(r.Stdout, "kueue.x-k8s.io/queue-name: team-a") || !strings.Contains(r.Stdout, "suspend: true") {
 		t.Fatalf("got %+v", r)

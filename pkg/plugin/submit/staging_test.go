@@ -19,6 +19,7 @@ import (
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmdutil"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/exitcode"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/internal/cmdtest"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/internal/fixture"
 )
 
 const (
@@ -169,16 +170,8 @@ func TestSubmitStagingUsageErrors(t *testing.T) {
 	}
 }
 
-func teamSecret(data map[string]string) *corev1.Secret {
-	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "team-s3", Namespace: "default"}, Data: map[string][]byte{}}
-	for k, v := range data {
-		s.Data[k] = []byte(v)
-	}
-	return s
-}
-
 func TestSubmitS3SecretIsReferencedNotCreated(t *testing.T) {
-	c := newClient(teamSecret(shellCreds))
+	c := newClient(fixture.Secret("default", "team-s3", shellCreds))
 	// The shell's credentials are ignored with --s3-secret: nothing is copied.
 	r := runEnv(t, &cmdutil.FakeFactory{Client: c}, shellCreds, append(staged("train", "--s3-secret", "team-s3"), "--", "true")...)
 	if r.Code != 0 || r.Stdout != "job.batch/train created\n" || r.Stderr != "" {
@@ -221,9 +214,9 @@ func TestSubmitS3SecretProblems(t *testing.T) {
 		warnings string
 	}{
 		{name: "missing", code: int(exitcode.NotFound), want: "--s3-secret: secret/team-s3 not found in namespace default"},
-		{name: "lacks keys", objs: []runtime.Object{teamSecret(map[string]string{"ACCESS_KEY": accessKey, "SECRET_KEY": secretKey})},
+		{name: "lacks keys", objs: []runtime.Object{fixture.Secret("default", "team-s3", map[string]string{"ACCESS_KEY": accessKey, "SECRET_KEY": secretKey})},
 			code: int(exitcode.Error), want: "S3 staging needs S3_BUCKET_NAME in secret/team-s3"},
-		{name: "bad endpoint", objs: []runtime.Object{teamSecret(map[string]string{"ACCESS_KEY": accessKey, "SECRET_KEY": secretKey, "S3_BUCKET_NAME": "bkt", "S3_ENDPOINT_URL": "ftp://" + secretKey})},
+		{name: "bad endpoint", objs: []runtime.Object{fixture.Secret("default", "team-s3", map[string]string{"ACCESS_KEY": accessKey, "SECRET_KEY": secretKey, "S3_BUCKET_NAME": "bkt", "S3_ENDPOINT_URL": "ftp://" + secretKey})},
 			code: int(exitcode.Error), want: "S3_ENDPOINT_URL must be an http:// or https:// URL"},
 		{name: "forbidden", react: forbidden, code: 0, creates: true, warnings: "Warning: --s3-secret team-s3 not checked: you may not read Secrets in namespace default"},
 	} {

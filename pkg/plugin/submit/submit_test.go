@@ -13,7 +13,6 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -24,18 +23,8 @@ import (
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmdutil"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/exitcode"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/internal/cmdtest"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/internal/fixture"
 )
-
-func gpuNode(name string, gpus int64) *corev1.Node {
-	return &corev1.Node{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Status: corev1.NodeStatus{Allocatable: corev1.ResourceList{
-			"nvidia.com/gpu":      *resource.NewQuantity(gpus, resource.DecimalSI),
-			corev1.ResourceCPU:    resource.MustParse("96"),
-			corev1.ResourceMemory: resource.MustParse("1Ti"),
-		}},
-	}
-}
 
 // newClient is a fake clientset that, like the API server, gives created objects a UID.
 func newClient(objs ...runtime.Object) *fake.Clientset {
@@ -67,7 +56,7 @@ func mutations(c *fake.Clientset) []string {
 }
 
 func TestSubmitSingleNode(t *testing.T) {
-	c := newClient(gpuNode("n1", 8))
+	c := newClient(fixture.GPUNode("n1", 8).Obj())
 	r := run(t, &cmdutil.FakeFactory{NS: "ml", Client: c}, "train", "--image", "img", "--gpus", "8", "--", "python train.py")
 	if r.Code != 0 || r.Stdout != "job.batch/train created\n" || r.Stderr != "" {
 		t.Fatalf("got %+v", r)
@@ -85,7 +74,7 @@ func TestSubmitSingleNode(t *testing.T) {
 }
 
 func TestSubmitMultiNodeOwnsItsService(t *testing.T) {
-	c := newClient(gpuNode("n1", 8), gpuNode("n2", 8))
+	c := newClient(fixture.GPUNode("n1", 8).Obj(), fixture.GPUNode("n2", 8).Obj())
 	r := run(t, &cmdutil.FakeFactory{Client: c}, "ddp", "--image", "img", "--gpus", "8", "--nodes", "2", "--", "torchrun", "train.py")
 	if r.Code != 0 || r.Stdout != "job.batch/ddp created\nservice/ddp created\n" || r.Stderr != "" {
 		t.Fatalf("got %+v", r)
@@ -105,7 +94,7 @@ func TestSubmitMultiNodeOwnsItsService(t *testing.T) {
 }
 
 func TestSubmitFailedServiceCreateLeavesNothing(t *testing.T) {
-	c := newClient(gpuNode("n1", 8), gpuNode("n2", 8))
+	c := newClient(fixture.GPUNode("n1", 8).Obj(), fixture.GPUNode("n2", 8).Obj())
 	c.PrependReactor("create", "services", func(k8stesting.Action) (bool, runtime.Object, error) {
 		return true, nil, apierrors.NewForbidden(schema.GroupResource{Resource: "services"}, "ddp", errors.New("RBAC: denied"))
 	})
@@ -127,7 +116,7 @@ func TestSubmitFailedServiceCreateLeavesNothing(t *testing.T) {
 }
 
 func TestSubmitFailedRollbackIsReported(t *testing.T) {
-	c := newClient(gpuNode("n1", 8), gpuNode("n2", 8))
+	c := newClient(fixture.GPUNode("n1", 8).Obj(), fixture.GPUNode("n2", 8).Obj())
 	c.PrependReactor("create", "services", func(k8stesting.Action) (bool, runtime.Object, error) {
 		return true, nil, errors.New("boom")
 	})
@@ -148,8 +137,8 @@ func TestSubmitCapacityGuard(t *testing.T) {
 		want  string
 	}{
 		{"no GPUs at all", nil, []string{"--gpus", "1"}, "No nvidia.com/gpu resources allocatable on the cluster"},
-		{"too few", []runtime.Object{gpuNode("a", 8)}, []string{"--gpus", "8", "--nodes", "2"}, "needs 16 nvidia.com/gpu (8 per node x 2 nodes) but only 8 are allocatable on the cluster"},
-		{"rank spans nodes", []runtime.Object{gpuNode("a", 8), gpuNode("b", 8)}, []string{"--gpus", "16"}, "a rank cannot span nodes"},
+		{"too few", []runtime.Object{fixture.GPUNode("a", 8).Obj()}, []string{"--gpus", "8", "--nodes", "2"}, "needs 16 nvidia.com/gpu (8 per node x 2 nodes) but only 8 are allocatable on the cluster"},
+		{"rank spans nodes", []runtime.Object{fixture.GPUNode("a", 8).Obj(), fixture.GPUNode("b", 8).Obj()}, []string{"--gpus", "16"}, "a rank cannot span nodes"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -194,7 +183,7 @@ func TestSubmitPagesThroughNodes(t *testing.T) {
 		if opts.Limit == 0 || opts.Limit > 500 {
 			t.Errorf("node list without a page size: %+v", opts)
 		}
-		list := &corev1.NodeList{Items: []corev1.Node{*gpuNode(fmt.Sprintf("n%d", calls), 8)}}
+		list := &corev1.NodeList{Items: []corev1.Node{*fixture.GPUNode(fmt.Sprintf("n%d", calls), 8).Obj()}}
 		if calls < 3 {
 			list.Continue = fmt.Sprintf("page-%d", calls)
 		}
@@ -208,7 +197,7 @@ func TestSubmitPagesThroughNodes(t *testing.T) {
 
 func TestSubmitExistingJobIsUntouched(t *testing.T) {
 	existing := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "j", Namespace: "default", UID: "theirs", Labels: map[string]string{"owner": "someone"}}}
-	c := newClient(gpuNode("a", 8), existing)
+	c := newClient(fixture.GPUNode("a", 8).Obj(), existing)
 	r := run(t, &cmdutil.FakeFactory{Client: c}, "j", "--image", "img", "--", "true")
 	if r.Code != int(exitcode.AlreadyExists) || !strings.Contains(r.Stderr, `job.batch/j already exists in namespace "default"`) {
 		t.Fatalf("got %+v", r)
@@ -219,7 +208,7 @@ func TestSubmitExistingJobIsUntouched(t *testing.T) {
 }
 
 func TestSubmitMissingNamespace(t *testing.T) {
-	c := newClient(gpuNode("a", 8))
+	c := newClient(fixture.GPUNode("a", 8).Obj())
 	c.PrependReactor("create", "jobs", func(k8stesting.Action) (bool, runtime.Object, error) {
 		return true, nil, apierrors.NewNotFound(schema.GroupResource{Resource: "namespaces"}, "nope")
 	})
@@ -230,7 +219,7 @@ func TestSubmitMissingNamespace(t *testing.T) {
 }
 
 func TestSubmitServerDryRunStoresNothing(t *testing.T) {
-	c := newClient(gpuNode("a", 8), gpuNode("b", 8))
+	c := newClient(fixture.GPUNode("a", 8).Obj(), fixture.GPUNode("b", 8).Obj())
 	r := run(t, &cmdutil.FakeFactory{Client: c}, "ddp", "--image", "img", "--nodes", "2", "--dry-run=server", "--", "true")
 	if r.Code != 0 || r.Stdout != "job.batch/ddp created (server dry run)\nservice/ddp created (server dry run)\n" {
 		t.Fatalf("got %+v", r)
@@ -273,7 +262,7 @@ func TestSubmitClientDryRunNeedsNoCluster(t *testing.T) {
 }
 
 func TestSubmitOutputName(t *testing.T) {
-	c := newClient(gpuNode("a", 8), gpuNode("b", 8))
+	c := newClient(fixture.GPUNode("a", 8).Obj(), fixture.GPUNode("b", 8).Obj())
 	r := run(t, &cmdutil.FakeFactory{Client: c}, "ddp", "--image", "img", "--nodes", "2", "-o", "name", "--", "true")
 	if r.Code != 0 || r.Stdout != "job.batch/ddp\nservice/ddp\n" {
 		t.Fatalf("got %+v", r)
@@ -281,7 +270,7 @@ func TestSubmitOutputName(t *testing.T) {
 }
 
 func TestSubmitOutputJSONPath(t *testing.T) {
-	c := newClient(gpuNode("a", 8))
+	c := newClient(fixture.GPUNode("a", 8).Obj())
 	r := run(t, &cmdutil.FakeFactory{Client: c}, "j", "--image", "img", "-o", "jsonpath={.items[0].metadata.uid}", "--", "true")
 	if r.Code != 0 || r.Stdout != "uid-1" {
 		t.Fatalf("got %+v", r)
@@ -311,7 +300,7 @@ func TestSubmitUsageErrorsTouchNothing(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
-			c := newClient(gpuNode("a", 8))
+			c := newClient(fixture.GPUNode("a", 8).Obj())
 			r := run(t, &cmdutil.FakeFactory{Client: c}, tc.args...)
 			if r.Code != int(exitcode.Usage) || r.Stdout != "" || !strings.Contains(r.Stderr, tc.want) ||
 				!strings.Contains(r.Stderr, "See 'kubectl tao submit --help' for usage.") {
@@ -338,7 +327,7 @@ func TestSubmitFilesGoInAnOwnedConfigMap(t *testing.T) {
 	if err := os.WriteFile(spec, []byte("epochs: 3\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	c := newClient(gpuNode("a", 8))
+	c := newClient(fixture.GPUNode("a", 8).Obj())
 	r := run(t, &cmdutil.FakeFactory{Client: c}, "dino", "--image", "img", "--file", spec+":/specs/train.yaml",
 		"--volume", "results:/results", "--", "dino train -e /specs/train.yaml")
 	if r.Code != 0 || r.Stdout != "job.batch/dino created\nconfigmap/dino-files created\n" {
@@ -370,7 +359,7 @@ func TestSubmitFileErrors(t *testing.T) {
 		tests[unreadable+":/s.yaml"] = "permission denied"
 	}
 	for flag, want := range tests {
-		c := newClient(gpuNode("a", 8))
+		c := newClient(fixture.GPUNode("a", 8).Obj())
 		r := run(t, &cmdutil.FakeFactory{Client: c}, "j", "--image", "img", "--file", flag, "--", "true")
 		if r.Code != int(exitcode.Usage) || !strings.Contains(r.Stderr, want) || len(c.Actions()) != 0 {
 			t.Errorf("--file %s: got %+v, want exit 2 and %q with no API call", flag, r, want)
@@ -383,7 +372,7 @@ func TestSubmitFailedConfigMapCreateLeavesNothing(t *testing.T) {
 	if err := os.WriteFile(spec, []byte("a: 1\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	c := newClient(gpuNode("a", 8), gpuNode("b", 8))
+	c := newClient(fixture.GPUNode("a", 8).Obj(), fixture.GPUNode("b", 8).Obj())
 	c.PrependReactor("create", "services", func(k8stesting.Action) (bool, runtime.Object, error) {
 		return true, nil, errors.New("quota exceeded")
 	})
@@ -397,7 +386,7 @@ func TestSubmitFailedConfigMapCreateLeavesNothing(t *testing.T) {
 }
 
 func TestSubmitRetriesKeptByTheServer(t *testing.T) {
-	c := newClient(gpuNode("n1", 8), gpuNode("n2", 8))
+	c := newClient(fixture.GPUNode("n1", 8).Obj(), fixture.GPUNode("n2", 8).Obj())
 	r := run(t, &cmdutil.FakeFactory{Client: c}, "ddp", "--image", "img", "--gpus", "8", "--nodes", "2", "--retries", "3", "--", "true")
 	if r.Code != 0 || r.Stderr != "" {
 		t.Fatalf("got %+v, want no warning", r)
@@ -415,7 +404,7 @@ func TestSubmitRetriesKeptByTheServer(t *testing.T) {
 func TestSubmitRetriesDroppedByTheServerWarns(t *testing.T) {
 	for _, dryRun := range []string{"none", "server"} {
 		t.Run(dryRun, func(t *testing.T) {
-			c := newClient(gpuNode("n1", 8))
+			c := newClient(fixture.GPUNode("n1", 8).Obj())
 			c.PrependReactor("create", "jobs", func(a k8stesting.Action) (bool, runtime.Object, error) {
 				job := a.(k8stesting.CreateAction).GetObject().(*batchv1.Job)
 				job.Spec.PodReplacementPolicy, job.Spec.PodFailurePolicy = nil, nil
