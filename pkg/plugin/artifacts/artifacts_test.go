@@ -14,12 +14,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	ktypes "k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/artifacts"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmdutil"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/internal/cmdtest"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/internal/fixture"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/stage/transfer"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/staging"
 )
@@ -87,20 +87,8 @@ func (e *env) run(getenv map[string]string, args ...string) (int, string, string
 	return r.Code, r.Stdout, r.Stderr
 }
 
-func job(name, uid string, cond batchv1.JobConditionType, outputs bool) *batchv1.Job {
-	j := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", UID: ktypes.UID(uid), Annotations: map[string]string{}}}
-	if cond != "" {
-		j.Status.Conditions = []batchv1.JobCondition{{Type: cond, Status: corev1.ConditionTrue}}
-	}
-	if outputs {
-		j.Annotations[staging.AnnotationOutputs] = `["/results"]`
-		j.Annotations[staging.AnnotationS3Secret] = staging.SecretName(name)
-	}
-	return j
-}
-
 func TestDeletesTheJobThenOnlyItsPrefix(t *testing.T) {
-	e := setup(t, job("train", "uid-1", batchv1.JobComplete, true))
+	e := setup(t, fixture.Job("train").Namespace("default").UID("uid-1").Condition(batchv1.JobComplete, "", "").Annotation(staging.AnnotationOutputs, `["/results"]`).Annotation(staging.AnnotationS3Secret, staging.SecretName("train")).Obj())
 	if _, err := e.client.CoreV1().Secrets("default").Create(context.Background(), e.secret("train-s3"), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -117,7 +105,7 @@ func TestDeletesTheJobThenOnlyItsPrefix(t *testing.T) {
 }
 
 func TestDryRunRemovesNothing(t *testing.T) {
-	e := setup(t, job("train", "uid-1", batchv1.JobFailed, true))
+	e := setup(t, fixture.Job("train").Namespace("default").UID("uid-1").Condition(batchv1.JobFailed, "", "").Annotation(staging.AnnotationOutputs, `["/results"]`).Annotation(staging.AnnotationS3Secret, staging.SecretName("train")).Obj())
 	if _, err := e.client.CoreV1().Secrets("default").Create(context.Background(), e.secret("train-s3"), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -143,7 +131,7 @@ func TestDryRunRemovesNothing(t *testing.T) {
 }
 
 func TestShellCredentialsNeedNoSecret(t *testing.T) {
-	e := setup(t, job("train", "uid-1", batchv1.JobComplete, true))
+	e := setup(t, fixture.Job("train").Namespace("default").UID("uid-1").Condition(batchv1.JobComplete, "", "").Annotation(staging.AnnotationOutputs, `["/results"]`).Annotation(staging.AnnotationS3Secret, staging.SecretName("train")).Obj())
 	env := map[string]string{"ACCESS_KEY": accessKey, "SECRET_KEY": secretKey, "S3_BUCKET_NAME": "results-bucket", "S3_ENDPOINT_URL": e.url}
 	code, out, errOut := e.run(env, "delete-artifacts", "job/train")
 	if code != 0 || !strings.Contains(out, "2 objects (20 B) removed") {
@@ -158,10 +146,10 @@ func TestShellCredentialsNeedNoSecret(t *testing.T) {
 
 func TestRefusals(t *testing.T) {
 	e := setup(t,
-		job("running", "uid-1", "", true),
-		job("plain", "uid-2", batchv1.JobComplete, false),
-		job("orphan", "uid-3", batchv1.JobComplete, true),
-		job("train", "uid-1", batchv1.JobComplete, true),
+		fixture.Job("running").Namespace("default").UID("uid-1").Annotation(staging.AnnotationOutputs, `["/results"]`).Annotation(staging.AnnotationS3Secret, staging.SecretName("running")).Obj(),
+		fixture.Job("plain").Namespace("default").UID("uid-2").Condition(batchv1.JobComplete, "", "").Obj(),
+		fixture.Job("orphan").Namespace("default").UID("uid-3").Condition(batchv1.JobComplete, "", "").Annotation(staging.AnnotationOutputs, `["/results"]`).Annotation(staging.AnnotationS3Secret, staging.SecretName("orphan")).Obj(),
+		fixture.Job("train").Namespace("default").UID("uid-1").Condition(batchv1.JobComplete, "", "").Annotation(staging.AnnotationOutputs, `["/results"]`).Annotation(staging.AnnotationS3Secret, staging.SecretName("train")).Obj(),
 	)
 	before := len(e.keys())
 	for _, tc := range []struct {
@@ -194,7 +182,7 @@ func TestRefusals(t *testing.T) {
 // Wrong credentials are found by the listing, before the Job (and its Secret) is deleted. The
 // fake S3 does not check signatures, so the bucket is missing instead: the same path.
 func TestS3FailureKeepsTheJob(t *testing.T) {
-	e := setup(t, job("train", "uid-1", batchv1.JobComplete, true))
+	e := setup(t, fixture.Job("train").Namespace("default").UID("uid-1").Condition(batchv1.JobComplete, "", "").Annotation(staging.AnnotationOutputs, `["/results"]`).Annotation(staging.AnnotationS3Secret, staging.SecretName("train")).Obj())
 	env := map[string]string{"ACCESS_KEY": accessKey, "SECRET_KEY": secretKey, "S3_BUCKET_NAME": "no-such-bucket", "S3_ENDPOINT_URL": e.url}
 	code, _, errOut := e.run(env, "delete-artifacts", "train")
 	if code != 3 || !strings.Contains(errOut, "s3://no-such-bucket/results/train/uid-1/ (nothing was deleted)") {

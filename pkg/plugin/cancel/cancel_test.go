@@ -13,7 +13,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	ktypes "k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
@@ -21,31 +20,10 @@ import (
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmdutil"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/exitcode"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/internal/cmdtest"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/internal/fixture"
 )
 
 var now = time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
-
-func job(name, uid string, conds ...batchv1.JobConditionType) *batchv1.Job {
-	j := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", UID: ktypes.UID("uid-" + uidOr(uid, name)),
-		Labels: map[string]string{"app.kubernetes.io/managed-by": "kubectl-tao"}}}
-	for _, c := range conds {
-		j.Status.Conditions = append(j.Status.Conditions, batchv1.JobCondition{Type: c, Status: corev1.ConditionTrue})
-	}
-	return j
-}
-
-func uidOr(uid, name string) string {
-	if uid != "" {
-		return uid
-	}
-	return name
-}
-
-func pod(name string, owner *batchv1.Job) *corev1.Pod {
-	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", UID: ktypes.UID("pod-" + name),
-		Labels: map[string]string{"batch.kubernetes.io/controller-uid": string(owner.UID)}},
-		Spec: corev1.PodSpec{NodeName: "node-1"}, Status: corev1.PodStatus{Phase: corev1.PodRunning}}
-}
 
 func run(t *testing.T, c *fake.Clientset, args ...string) (int, string, string) {
 	t.Helper()
@@ -72,8 +50,8 @@ func garbageCollect(t *testing.T, c *fake.Clientset, j *batchv1.Job, pods ...str
 }
 
 func TestCancelWaitsForThePods(t *testing.T) {
-	j := job("ddp", "")
-	c := fake.NewClientset(j, pod("ddp-0", j), pod("ddp-1", j))
+	j := fixture.Job("ddp").Namespace("default").Label("app.kubernetes.io/managed-by", "kubectl-tao").Obj()
+	c := fake.NewClientset(j, fixture.RankPod(j, 0).Name("ddp-0").Node("node-1").Phase(corev1.PodRunning).Obj(), fixture.RankPod(j, 1).Name("ddp-1").Node("node-1").Phase(corev1.PodRunning).Obj())
 	var deleteOpts metav1.DeleteOptions
 	c.PrependReactor("delete", "jobs", func(a k8stesting.Action) (bool, runtime.Object, error) {
 		deleteOpts = a.(k8stesting.DeleteActionImpl).DeleteOptions
@@ -90,8 +68,8 @@ func TestCancelWaitsForThePods(t *testing.T) {
 }
 
 func TestCancelTimeoutNamesThePods(t *testing.T) {
-	j := job("ddp", "")
-	c := fake.NewClientset(j, pod("ddp-0", j), pod("ddp-1", j))
+	j := fixture.Job("ddp").Namespace("default").Label("app.kubernetes.io/managed-by", "kubectl-tao").Obj()
+	c := fake.NewClientset(j, fixture.RankPod(j, 0).Name("ddp-0").Node("node-1").Phase(corev1.PodRunning).Obj(), fixture.RankPod(j, 1).Name("ddp-1").Node("node-1").Phase(corev1.PodRunning).Obj())
 	c.PrependReactor("delete", "jobs", func(k8stesting.Action) (bool, runtime.Object, error) { return true, nil, nil })
 	code, out, errOut := run(t, c, "cancel", "ddp", "--timeout", "300ms")
 	if code != int(exitcode.Timeout) || out != "" || !strings.Contains(errOut, "2 pods remain: ddp-0 (Running on node-1), ddp-1 (Running on node-1)") {
@@ -100,7 +78,7 @@ func TestCancelTimeoutNamesThePods(t *testing.T) {
 }
 
 func TestCancelReplacedJobIsNeverDeleted(t *testing.T) {
-	j := job("ddp", "")
+	j := fixture.Job("ddp").Namespace("default").Label("app.kubernetes.io/managed-by", "kubectl-tao").Obj()
 	c := fake.NewClientset(j)
 	c.PrependReactor("delete", "jobs", func(k8stesting.Action) (bool, runtime.Object, error) {
 		return true, nil, apierrors.NewConflict(schema.GroupResource{Group: "batch", Resource: "jobs"}, "ddp", nil)
@@ -119,8 +97,8 @@ func TestCancelMissingJob(t *testing.T) {
 }
 
 func TestCancelNoWaitAndGracePeriod(t *testing.T) {
-	j := job("ddp", "")
-	c := fake.NewClientset(j, pod("ddp-0", j))
+	j := fixture.Job("ddp").Namespace("default").Label("app.kubernetes.io/managed-by", "kubectl-tao").Obj()
+	c := fake.NewClientset(j, fixture.RankPod(j, 0).Name("ddp-0").Node("node-1").Phase(corev1.PodRunning).Obj())
 	code, out, _ := run(t, c, "cancel", "ddp", "--wait=false", "--grace-period", "120")
 	if code != 0 || !strings.Contains(out, "job.batch/ddp canceled (deletion requested") {
 		t.Fatalf("exit %d, stdout %q", code, out)
@@ -137,7 +115,7 @@ func TestCancelNoWaitAndGracePeriod(t *testing.T) {
 }
 
 func TestCancelFinishedJobIsANoOp(t *testing.T) {
-	c := fake.NewClientset(job("done", "", batchv1.JobComplete))
+	c := fake.NewClientset(fixture.Job("done").Namespace("default").Label("app.kubernetes.io/managed-by", "kubectl-tao").Condition(batchv1.JobComplete, "", "").Obj())
 	code, out, errOut := run(t, c, "cancel", "done")
 	if code != 0 || out != "" || !strings.Contains(errOut, "already finished (Complete)") {
 		t.Fatalf("exit %d, stdout %q, stderr %q", code, out, errOut)
@@ -150,7 +128,7 @@ func TestCancelFinishedJobIsANoOp(t *testing.T) {
 }
 
 func TestDeleteRefusesRunningJobs(t *testing.T) {
-	c := fake.NewClientset(job("busy", ""), job("done", "", batchv1.JobFailed))
+	c := fake.NewClientset(fixture.Job("busy").Namespace("default").Label("app.kubernetes.io/managed-by", "kubectl-tao").Obj(), fixture.Job("done").Namespace("default").Label("app.kubernetes.io/managed-by", "kubectl-tao").Condition(batchv1.JobFailed, "", "").Obj())
 	code, _, errOut := run(t, c, "delete", "busy")
 	if code != int(exitcode.Error) || !strings.Contains(errOut, "is Pending, not finished: cancel it") {
 		t.Fatalf("exit %d, stderr %q", code, errOut)
@@ -169,22 +147,12 @@ func TestCancelUsage(t *testing.T) {
 	}
 }
 
-func finished(name string, cond batchv1.JobConditionType, ago time.Duration) *batchv1.Job {
-	j := job(name, "", cond)
-	t := metav1.NewTime(now.Add(-ago))
-	j.Status.Conditions[0].LastTransitionTime = t
-	if cond == batchv1.JobComplete {
-		j.Status.CompletionTime = &t
-	}
-	return j
-}
-
 func TestPrune(t *testing.T) {
 	objs := []runtime.Object{
-		finished("old-ok", batchv1.JobComplete, 48*time.Hour),
-		finished("old-failed", batchv1.JobFailed, 30*time.Hour),
-		finished("recent", batchv1.JobComplete, time.Hour),
-		job("running", ""),
+		fixture.Job("old-ok").Namespace("default").Label("app.kubernetes.io/managed-by", "kubectl-tao").Finished(batchv1.JobComplete, now.Add(-48*time.Hour)).Obj(),
+		fixture.Job("old-failed").Namespace("default").Label("app.kubernetes.io/managed-by", "kubectl-tao").Finished(batchv1.JobFailed, now.Add(-30*time.Hour)).Obj(),
+		fixture.Job("recent").Namespace("default").Label("app.kubernetes.io/managed-by", "kubectl-tao").Finished(batchv1.JobComplete, now.Add(-time.Hour)).Obj(),
+		fixture.Job("running").Namespace("default").Label("app.kubernetes.io/managed-by", "kubectl-tao").Obj(),
 	}
 	c := fake.NewClientset(objs...)
 	code, out, _ := run(t, c, "prune", "--older-than", "24h", "--dry-run")

@@ -8,7 +8,6 @@ import (
 	"strings"
 	"testing"
 
-	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -18,15 +17,8 @@ import (
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmdutil"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/completion"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/internal/cmdtest"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/internal/fixture"
 )
-
-func job(ns, name string, managed bool) *batchv1.Job {
-	j := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
-	if managed {
-		j.Labels = map[string]string{"app.kubernetes.io/managed-by": "kubectl-tao"}
-	}
-	return j
-}
 
 func run(t *testing.T, client *fake.Clientset, args ...string) (int, string, string) {
 	t.Helper()
@@ -35,8 +27,8 @@ func run(t *testing.T, client *fake.Clientset, args ...string) (int, string, str
 }
 
 func TestJobNamesAreThePluginsJobsInTheNamespace(t *testing.T) {
-	client := fake.NewClientset(job("team", "train-1", true), job("team", "train-2", true),
-		job("team", "someone-elses", false), job("other", "train-3", true))
+	client := fake.NewClientset(fixture.Job("train-1").Namespace("team").Label("app.kubernetes.io/managed-by", "kubectl-tao").Obj(), fixture.Job("train-2").Namespace("team").Label("app.kubernetes.io/managed-by", "kubectl-tao").Obj(),
+		fixture.Job("someone-elses").Namespace("team").Obj(), fixture.Job("train-3").Namespace("other").Label("app.kubernetes.io/managed-by", "kubectl-tao").Obj())
 	for _, c := range []struct {
 		args []string
 		want string
@@ -55,7 +47,7 @@ func TestJobNamesAreThePluginsJobsInTheNamespace(t *testing.T) {
 }
 
 func TestJobNameCompletionIsOnePagedLabelledList(t *testing.T) {
-	client := fake.NewClientset(job("team", "train-1", true))
+	client := fake.NewClientset(fixture.Job("train-1").Namespace("team").Label("app.kubernetes.io/managed-by", "kubectl-tao").Obj())
 	if _, out, _ := run(t, client, "__complete", "status", ""); !strings.HasPrefix(out, "train-1\n") {
 		t.Fatalf("stdout %q", out)
 	}

@@ -8,43 +8,22 @@ import (
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
-	"k8s.io/utils/ptr"
 
 	"github.com/kubectl-tao/kubectl-tao/internal/testbuf"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmdutil"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/exitcode"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/internal/cmdtest"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/internal/fixture"
 )
 
-func job(mutate ...func(*batchv1.Job)) *batchv1.Job {
-	j := &batchv1.Job{
-		ObjectMeta: metav1.ObjectMeta{Name: "train", Namespace: "ml", UID: "uid-1"},
-		Spec:       batchv1.JobSpec{Completions: ptr.To[int32](2), Parallelism: ptr.To[int32](2)},
-	}
-	for _, m := range mutate {
-		m(j)
-	}
-	return j
-}
-
-func running(ready int32) func(*batchv1.Job) {
-	return func(j *batchv1.Job) { j.Status.Active, j.Status.Ready = 2, ptr.To(ready) }
-}
-
-func ended(t batchv1.JobConditionType, reason, msg string) func(*batchv1.Job) {
-	return func(j *batchv1.Job) {
-		j.Status.Active, j.Status.Ready = 0, ptr.To[int32](0)
-		if t == batchv1.JobComplete {
-			j.Status.Succeeded = 2
-		}
-		j.Status.Conditions = append(j.Status.Conditions, batchv1.JobCondition{Type: t, Status: corev1.ConditionTrue, Reason: reason, Message: msg})
-	}
+// train is the Job the tests wait for: two ranks, not started.
+func train() *fixture.JobWrapper {
+	return fixture.Job("train").Namespace("ml").UID("uid-1").Nodes(2)
 }
 
 // watched returns a clientset whose job watches go through the tracker, and a channel closed
@@ -138,7 +117,7 @@ func TestWaitOutcomes(t *testing.T) {
 		{
 			name: "runs then completes",
 			changes: func(t *testing.T, c *fake.Clientset) []func() {
-				return []func(){updateTo(t, c, job(running(1))), updateTo(t, c, job(running(2))), updateTo(t, c, job(ended(batchv1.JobComplete, "CompletionsReached", "")))}
+				return []func(){updateTo(t, c, train().Active(2, 1).Obj()), updateTo(t, c, train().Active(2, 2).Obj()), updateTo(t, c, train().Active(0, 0).Succeeded(2).Condition(batchv1.JobComplete, "CompletionsReached", "").Obj())}
 			},
 			code:   exitcode.OK,
 			stdout: "job.batch/train Complete\n",
@@ -147,9 +126,7 @@ func TestWaitOutcomes(t *testing.T) {
 		{
 			name: "success criteria met counts as the end (1.31+)",
 			changes: func(t *testing.T, c *fake.Clientset) []func() {
-				return []func(){updateTo(t, c, job(running(2), func(j *batchv1.Job) {
-					j.Status.Conditions = []batchv1.JobCondition{{Type: batchv1.JobSuccessCriteriaMet, Status: corev1.ConditionTrue}}
-				}))}
+				return []func(){updateTo(t, c, train().Active(2, 2).Condition(batchv1.JobSuccessCriteriaMet, "", "").Obj())}
 			},
 			code:   exitcode.OK,
 			stdout: "job.batch/train Complete\n",
@@ -157,7 +134,7 @@ func TestWaitOutcomes(t *testing.T) {
 		{
 			name: "oom fails",
 			changes: func(t *testing.T, c *fake.Clientset) []func() {
-				return []func(){updateTo(t, c, job(running(2))), updateTo(t, c, job(ended(batchv1.JobFailureTarget, "PodFailurePolicy", "Container tao exited with 137")))}
+				return []func(){updateTo(t, c, train().Active(2, 2).Obj()), updateTo(t, c, train().Active(0, 0).Condition(batchv1.JobFailureTarget, "PodFailurePolicy", "Container tao exited with 137").Obj())}
 			},
 			code:   exitcode.JobFailed,
 			stdout: "job.batch/train Error\n",
@@ -166,7 +143,7 @@ func TestWaitOutcomes(t *testing.T) {
 		{
 			name: "deleted while running",
 			changes: func(t *testing.T, c *fake.Clientset) []func() {
-				return []func(){updateTo(t, c, job(running(2))), func() {
+				return []func(){updateTo(t, c, train().Active(2, 2).Obj()), func() {
 					if err := c.BatchV1().Jobs("ml").Delete(context.Background(), "train", metav1.DeleteOptions{}); err != nil {
 						t.Error(err)
 					}
@@ -179,7 +156,7 @@ func TestWaitOutcomes(t *testing.T) {
 		{
 			name: "being deleted (foreground) is canceled",
 			changes: func(t *testing.T, c *fake.Clientset) []func() {
-				return []func(){updateTo(t, c, job(running(2), func(j *batchv1.Job) { j.DeletionTimestamp = ptr.To(metav1.Now()) }))}
+				return []func(){updateTo(t, c, train().Active(2, 2).Deleting(time.Now()).Obj())}
 			},
 			code:   exitcode.JobCanceled,
 			stdout: "job.batch/train Canceled\n",
@@ -187,24 +164,26 @@ func TestWaitOutcomes(t *testing.T) {
 		{
 			name: "replaced by a same-name Job is canceled",
 			changes: func(t *testing.T, c *fake.Clientset) []func() {
-				return []func(){updateTo(t, c, job(func(j *batchv1.Job) { j.UID = "uid-2" }))}
+				return []func(){updateTo(t, c, train().UID("uid-2").Obj())}
 			},
 			code:   exitcode.JobCanceled,
 			stdout: "job.batch/train Canceled\n",
 		},
 		{
-			name:    "timeout",
-			args:    []string{"--timeout", "200ms"},
-			changes: func(t *testing.T, c *fake.Clientset) []func() { return []func(){updateTo(t, c, job(running(2)))} },
-			code:    exitcode.Timeout,
-			stdout:  "",
-			stderr:  []string{"error: timed out after 200ms waiting for job.batch/train (last status: Running (2/2 ranks))"},
+			name: "timeout",
+			args: []string{"--timeout", "200ms"},
+			changes: func(t *testing.T, c *fake.Clientset) []func() {
+				return []func(){updateTo(t, c, train().Active(2, 2).Obj())}
+			},
+			code:   exitcode.Timeout,
+			stdout: "",
+			stderr: []string{"error: timed out after 200ms waiting for job.batch/train (last status: Running (2/2 ranks))"},
 		},
 		{
 			name: "-o json prints the status object",
 			args: []string{"-o", "jsonpath={.status} {.succeeded}"},
 			changes: func(t *testing.T, c *fake.Clientset) []func() {
-				return []func(){updateTo(t, c, job(ended(batchv1.JobComplete, "", "")))}
+				return []func(){updateTo(t, c, train().Active(0, 0).Succeeded(2).Condition(batchv1.JobComplete, "", "").Obj())}
 			},
 			code:   exitcode.OK,
 			stdout: "Complete 2",
@@ -212,7 +191,7 @@ func TestWaitOutcomes(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			c, started := watched(job())
+			c, started := watched(train().Obj())
 			r := waitWhile(t, c, started, append([]string{"job.batch/train"}, tc.args...), tc.changes(t, c)...)
 			if r.Code != int(tc.code) || r.Stdout != tc.stdout {
 				t.Fatalf("got exit %d stdout %q stderr %q; want exit %d stdout %q", r.Code, r.Stdout, r.Stderr, tc.code, tc.stdout)
@@ -233,7 +212,7 @@ func TestWaitOutcomes(t *testing.T) {
 }
 
 func TestWaitAlreadyFinishedNeedsOneGet(t *testing.T) {
-	c, _ := watched(job(ended(batchv1.JobComplete, "", "")))
+	c, _ := watched(train().Active(0, 0).Succeeded(2).Condition(batchv1.JobComplete, "", "").Obj())
 	r := run(context.Background(), c, "train")
 	if r.Code != 0 || r.Stdout != "job.batch/train Complete\n" || r.Stderr != "Complete (2/2 ranks succeeded)\n" {
 		t.Fatalf("got %+v", r)
@@ -252,7 +231,7 @@ func TestWaitMissingJob(t *testing.T) {
 }
 
 func TestWaitInterrupted(t *testing.T) {
-	c, started := watched(job())
+	c, started := watched(train().Obj())
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan cmdtest.Result)
 	go func() { done <- run(ctx, c, "train") }()
@@ -265,7 +244,7 @@ func TestWaitInterrupted(t *testing.T) {
 }
 
 func TestWaitFlags(t *testing.T) {
-	c, _ := watched(job())
+	c, _ := watched(train().Obj())
 	for _, args := range [][]string{{}, {"train", "--timeout", "-1s"}, {"train", "-o", "wide"}, {"svc/train"}} {
 		if r := run(context.Background(), c, args...); r.Code != int(exitcode.Usage) {
 			t.Errorf("%v: got %+v, want a usage error", args, r)
