@@ -12,58 +12,40 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
-	"k8s.io/utils/ptr"
 
 	"github.com/kubectl-tao/kubectl-tao/internal/testbuf"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmdutil"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/exitcode"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/internal/cmdtest"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/internal/fixture"
 	"github.com/kubectl-tao/kubectl-tao/test/golden"
 )
 
 var now = time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
 
-func job(ns, name string, gpus string, nodes int32, age time.Duration, mutate ...func(*batchv1.Job)) *batchv1.Job {
-	j := &batchv1.Job{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, UID: types.UID("uid-" + name),
-			CreationTimestamp: metav1.NewTime(now.Add(-age)),
-			Labels:            map[string]string{"app.kubernetes.io/managed-by": "kubectl-tao", "team": "vision"}},
-		Spec: batchv1.JobSpec{
-			Completions: ptr.To(nodes), Parallelism: ptr.To(nodes),
-			Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{
-				Name: "tao", Image: "nvcr.io/nvidia/tao/tao-toolkit:6.0.0-pyt",
-				Command:   []string{"/bin/bash", "-c", "dino train -e /specs/$${SPEC}.yaml"},
-				Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{}},
-			}}}},
-		},
-	}
+// tao is the container of the listed jobs, asking for gpus GPUs ("" for none).
+func tao(gpus string) corev1.Container {
+	c := corev1.Container{Name: "tao", Image: "nvcr.io/nvidia/tao/tao-toolkit:6.0.0-pyt",
+		Command:   []string{"/bin/bash", "-c", "dino train -e /specs/$${SPEC}.yaml"},
+		Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{}}}
 	if gpus != "" {
-		j.Spec.Template.Spec.Containers[0].Resources.Limits["nvidia.com/gpu"] = resource.MustParse(gpus)
+		c.Resources.Limits["nvidia.com/gpu"] = resource.MustParse(gpus)
 	}
-	for _, m := range mutate {
-		m(j)
-	}
-	return j
+	return c
 }
 
 func fixtures() []runtime.Object {
 	return []runtime.Object{
-		job("ml", "ddp", "8", 2, 90*time.Minute, func(j *batchv1.Job) {
-			j.Status.Active, j.Status.Ready = 2, ptr.To[int32](2)
+		func() *batchv1.Job {
+			j := fixture.Job("ddp").Namespace("ml").Label("app.kubernetes.io/managed-by", "kubectl-tao").Label("team", "vision").Created(now.Add(-90*time.Minute)).Nodes(2).Container(tao("8")).Active(2, 2).Obj()
 			j.Spec.Template.Spec.Containers[0].Command = []string{"/bin/bash", "-c", "export NODE_RANK=...; exec \"$@\"", "kubectl-tao", "torchrun", "--nnodes", "$$NNODES", "train.py"}
-		}),
-		job("ml", "done", "1", 1, 26*time.Hour, func(j *batchv1.Job) {
-			j.Status.Succeeded = 1
-			j.Status.Conditions = []batchv1.JobCondition{{Type: batchv1.JobComplete, Status: corev1.ConditionTrue}}
-		}),
-		job("ml", "cpu-only", "", 1, 30*time.Second),
-		job("other", "oom", "4", 4, 3*time.Minute, func(j *batchv1.Job) {
-			j.Status.Failed = 1
-			j.Status.Conditions = []batchv1.JobCondition{{Type: batchv1.JobFailed, Status: corev1.ConditionTrue, Reason: "BackoffLimitExceeded"}}
-		}),
+			return j
+		}(),
+		fixture.Job("done").Namespace("ml").Label("app.kubernetes.io/managed-by", "kubectl-tao").Label("team", "vision").Created(now.Add(-26*time.Hour)).Nodes(1).Container(tao("1")).Succeeded(1).Condition(batchv1.JobComplete, "", "").Obj(),
+		fixture.Job("cpu-only").Namespace("ml").Label("app.kubernetes.io/managed-by", "kubectl-tao").Label("team", "vision").Created(now.Add(-30 * time.Second)).Nodes(1).Container(tao("")).Obj(),
+		fixture.Job("oom").Namespace("other").Label("app.kubernetes.io/managed-by", "kubectl-tao").Label("team", "vision").Created(now.Add(-3*time.Minute)).Nodes(4).Container(tao("4")).Failed(1).Condition(batchv1.JobFailed, "BackoffLimitExceeded", "").Obj(),
 		// Not ours: never listed.
 		&batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "foreign", Namespace: "ml"}},
 	}
@@ -149,9 +131,9 @@ func TestListPages(t *testing.T) {
 		continues = append(continues, opts.Continue)
 		if opts.Continue == "" {
 			return true, &batchv1.JobList{ListMeta: metav1.ListMeta{Continue: "page2", ResourceVersion: "7"},
-				Items: []batchv1.Job{*job("ml", "a", "1", 1, time.Minute)}}, nil
+				Items: []batchv1.Job{*fixture.Job("a").Namespace("ml").Label("app.kubernetes.io/managed-by", "kubectl-tao").Label("team", "vision").Created(now.Add(-time.Minute)).Nodes(1).Container(tao("1")).Obj()}}, nil
 		}
-		return true, &batchv1.JobList{ListMeta: metav1.ListMeta{ResourceVersion: "7"}, Items: []batchv1.Job{*job("ml", "b", "1", 1, time.Minute)}}, nil
+		return true, &batchv1.JobList{ListMeta: metav1.ListMeta{ResourceVersion: "7"}, Items: []batchv1.Job{*fixture.Job("b").Namespace("ml").Label("app.kubernetes.io/managed-by", "kubectl-tao").Label("team", "vision").Created(now.Add(-time.Minute)).Nodes(1).Container(tao("1")).Obj()}}, nil
 	})
 	r := run(context.Background(), c, "list", "-o", "name")
 	if r.Code != 0 || r.Stdout != "job.batch/a\njob.batch/b\n" || strings.Join(continues, ",") != ",page2" {
@@ -184,7 +166,7 @@ func TestListBadOutput(t *testing.T) {
 func TestListWatch(t *testing.T) {
 	c := fake.NewClientset()
 	c.PrependReactor("list", "jobs", func(k8stesting.Action) (bool, runtime.Object, error) {
-		return true, &batchv1.JobList{ListMeta: metav1.ListMeta{ResourceVersion: "41"}, Items: []batchv1.Job{*job("ml", "ddp", "8", 2, time.Hour)}}, nil
+		return true, &batchv1.JobList{ListMeta: metav1.ListMeta{ResourceVersion: "41"}, Items: []batchv1.Job{*fixture.Job("ddp").Namespace("ml").Label("app.kubernetes.io/managed-by", "kubectl-tao").Label("team", "vision").Created(now.Add(-time.Hour)).Nodes(2).Container(tao("8")).Obj()}}, nil
 	})
 	watchers := make(chan *watchRecorder, 1)
 	c.PrependWatchReactor("jobs", func(a k8stesting.Action) (bool, watchInterface, error) {
@@ -203,7 +185,8 @@ func TestListWatch(t *testing.T) {
 	if w.opts.ResourceVersion != "41" || w.opts.LabelSelector != "app.kubernetes.io/managed-by=kubectl-tao" {
 		t.Errorf("watch options = %+v, want from the list's resourceVersion with the selector", w.opts)
 	}
-	running := job("ml", "ddp", "8", 2, time.Hour, func(j *batchv1.Job) { j.Status.Active, j.Status.Ready = 2, ptr.To[int32](1); j.ResourceVersion = "42" })
+	running := fixture.Job("ddp").Namespace("ml").Label("app.kubernetes.io/managed-by", "kubectl-tao").Label("team", "vision").Created(now.Add(-time.Hour)).Nodes(2).Container(tao("8")).Active(2, 1).Obj()
+	running.ResourceVersion = "42"
 	w.fw.Modify(running)
 	for deadline := time.Now().Add(5 * time.Second); strings.Count(out.String(), "\n") < 3 && time.Now().Before(deadline); {
 		time.Sleep(5 * time.Millisecond)
@@ -216,10 +199,7 @@ func TestListWatch(t *testing.T) {
 }
 
 func TestListQueuedIsPending(t *testing.T) {
-	queued := job("ml", "waiting", "8", 2, time.Minute, func(j *batchv1.Job) {
-		j.Labels["kueue.x-k8s.io/queue-name"] = "team-a"
-		j.Spec.Suspend = ptr.To(true)
-	})
+	queued := fixture.Job("waiting").Namespace("ml").Label("app.kubernetes.io/managed-by", "kubectl-tao").Label("team", "vision").Created(now.Add(-time.Minute)).Nodes(2).Container(tao("8")).Label("kueue.x-k8s.io/queue-name", "team-a").Suspend(true).Obj()
 	r := run(context.Background(), fake.NewClientset(queued), "list")
 	want := "NAME      STATUS    GPUS   NODES   AGE\nwaiting   Pending   8x2    0/2     60s\n"
 	if r.Code != 0 || r.Stdout != want {

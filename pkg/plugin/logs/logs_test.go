@@ -5,46 +5,23 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	k8stypes "k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
-	"k8s.io/utils/ptr"
 
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmdutil"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/exitcode"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/internal/cmdtest"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/internal/fixture"
 )
 
-func job(conds ...batchv1.JobConditionType) *batchv1.Job {
-	j := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "train", Namespace: "ns", UID: "job-uid"},
-		Spec: batchv1.JobSpec{Completions: ptr.To[int32](3)}}
-	for _, c := range conds {
-		j.Status.Conditions = append(j.Status.Conditions, batchv1.JobCondition{Type: c, Status: corev1.ConditionTrue, Reason: "PodFailurePolicy", Message: "rank 1 OOMKilled"})
-	}
-	return j
-}
-
-func rankPod(rank int, running bool) *corev1.Pod {
-	p := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("train-%d-abcde", rank), Namespace: "ns", UID: k8stypes.UID(fmt.Sprint("pod-", rank)),
-			Labels:          map[string]string{"job-name": "train"},
-			Annotations:     map[string]string{batchv1.JobCompletionIndexAnnotation: fmt.Sprint(rank)},
-			OwnerReferences: []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: "train", UID: "job-uid", Controller: ptr.To(true)}}},
-		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "main"}}},
-	}
-	cs := corev1.ContainerStatus{Name: "main"}
-	if running {
-		cs.State.Running = &corev1.ContainerStateRunning{}
-	} else {
-		cs.State.Waiting = &corev1.ContainerStateWaiting{Reason: "ContainerCreating"}
-	}
-	p.Status.ContainerStatuses = []corev1.ContainerStatus{cs}
-	return p
+// train is the Job whose logs the tests read: three ranks of one container "main".
+func train() *fixture.JobWrapper {
+	return fixture.Job("train").Namespace("ns").UID("job-uid").Completions(3).Container(corev1.Container{Name: "main"})
 }
 
 // client is a fake clientset whose log endpoint answers every pod with the same two lines
@@ -99,7 +76,7 @@ func TestLogsCommand(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			c, reqs := client(job(), rankPod(2, false), rankPod(1, true), rankPod(0, true))
+			c, reqs := client(train().Obj(), fixture.RankPod(train().Obj(), 2).Waiting("ContainerCreating", "").Obj(), fixture.RankPod(train().Obj(), 1).Running(time.Time{}).Obj(), fixture.RankPod(train().Obj(), 0).Running(time.Time{}).Obj())
 			r := run(t, c, tc.args...)
 			if r.Code != int(tc.wantCode) || r.Stdout != tc.wantOut || r.Stderr != tc.wantErr {
 				t.Fatalf("got exit %d\nstdout:\n%s\nstderr:\n%s\nwant exit %d\nstdout:\n%s\nstderr:\n%s", r.Code, r.Stdout, r.Stderr, tc.wantCode, tc.wantOut, tc.wantErr)
@@ -127,7 +104,7 @@ func fmtOpts(o corev1.PodLogOptions) string {
 }
 
 func TestLogsRequestsOneListNoPerPodGets(t *testing.T) {
-	c, reqs := client(job(), rankPod(2, true), rankPod(1, true), rankPod(0, true))
+	c, reqs := client(train().Obj(), fixture.RankPod(train().Obj(), 2).Running(time.Time{}).Obj(), fixture.RankPod(train().Obj(), 1).Running(time.Time{}).Obj(), fixture.RankPod(train().Obj(), 0).Running(time.Time{}).Obj())
 	if r := run(t, c, "train"); r.Code != 0 {
 		t.Fatalf("%+v", r)
 	}
@@ -148,13 +125,13 @@ func TestLogsFollowExitCodes(t *testing.T) {
 		wantCode exitcode.Code
 		wantErr  string
 	}{
-		{"complete", job(batchv1.JobComplete), exitcode.OK, ""},
-		{"failed", job(batchv1.JobFailed), exitcode.JobFailed, "error: job.batch/train failed: PodFailurePolicy: rank 1 OOMKilled\n"},
-		{"canceled", deleting(job()), exitcode.JobCanceled, "error: job.batch/train was canceled: the Job is being deleted\n"},
+		{"complete", train().Condition(batchv1.JobComplete, "PodFailurePolicy", "rank 1 OOMKilled").Obj(), exitcode.OK, ""},
+		{"failed", train().Condition(batchv1.JobFailed, "PodFailurePolicy", "rank 1 OOMKilled").Obj(), exitcode.JobFailed, "error: job.batch/train failed: PodFailurePolicy: rank 1 OOMKilled\n"},
+		{"canceled", train().Deleting(time.Now()).Obj(), exitcode.JobCanceled, "error: job.batch/train was canceled: the Job is being deleted\n"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			c, _ := client(tc.job, rankPod(1, true), rankPod(0, true))
+			c, _ := client(tc.job, fixture.RankPod(train().Obj(), 1).Running(time.Time{}).Obj(), fixture.RankPod(train().Obj(), 0).Running(time.Time{}).Obj())
 			r := run(t, c, "-f", "train")
 			want := "[rank 0] step 1\n[rank 0] step 2\n[rank 1] step 1\n[rank 1] step 2\n"
 			if r.Code != int(tc.wantCode) || r.Stdout != want || r.Stderr != tc.wantErr {
@@ -168,11 +145,4 @@ func TestLogsFollowExitCodes(t *testing.T) {
 			}
 		})
 	}
-}
-
-func deleting(j *batchv1.Job) *batchv1.Job {
-	now := metav1.Now()
-	j.DeletionTimestamp = &now
-	j.Finalizers = []string{"batch.kubernetes.io/job-tracking"}
-	return j
 }

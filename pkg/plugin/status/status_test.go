@@ -13,7 +13,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes/fake"
@@ -23,31 +22,18 @@ import (
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmdutil"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/exitcode"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/internal/cmdtest"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/internal/fixture"
 	"github.com/kubectl-tao/kubectl-tao/test/golden"
 )
 
 var now = time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
 
-func trainJob() *batchv1.Job {
-	start := metav1.NewTime(now.Add(-4 * time.Minute))
-	return &batchv1.Job{
-		ObjectMeta: metav1.ObjectMeta{Name: "train", Namespace: "ml", UID: "uid-1", CreationTimestamp: metav1.NewTime(now.Add(-5 * time.Minute))},
-		Spec: batchv1.JobSpec{
-			Completions: ptr.To[int32](2), Parallelism: ptr.To[int32](2),
-			Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{
-				Name: "tao", Image: "img",
-				Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("8")}},
-			}}}},
-		},
-		Status: batchv1.JobStatus{Active: 2, Ready: ptr.To[int32](1), StartTime: &start},
-	}
-}
-
-func pod(name, jobUID string, phase corev1.PodPhase) *corev1.Pod {
-	return &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ml", Labels: map[string]string{"batch.kubernetes.io/controller-uid": jobUID, "job-name": "train"}},
-		Status:     corev1.PodStatus{Phase: phase},
-	}
+// train is the Job whose status the tests read: two ranks of 8 GPUs, one of them ready.
+func train() *fixture.JobWrapper {
+	return fixture.Job("train").Namespace("ml").UID("uid-1").Created(now.Add(-5*time.Minute)).Nodes(2).
+		Container(corev1.Container{Name: "tao", Image: "img",
+			Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("8")}}}).
+		Active(2, 1).Started(now.Add(-4 * time.Minute))
 }
 
 func run(t *testing.T, c *fake.Clientset, args ...string) cmdtest.Result {
@@ -64,8 +50,8 @@ func requests(c *fake.Clientset) []string {
 }
 
 func TestStatusRunningTable(t *testing.T) {
-	c := fake.NewClientset(trainJob(), pod("train-0", "uid-1", corev1.PodRunning), pod("train-1", "uid-1", corev1.PodRunning),
-		pod("old-0", "uid-0", corev1.PodRunning))
+	c := fake.NewClientset(train().Obj(), fixture.RankPod(train().Obj(), 0).Name("train-0").Phase(corev1.PodRunning).Obj(), fixture.RankPod(train().Obj(), 1).Name("train-1").Phase(corev1.PodRunning).Obj(),
+		fixture.RankPod(train().UID("uid-0").Obj(), 0).Name("old-0").Phase(corev1.PodRunning).Obj())
 	r := run(t, c, "job/train")
 	if r.Code != 0 || r.Stderr != "" {
 		t.Fatalf("got %+v", r)
@@ -89,7 +75,7 @@ func TestStatusRunningTable(t *testing.T) {
 }
 
 func TestStatusJSONHasExactlyTheContractKeys(t *testing.T) {
-	job := trainJob()
+	job := train().Obj()
 	job.Status.Conditions = []batchv1.JobCondition{{Type: batchv1.JobFailed, Status: corev1.ConditionTrue, Reason: "PodFailurePolicy", Message: "Container tao exited with 137"}}
 	job.Status.Active, job.Status.Failed, job.Status.Ready = 0, 1, ptr.To[int32](0)
 	c := fake.NewClientset(job)
@@ -117,7 +103,7 @@ func TestStatusJSONHasExactlyTheContractKeys(t *testing.T) {
 }
 
 func TestStatusFormats(t *testing.T) {
-	c := fake.NewClientset(trainJob(), pod("train-0", "uid-1", corev1.PodRunning))
+	c := fake.NewClientset(train().Obj(), fixture.RankPod(train().Obj(), 0).Name("train-0").Phase(corev1.PodRunning).Obj())
 	for args, want := range map[string]string{
 		"-o jsonpath={.status}": "Running",
 		"-o name":               "job.batch/train\n",
@@ -152,7 +138,7 @@ func TestStatusMissingJobIsUnknown(t *testing.T) {
 }
 
 func TestStatusWithoutPodAccessUsesTheJobCounters(t *testing.T) {
-	c := fake.NewClientset(trainJob())
+	c := fake.NewClientset(train().Obj())
 	c.PrependReactor("list", "pods", func(k8stesting.Action) (bool, runtime.Object, error) {
 		return true, nil, apierrors.NewForbidden(schema.GroupResource{Resource: "pods"}, "", errors.New("denied"))
 	})
@@ -186,7 +172,7 @@ func TestStatusArgs(t *testing.T) {
 }
 
 func TestStatusQueued(t *testing.T) {
-	j := trainJob()
+	j := train().Obj()
 	j.Labels = map[string]string{"kueue.x-k8s.io/queue-name": "team-a"}
 	j.Spec.Suspend = ptr.To(true)
 	j.Status = batchv1.JobStatus{Conditions: []batchv1.JobCondition{{Type: batchv1.JobSuspended, Status: corev1.ConditionTrue, Reason: "JobSuspended"}}}
