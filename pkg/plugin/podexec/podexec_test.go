@@ -12,9 +12,7 @@ import (
 	"testing"
 	"time"
 
-	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/client-go/kubernetes/fake"
@@ -22,23 +20,18 @@ import (
 	"k8s.io/client-go/tools/remotecommand"
 	uexec "k8s.io/client-go/util/exec"
 	kpf "k8s.io/kubectl/pkg/cmd/portforward"
-	"k8s.io/utils/ptr"
 
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmdutil"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/exitcode"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/internal/fixture"
 )
 
 func ddpObjects() []runtime.Object {
-	job := &batchv1.Job{
-		ObjectMeta: metav1.ObjectMeta{Name: "ddp", Namespace: "ml", UID: "uid-ddp"},
-		Spec:       batchv1.JobSpec{CompletionMode: ptr.To(batchv1.IndexedCompletion), Completions: ptr.To[int32](2)},
-	}
-	p0 := pod("ddp-0-a", 0, corev1.PodRunning, time.Hour, false)
-	p1 := pod("ddp-1-a", 1, corev1.PodPending, time.Hour, false)
+	p0 := fixture.RankPod(ddp().Obj(), 0).Name("ddp-0-a").Created(t0.Add(-time.Hour)).Phase(corev1.PodRunning).Obj()
+	p1 := fixture.RankPod(ddp().Obj(), 1).Name("ddp-1-a").Created(t0.Add(-time.Hour)).Phase(corev1.PodPending).Obj()
 	// A pod of an earlier Job of the same name: never picked (selected by controller UID).
-	stale := pod("ddp-1-stale", 1, corev1.PodRunning, 2*time.Hour, false)
-	stale.Labels["batch.kubernetes.io/controller-uid"] = "uid-old"
-	return []runtime.Object{job, &p0, &p1, &stale}
+	stale := fixture.RankPod(ddp().UID("uid-old").Obj(), 1).Name("ddp-1-stale").Created(t0.Add(-2 * time.Hour)).Phase(corev1.PodRunning).Obj()
+	return []runtime.Object{ddp().Obj(), p0, p1, stale}
 }
 
 // fakeExecutor records the exec request and plays the remote command.

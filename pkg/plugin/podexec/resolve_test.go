@@ -8,40 +8,25 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/exitcode"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/internal/fixture"
 )
 
 var t0 = time.Date(2026, 11, 29, 20, 0, 0, 0, time.UTC)
 
-// pod is a pod of job "ddp": rank < 0 leaves the completion index out (a non-indexed Job).
-func pod(name string, rank int, phase corev1.PodPhase, age time.Duration, deleting bool) corev1.Pod {
-	p := corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{
-			Name: name, Namespace: "ml", CreationTimestamp: metav1.NewTime(t0.Add(-age)),
-			Labels:      map[string]string{"batch.kubernetes.io/controller-uid": "uid-ddp", "job-name": "ddp"},
-			Annotations: map[string]string{},
-		},
-		Spec:   corev1.PodSpec{Containers: []corev1.Container{{Name: "tao"}}},
-		Status: corev1.PodStatus{Phase: phase},
-	}
-	if rank >= 0 {
-		p.Annotations[batchv1.JobCompletionIndexAnnotation] = strconv.Itoa(rank)
-	}
-	if deleting {
-		p.DeletionTimestamp = ptr.To(metav1.NewTime(t0))
-	}
-	return p
+// ddp is the Job whose pods the tests resolve: Indexed, two ranks of one container "tao".
+func ddp() *fixture.JobWrapper {
+	return fixture.Job("ddp").Namespace("ml").UID("uid-ddp").Indexed().Completions(2).Container(corev1.Container{Name: "tao"})
 }
 
 func TestResolve(t *testing.T) {
 	three := []corev1.Pod{
-		pod("ddp-0-a", 0, corev1.PodRunning, time.Hour, false),
-		pod("ddp-1-old", 1, corev1.PodFailed, time.Hour, false),
-		pod("ddp-1-new", 1, corev1.PodRunning, time.Minute, false),
-		pod("ddp-2-a", 2, corev1.PodPending, time.Hour, false),
+		fixture.RankPod(ddp().Obj(), 0).Name("ddp-0-a").Created(t0.Add(-time.Hour)).Phase(corev1.PodRunning).Val(),
+		fixture.RankPod(ddp().Obj(), 1).Name("ddp-1-old").Created(t0.Add(-time.Hour)).Phase(corev1.PodFailed).Val(),
+		fixture.RankPod(ddp().Obj(), 1).Name("ddp-1-new").Created(t0.Add(-time.Minute)).Phase(corev1.PodRunning).Val(),
+		fixture.RankPod(ddp().Obj(), 2).Name("ddp-2-a").Created(t0.Add(-time.Hour)).Phase(corev1.PodPending).Val(),
 	}
 	tests := []struct {
 		name     string
@@ -55,30 +40,30 @@ func TestResolve(t *testing.T) {
 		{name: "rank 0", ranks: 3, pods: three, rank: 0, want: "ddp-0-a"},
 		{name: "a replaced pod: the running one", ranks: 3, pods: three, rank: 1, want: "ddp-1-new"},
 		{name: "a terminating pod loses to its running replacement, even an older one", ranks: 2, pods: []corev1.Pod{
-			pod("ddp-1-a", 1, corev1.PodRunning, time.Hour, false),
-			pod("ddp-1-b", 1, corev1.PodRunning, time.Minute, true),
+			fixture.RankPod(ddp().Obj(), 1).Name("ddp-1-a").Created(t0.Add(-time.Hour)).Phase(corev1.PodRunning).Val(),
+			fixture.RankPod(ddp().Obj(), 1).Name("ddp-1-b").Created(t0.Add(-time.Minute)).Phase(corev1.PodRunning).Deleting(t0).Val(),
 		}, rank: 1, want: "ddp-1-a"},
 		{name: "two running pods: the newest", ranks: 2, pods: []corev1.Pod{
-			pod("ddp-1-a", 1, corev1.PodRunning, time.Hour, false),
-			pod("ddp-1-b", 1, corev1.PodRunning, time.Minute, false),
+			fixture.RankPod(ddp().Obj(), 1).Name("ddp-1-a").Created(t0.Add(-time.Hour)).Phase(corev1.PodRunning).Val(),
+			fixture.RankPod(ddp().Obj(), 1).Name("ddp-1-b").Created(t0.Add(-time.Minute)).Phase(corev1.PodRunning).Val(),
 		}, rank: 1, want: "ddp-1-b"},
 		{name: "only a terminating pod runs: it is still the one", ranks: 1, pods: []corev1.Pod{
-			pod("ddp-x", 0, corev1.PodRunning, time.Minute, true),
+			fixture.RankPod(ddp().Obj(), 0).Name("ddp-x").Created(t0.Add(-time.Minute)).Phase(corev1.PodRunning).Deleting(t0).Val(),
 		}, rank: 0, want: "ddp-x"},
-		{name: "a non-indexed job's pod is rank 0", ranks: 1, pods: []corev1.Pod{pod("one-x", -1, corev1.PodRunning, time.Minute, false)}, rank: 0, want: "one-x"},
+		{name: "a non-indexed job's pod is rank 0", ranks: 1, pods: []corev1.Pod{fixture.RankPod(ddp().Obj(), -1).Name("one-x").Created(t0.Add(-time.Minute)).Phase(corev1.PodRunning).Val()}, rank: 0, want: "one-x"},
 		{name: "rank outside the job", ranks: 3, pods: three, rank: 3, wantCode: exitcode.NotFound,
 			wantMsg: []string{"job.batch/ddp has no rank 3: its ranks are 0..2", "ranks: 0 Running, 1 Failed+Running, 2 Pending"}},
-		{name: "rank 1 of a one-rank job", ranks: 1, pods: []corev1.Pod{pod("one-x", -1, corev1.PodRunning, time.Minute, false)}, rank: 1,
+		{name: "rank 1 of a one-rank job", ranks: 1, pods: []corev1.Pod{fixture.RankPod(ddp().Obj(), -1).Name("one-x").Created(t0.Add(-time.Minute)).Phase(corev1.PodRunning).Val()}, rank: 1,
 			wantCode: exitcode.NotFound, wantMsg: []string{"its ranks are 0 only", "ranks: 0 Running"}},
 		{name: "pending rank", ranks: 3, pods: three, rank: 2, wantCode: exitcode.Error,
 			wantMsg: []string{"rank 2 of job.batch/ddp is not running (pod ddp-2-a Pending)", "ranks: 0 Running, 1 Failed+Running, 2 Pending"}},
-		{name: "finished rank", ranks: 1, pods: []corev1.Pod{pod("ddp-0-a", 0, corev1.PodSucceeded, time.Hour, false)}, rank: 0,
+		{name: "finished rank", ranks: 1, pods: []corev1.Pod{fixture.RankPod(ddp().Obj(), 0).Name("ddp-0-a").Created(t0.Add(-time.Hour)).Phase(corev1.PodSucceeded).Val()}, rank: 0,
 			wantCode: exitcode.Error, wantMsg: []string{"is not running (pod ddp-0-a Succeeded)"}},
 		{name: "a rank without a pod", ranks: 3, pods: three[:1], rank: 2, wantCode: exitcode.NotFound,
 			wantMsg: []string{"rank 2 of job.batch/ddp has no pod (yet); ranks: 0 Running"}},
 		{name: "no pods at all", ranks: 2, pods: nil, rank: 0, wantCode: exitcode.NotFound,
 			wantMsg: []string{"the job has no pods yet (suspended, queued or just created)"}},
-		{name: "a terminating pod is named so", ranks: 1, pods: []corev1.Pod{pod("ddp-0-a", 0, corev1.PodSucceeded, time.Hour, true)}, rank: 0,
+		{name: "a terminating pod is named so", ranks: 1, pods: []corev1.Pod{fixture.RankPod(ddp().Obj(), 0).Name("ddp-0-a").Created(t0.Add(-time.Hour)).Phase(corev1.PodSucceeded).Deleting(t0).Val()}, rank: 0,
 			wantCode: exitcode.Error, wantMsg: []string{"(pod ddp-0-a Terminating)"}},
 	}
 	for _, tc := range tests {
@@ -105,7 +90,7 @@ func TestResolve(t *testing.T) {
 func TestSummaryIsBounded(t *testing.T) {
 	var pods []corev1.Pod
 	for r := 0; r < 40; r++ {
-		p := pod("p", 0, corev1.PodRunning, time.Minute, false)
+		p := fixture.RankPod(ddp().Obj(), 0).Name("p").Created(t0.Add(-time.Minute)).Phase(corev1.PodRunning).Val()
 		p.Annotations[batchv1.JobCompletionIndexAnnotation] = strconv.Itoa(r)
 		pods = append(pods, p)
 	}

@@ -10,10 +10,10 @@ import (
 	"testing"
 	"time"
 
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/utils/ptr"
+
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/internal/fixture"
 )
 
 func TestPrefixAndLine(t *testing.T) {
@@ -190,42 +190,15 @@ func TestStreamLinesTimestampsAndLongLines(t *testing.T) {
 	}
 }
 
-func pod(name string, rank *int, created int, started, terminated bool) corev1.Pod {
-	p := corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: name, UID: types.UID("uid-" + name), Namespace: "ns",
-			CreationTimestamp: metav1.Unix(int64(created), 0), Annotations: map[string]string{},
-			Labels:          map[string]string{"job-name": "train"},
-			OwnerReferences: []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: "train", UID: "job-uid", Controller: ptr.To(true)}}},
-		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "main"}}},
-	}
-	if rank != nil {
-		p.Annotations["batch.kubernetes.io/job-completion-index"] = fmt.Sprint(*rank)
-	}
-	cs := corev1.ContainerStatus{Name: "main"}
-	switch {
-	case terminated:
-		cs.State.Terminated = &corev1.ContainerStateTerminated{}
-		p.Status.Phase = corev1.PodSucceeded
-	case started:
-		cs.State.Running = &corev1.ContainerStateRunning{}
-		p.Status.Phase = corev1.PodRunning
-	default:
-		cs.State.Waiting = &corev1.ContainerStateWaiting{Reason: "ContainerCreating"}
-		p.Status.Phase = corev1.PodPending
-	}
-	p.Status.ContainerStatuses = []corev1.ContainerStatus{cs}
-	return p
-}
-
 func TestTargetsRankOrder(t *testing.T) {
-	r := func(n int) *int { return &n }
-	labelled := pod("train-1-b", nil, 5, true, false)
+	labelled := fixture.RankPod(train().Obj(), -1).Name("train-1-b").Created(time.Unix(5, 0)).Running(time.Time{}).Val()
 	labelled.Labels["batch.kubernetes.io/job-completion-index"] = "1"
 	pods := []corev1.Pod{
-		pod("train-10-a", r(10), 1, true, false),
-		pod("train-2-a", r(2), 1, false, false),
-		pod("train-0-b", r(0), 9, true, false), // replaced rank 0: after the older pod
-		pod("train-0-a", r(0), 2, false, true),
+		// As Kubernetes before 1.28 made it: the index annotation, no label.
+		fixture.RankPod(train().Obj(), -1).Annotation(batchv1.JobCompletionIndexAnnotation, "10").Name("train-10-a").Created(time.Unix(1, 0)).Running(time.Time{}).Val(),
+		fixture.RankPod(train().Obj(), 2).Name("train-2-a").Created(time.Unix(1, 0)).Waiting("ContainerCreating", "").Val(),
+		fixture.RankPod(train().Obj(), 0).Name("train-0-b").Created(time.Unix(9, 0)).Running(time.Time{}).Val(), // replaced rank 0: after the older pod
+		fixture.RankPod(train().Obj(), 0).Name("train-0-a").Created(time.Unix(2, 0)).Succeeded(time.Time{}).Val(),
 		labelled,
 	}
 	tests := []struct {
@@ -252,7 +225,7 @@ func TestTargetsRankOrder(t *testing.T) {
 }
 
 func TestTargetOfContainerAndPrevious(t *testing.T) {
-	p := pod("p", nil, 1, true, false)
+	p := fixture.RankPod(train().Obj(), -1).Name("p").Created(time.Unix(1, 0)).Running(time.Time{}).Val()
 	p.Spec.Containers = append([]corev1.Container{{Name: "sidecar"}}, p.Spec.Containers...)
 	if got := TargetOf(&p, "", false).Container; got != "sidecar" {
 		t.Errorf("first container: got %q", got)
@@ -274,8 +247,8 @@ func TestTargetOfContainerAndPrevious(t *testing.T) {
 }
 
 func TestOwned(t *testing.T) {
-	mine := pod("mine", nil, 1, true, false)
-	other := pod("other", nil, 1, true, false)
+	mine := fixture.RankPod(train().Obj(), -1).Name("mine").Created(time.Unix(1, 0)).Running(time.Time{}).Val()
+	other := fixture.RankPod(train().Obj(), -1).Name("other").Created(time.Unix(1, 0)).Running(time.Time{}).Val()
 	other.OwnerReferences[0].UID = "old-job-uid"
 	got := Owned([]corev1.Pod{mine, other}, "job-uid")
 	if len(got) != 1 || got[0].Name != "mine" {

@@ -21,18 +21,15 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/kubectl-tao/kubectl-tao/internal/testbuf"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/internal/fixture"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/jobstatus"
 )
 
 var t0 = time.Date(2026, 11, 29, 18, 55, 2, 0, time.UTC)
 
-func job(conds ...batchv1.JobConditionType) *batchv1.Job {
-	j := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "train", Namespace: "ns", UID: "job-uid"},
-		Spec: batchv1.JobSpec{Completions: ptr.To[int32](2)}}
-	for _, c := range conds {
-		j.Status.Conditions = append(j.Status.Conditions, batchv1.JobCondition{Type: c, Status: corev1.ConditionTrue})
-	}
-	return j
+// train is the Job the tests tail: two ranks of one container "main".
+func train() *fixture.JobWrapper {
+	return fixture.Job("train").Namespace("ns").UID("job-uid").Completions(2).Container(corev1.Container{Name: "main"})
 }
 
 // logServer plays the API server's log endpoint for the engine: per pod, a log that tests
@@ -127,12 +124,9 @@ func (h *hanging) Read(p []byte) (int, error) {
 }
 func (h *hanging) Close() error { return nil }
 
-func ptrPod(p corev1.Pod) *corev1.Pod { return &p }
-
 func TestLogsRankOrder(t *testing.T) {
-	r := func(n int) *int { return &n }
-	c := fake.NewClientset(job(), ptrPod(pod("train-2", r(2), 1, true, false)), ptrPod(pod("train-0", r(0), 1, false, true)),
-		ptrPod(pod("train-1", r(1), 1, false, false)), ptrPod(pod("train-3", r(3), 1, true, false)))
+	c := fake.NewClientset(train().Obj(), fixture.RankPod(train().Obj(), 2).Name("train-2").Created(time.Unix(1, 0)).Running(time.Time{}).Obj(), fixture.RankPod(train().Obj(), 0).Name("train-0").Created(time.Unix(1, 0)).Succeeded(time.Time{}).Obj(),
+		fixture.RankPod(train().Obj(), 1).Name("train-1").Created(time.Unix(1, 0)).Waiting("ContainerCreating", "").Obj(), fixture.RankPod(train().Obj(), 3).Name("train-3").Created(time.Unix(1, 0)).Running(time.Time{}).Obj())
 	srv := newLogServer()
 	srv.add("train-0", 2)
 	srv.add("train-2", 1)
@@ -159,7 +153,7 @@ func TestLogsRankOrder(t *testing.T) {
 }
 
 func TestLogsOptions(t *testing.T) {
-	c := fake.NewClientset(job(), ptrPod(pod("train-0", nil, 1, true, false)))
+	c := fake.NewClientset(train().Obj(), fixture.RankPod(train().Obj(), -1).Name("train-0").Created(time.Unix(1, 0)).Running(time.Time{}).Obj())
 	srv := newLogServer()
 	srv.add("train-0", 3)
 	var out bytes.Buffer
@@ -252,8 +246,7 @@ func sortedLines(s string) map[string]int {
 // appears late, the server never closes a stream, lines written just before the end are read
 // by the last read, and the Job's completion ends following with its status.
 func TestFollow(t *testing.T) {
-	r := func(n int) *int { return &n }
-	c, watches := watching(job(), ptrPod(pod("train-0", r(0), 1, true, false)))
+	c, watches := watching(train().Obj(), fixture.RankPod(train().Obj(), 0).Name("train-0").Created(time.Unix(1, 0)).Running(time.Time{}).Obj())
 	srv := newLogServer()
 	srv.add("train-0", 3)
 	srv.dropAfter["train-0"] = 2
@@ -266,12 +259,12 @@ func TestFollow(t *testing.T) {
 	waitFor(t, "rank 0's lines", func() bool { return strings.Count(out.String(), "\n") == 3 })
 
 	// A late pod: Pending first (no stream), then Running.
-	late := pod("train-1", r(1), 2, false, false)
+	late := fixture.RankPod(train().Obj(), 1).Name("train-1").Created(time.Unix(2, 0)).Waiting("ContainerCreating", "").Val()
 	if _, err := c.CoreV1().Pods("ns").Create(context.Background(), &late, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	srv.add("train-1", 2)
-	late = pod("train-1", r(1), 2, true, false)
+	late = fixture.RankPod(train().Obj(), 1).Name("train-1").Created(time.Unix(2, 0)).Running(time.Time{}).Val()
 	if _, err := c.CoreV1().Pods("ns").Update(context.Background(), &late, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -280,7 +273,7 @@ func TestFollow(t *testing.T) {
 	// Lines the hanging streams never deliver, then the end of the Job.
 	srv.add("train-0", 2)
 	srv.add("train-1", 1)
-	if _, err := c.BatchV1().Jobs("ns").UpdateStatus(context.Background(), job(batchv1.JobComplete), metav1.UpdateOptions{}); err != nil {
+	if _, err := c.BatchV1().Jobs("ns").UpdateStatus(context.Background(), train().Condition(batchv1.JobComplete, "", "").Obj(), metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	run.wait(t)
@@ -309,7 +302,7 @@ func TestFollowEndsWithJobStatus(t *testing.T) {
 		want   jobstatus.Status
 	}{
 		{"failed", func(c *fake.Clientset) error {
-			_, err := c.BatchV1().Jobs("ns").UpdateStatus(context.Background(), job(batchv1.JobFailureTarget), metav1.UpdateOptions{})
+			_, err := c.BatchV1().Jobs("ns").UpdateStatus(context.Background(), train().Condition(batchv1.JobFailureTarget, "", "").Obj(), metav1.UpdateOptions{})
 			return err
 		}, jobstatus.Error},
 		{"deleted", func(c *fake.Clientset) error {
@@ -318,7 +311,7 @@ func TestFollowEndsWithJobStatus(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			c, watches := watching(job(), ptrPod(pod("train-0", nil, 1, true, false)))
+			c, watches := watching(train().Obj(), fixture.RankPod(train().Obj(), -1).Name("train-0").Created(time.Unix(1, 0)).Running(time.Time{}).Obj())
 			srv := newLogServer()
 			srv.add("train-0", 1)
 			out := &testbuf.Buffer{}
@@ -338,7 +331,7 @@ func TestFollowEndsWithJobStatus(t *testing.T) {
 }
 
 func TestFollowTerminalJobReadsOnceAndEnds(t *testing.T) {
-	c := fake.NewClientset(job(batchv1.JobComplete), ptrPod(pod("train-0", nil, 1, false, true)))
+	c := fake.NewClientset(train().Condition(batchv1.JobComplete, "", "").Obj(), fixture.RankPod(train().Obj(), -1).Name("train-0").Created(time.Unix(1, 0)).Succeeded(time.Time{}).Obj())
 	srv := newLogServer()
 	srv.add("train-0", 2)
 	out := &testbuf.Buffer{}
@@ -349,9 +342,8 @@ func TestFollowTerminalJobReadsOnceAndEnds(t *testing.T) {
 }
 
 func TestFollowRefusesAboveMaxLogRequests(t *testing.T) {
-	r := func(n int) *int { return &n }
-	c := fake.NewClientset(job(), ptrPod(pod("train-0", r(0), 1, true, false)), ptrPod(pod("train-1", r(1), 1, true, false)),
-		ptrPod(pod("train-2", r(2), 1, true, false)))
+	c := fake.NewClientset(train().Obj(), fixture.RankPod(train().Obj(), 0).Name("train-0").Created(time.Unix(1, 0)).Running(time.Time{}).Obj(), fixture.RankPod(train().Obj(), 1).Name("train-1").Created(time.Unix(1, 0)).Running(time.Time{}).Obj(),
+		fixture.RankPod(train().Obj(), 2).Name("train-2").Created(time.Unix(1, 0)).Running(time.Time{}).Obj())
 	srv := newLogServer()
 	_, err := (&Engine{Client: c, Open: srv.open, Out: io.Discard, ErrOut: io.Discard}).Follow(context.Background(),
 		Config{Namespace: "ns", Job: "train", MaxLogRequests: 2})
@@ -362,8 +354,8 @@ func TestFollowRefusesAboveMaxLogRequests(t *testing.T) {
 		t.Fatalf("streams opened before refusing: %v", srv.requests)
 	}
 	// --rank brings it under the limit.
-	c2, _ := watching(job(batchv1.JobComplete), ptrPod(pod("train-0", r(0), 1, true, false)), ptrPod(pod("train-1", r(1), 1, true, false)),
-		ptrPod(pod("train-2", r(2), 1, true, false)))
+	c2, _ := watching(train().Condition(batchv1.JobComplete, "", "").Obj(), fixture.RankPod(train().Obj(), 0).Name("train-0").Created(time.Unix(1, 0)).Running(time.Time{}).Obj(), fixture.RankPod(train().Obj(), 1).Name("train-1").Created(time.Unix(1, 0)).Running(time.Time{}).Obj(),
+		fixture.RankPod(train().Obj(), 2).Name("train-2").Created(time.Unix(1, 0)).Running(time.Time{}).Obj())
 	if _, err := (&Engine{Client: c2, Open: srv.open, Out: io.Discard, ErrOut: io.Discard}).Follow(context.Background(),
 		Config{Namespace: "ns", Job: "train", MaxLogRequests: 2, Ranks: []int{1, 2}}); err != nil {
 		t.Fatal(err)
@@ -378,7 +370,7 @@ func TestFollowMissingJob(t *testing.T) {
 }
 
 func TestFollowInterrupted(t *testing.T) {
-	c, watches := watching(job(), ptrPod(pod("train-0", nil, 1, true, false)))
+	c, watches := watching(train().Obj(), fixture.RankPod(train().Obj(), -1).Name("train-0").Created(time.Unix(1, 0)).Running(time.Time{}).Obj())
 	srv := newLogServer()
 	srv.add("train-0", 1)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -405,8 +397,7 @@ func TestFollowInterrupted(t *testing.T) {
 // whether or not) any watch is open, and the watches continue from each list's
 // resourceVersion, so nothing between the list and the watch is missed.
 func TestFollowStartsStreamsFromTheList(t *testing.T) {
-	r := func(n int) *int { return &n }
-	c := fake.NewClientset(job(), ptrPod(pod("train-0", r(0), 1, true, false)), ptrPod(pod("train-1", r(1), 1, true, false)))
+	c := fake.NewClientset(train().Obj(), fixture.RankPod(train().Obj(), 0).Name("train-0").Created(time.Unix(1, 0)).Running(time.Time{}).Obj(), fixture.RankPod(train().Obj(), 1).Name("train-1").Created(time.Unix(1, 0)).Running(time.Time{}).Obj())
 	c.PrependReactor("list", "*", func(a k8stesting.Action) (bool, runtime.Object, error) {
 		// The fake tracker leaves resourceVersion empty; a server always sets one.
 		obj, err := c.Tracker().List(a.GetResource(), a.GetResource().GroupVersion().WithKind(kindOf(a.GetResource().Resource)), a.GetNamespace())
@@ -452,9 +443,8 @@ func kindOf(resource string) string {
 // TestFollowRequests counts what following sends: one Job list and one pod list, one watch of
 // each, one stream per rank; at the end one pod list and one read per rank. No get per pod.
 func TestFollowRequests(t *testing.T) {
-	r := func(n int) *int { return &n }
-	c, watches := watching(job(), ptrPod(pod("train-0", r(0), 1, true, false)), ptrPod(pod("train-1", r(1), 1, true, false)),
-		ptrPod(pod("train-2", r(2), 1, true, false)))
+	c, watches := watching(train().Obj(), fixture.RankPod(train().Obj(), 0).Name("train-0").Created(time.Unix(1, 0)).Running(time.Time{}).Obj(), fixture.RankPod(train().Obj(), 1).Name("train-1").Created(time.Unix(1, 0)).Running(time.Time{}).Obj(),
+		fixture.RankPod(train().Obj(), 2).Name("train-2").Created(time.Unix(1, 0)).Running(time.Time{}).Obj())
 	srv := newLogServer()
 	for _, p := range []string{"train-0", "train-1", "train-2"} {
 		srv.add(p, 1)
@@ -464,7 +454,7 @@ func TestFollowRequests(t *testing.T) {
 	<-watches
 	<-watches
 	waitFor(t, "every rank's line", func() bool { return strings.Count(out.String(), "\n") == 3 })
-	if _, err := c.BatchV1().Jobs("ns").UpdateStatus(context.Background(), job(batchv1.JobComplete), metav1.UpdateOptions{}); err != nil {
+	if _, err := c.BatchV1().Jobs("ns").UpdateStatus(context.Background(), train().Condition(batchv1.JobComplete, "", "").Obj(), metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	run.wait(t)
@@ -487,8 +477,7 @@ func TestFollowRequests(t *testing.T) {
 // TestFollowRelistsWhenTheWatchExpires: a watch whose resourceVersion the server no longer has
 // (410 Gone) makes the engine list again and follow what the new list shows.
 func TestFollowRelistsWhenTheWatchExpires(t *testing.T) {
-	r := func(n int) *int { return &n }
-	c := fake.NewClientset(job(), ptrPod(pod("train-0", r(0), 1, true, false)))
+	c := fake.NewClientset(train().Obj(), fixture.RankPod(train().Obj(), 0).Name("train-0").Created(time.Unix(1, 0)).Running(time.Time{}).Obj())
 	var mu sync.Mutex
 	podWatches := 0
 	c.PrependWatchReactor("pods", func(a k8stesting.Action) (bool, watch.Interface, error) {
@@ -499,7 +488,7 @@ func TestFollowRelistsWhenTheWatchExpires(t *testing.T) {
 			return false, nil, nil
 		}
 		// Meanwhile a pod appeared that this watch will never report; then the version expires.
-		late := pod("train-1", r(1), 2, true, false)
+		late := fixture.RankPod(train().Obj(), 1).Name("train-1").Created(time.Unix(2, 0)).Running(time.Time{}).Val()
 		if err := c.Tracker().Add(&late); err != nil {
 			t.Error(err)
 		}
@@ -532,7 +521,7 @@ func TestFollowWaitsQuietlyForAFirstLog(t *testing.T) {
 		wantNote bool
 	}{{2, false}, {quietOpenFailures + 1, true}} {
 		t.Run(fmt.Sprint(tc.fails, " failures"), func(t *testing.T) {
-			c, _ := watching(job(), ptrPod(pod("train-0", nil, 1, true, false)))
+			c, _ := watching(train().Obj(), fixture.RankPod(train().Obj(), -1).Name("train-0").Created(time.Unix(1, 0)).Running(time.Time{}).Obj())
 			srv := newLogServer()
 			srv.add("train-0", 1)
 			srv.failOpens["train-0"] = tc.fails
