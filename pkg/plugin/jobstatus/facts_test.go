@@ -7,19 +7,20 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/utils/ptr"
+
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/internal/fixture"
 )
 
-func withGPUs(limit, request string) func(*batchv1.Job) {
-	return func(j *batchv1.Job) {
-		c := corev1.Container{Name: "tao", Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{}, Requests: corev1.ResourceList{}}}
-		if limit != "" {
-			c.Resources.Limits[GPUResource] = resource.MustParse(limit)
-		}
-		if request != "" {
-			c.Resources.Requests[GPUResource] = resource.MustParse(request)
-		}
-		j.Spec.Template.Spec.Containers = append(j.Spec.Template.Spec.Containers, c)
+// gpus is the container of a Job asking for GPUs by limit and by request ("" for none).
+func gpus(limit, request string) corev1.Container {
+	c := corev1.Container{Name: "tao", Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{}, Requests: corev1.ResourceList{}}}
+	if limit != "" {
+		c.Resources.Limits[GPUResource] = resource.MustParse(limit)
 	}
+	if request != "" {
+		c.Resources.Requests[GPUResource] = resource.MustParse(request)
+	}
+	return c
 }
 
 func TestGPUFacts(t *testing.T) {
@@ -30,11 +31,11 @@ func TestGPUFacts(t *testing.T) {
 		nodes int32
 		shape string
 	}{
-		{"limit, multi-node", job(2, withGPUs("8", "")), 8, 2, "8x2"},
-		{"request only", job(1, withGPUs("", "4")), 4, 1, "4x1"},
-		{"limit wins over request", job(4, withGPUs("2", "1")), 2, 4, "2x4"},
-		{"no gpus", job(3, withGPUs("", "")), 0, 3, "0"},
-		{"no containers", job(1), 0, 1, "0"},
+		{"limit, multi-node", fixture.Job("train").Nodes(2).Container(gpus("8", "")).Obj(), 8, 2, "8x2"},
+		{"request only", fixture.Job("train").Nodes(1).Container(gpus("", "4")).Obj(), 4, 1, "4x1"},
+		{"limit wins over request", fixture.Job("train").Nodes(4).Container(gpus("2", "1")).Obj(), 2, 4, "2x4"},
+		{"no gpus", fixture.Job("train").Nodes(3).Container(gpus("", "")).Obj(), 0, 3, "0"},
+		{"no containers", fixture.Job("train").Nodes(1).Obj(), 0, 1, "0"},
 		{"parallelism only", &batchv1.Job{Spec: batchv1.JobSpec{Parallelism: ptr.To[int32](5)}}, 0, 5, "0"},
 		{"neither completions nor parallelism", &batchv1.Job{}, 0, 1, "0"},
 	}

@@ -3,40 +3,16 @@ package jobstatus
 import (
 	"strings"
 	"testing"
+	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
+
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/internal/fixture"
 )
 
-func job(nodes int32, mutate ...func(*batchv1.Job)) *batchv1.Job {
-	j := &batchv1.Job{Spec: batchv1.JobSpec{Completions: ptr.To(nodes), Parallelism: ptr.To(nodes)}}
-	for _, m := range mutate {
-		m(j)
-	}
-	return j
-}
-
-func cond(t batchv1.JobConditionType, status corev1.ConditionStatus, reason, msg string) func(*batchv1.Job) {
-	return func(j *batchv1.Job) {
-		j.Status.Conditions = append(j.Status.Conditions, batchv1.JobCondition{Type: t, Status: status, Reason: reason, Message: msg})
-	}
-}
-
-func suspend(b bool) func(*batchv1.Job) { return func(j *batchv1.Job) { j.Spec.Suspend = ptr.To(b) } }
-
-func queued(q string) func(*batchv1.Job) {
-	return func(j *batchv1.Job) { j.Labels = map[string]string{QueueLabel: q} }
-}
-
-func deleting(j *batchv1.Job) { j.DeletionTimestamp = &metav1.Time{} }
-
-func pod(phase corev1.PodPhase) corev1.Pod { return corev1.Pod{Status: corev1.PodStatus{Phase: phase}} }
-
 func TestOf(t *testing.T) {
-	terminating := pod(corev1.PodRunning)
-	terminating.DeletionTimestamp = &metav1.Time{}
+	terminating := fixture.Pod("").Phase(corev1.PodRunning).Deleting(time.Time{}).Val()
 	tests := []struct {
 		name     string
 		job      *batchv1.Job
@@ -46,33 +22,33 @@ func TestOf(t *testing.T) {
 		terminal bool
 	}{
 		{"missing", nil, nil, Unknown, "does not exist", false},
-		{"new, no pods", job(2), []corev1.Pod{}, Pending, "0/2 ranks running", false},
-		{"pods pending", job(2), []corev1.Pod{pod(corev1.PodPending), pod(corev1.PodPending)}, Pending, "0/2", false},
-		{"partial start", job(2), []corev1.Pod{pod(corev1.PodRunning), pod(corev1.PodPending)}, Running, "1/2 ranks running", false},
-		{"all running", job(2), []corev1.Pod{pod(corev1.PodRunning), pod(corev1.PodRunning)}, Running, "2/2", false},
-		{"terminating pod is not running", job(1), []corev1.Pod{terminating}, Pending, "0/1", false},
-		{"ready counter without pods", job(4, func(j *batchv1.Job) { j.Status.Ready = ptr.To[int32](3); j.Status.Active = 4 }), nil, Running, "3/4", false},
-		{"active counter without ready", job(4, func(j *batchv1.Job) { j.Status.Active = 4 }), nil, Running, "4/4", false},
-		{"suspended", job(1, suspend(true), cond(batchv1.JobSuspended, corev1.ConditionTrue, "JobSuspended", "Job suspended")), nil, Pending, "suspended: JobSuspended", false},
-		{"resuming, condition not yet updated", job(2, suspend(false), cond(batchv1.JobSuspended, corev1.ConditionTrue, "JobSuspended", "Job suspended")), nil, Pending, "0/2 ranks running", false},
-		{"resumed", job(1, cond(batchv1.JobSuspended, corev1.ConditionFalse, "JobResumed", "")), []corev1.Pod{}, Pending, "0/1", false},
-		{"queued, not admitted yet", job(2, suspend(true), queued("team-a")), []corev1.Pod{}, Pending, "queued in team-a", false},
-		{"queued, Suspended condition set", job(2, suspend(true), queued("team-a"), cond(batchv1.JobSuspended, corev1.ConditionTrue, "JobSuspended", "")), nil, Pending, "queued in team-a", false},
-		{"admitted by Kueue, pods starting", job(2, suspend(false), queued("team-a")), []corev1.Pod{pod(corev1.PodPending)}, Pending, "0/2 ranks running", false},
-		{"admitted by Kueue, running", job(2, suspend(false), queued("team-a")), []corev1.Pod{pod(corev1.PodRunning), pod(corev1.PodRunning)}, Running, "2/2", false},
-		{"requeued after preemption (suspended again)", job(2, suspend(true), queued("team-a")), nil, Pending, "queued in team-a", false},
-		{"queued but failed stays Error", job(1, suspend(true), queued("team-a"), cond(batchv1.JobFailed, corev1.ConditionTrue, "DeadlineExceeded", "")), nil, Error, "DeadlineExceeded", true},
-		{"queued but being deleted", job(1, suspend(true), queued("team-a"), deleting), nil, Canceled, "", true},
-		{"label without suspend is not queued", job(1, queued("team-a")), []corev1.Pod{}, Pending, "0/1 ranks running", false},
-		{"complete", job(2, cond(batchv1.JobComplete, corev1.ConditionTrue, "", ""), func(j *batchv1.Job) { j.Status.Succeeded = 2 }), nil, Complete, "2/2 ranks succeeded", true},
-		{"success criteria met (1.31+, pods still terminating)", job(2, cond(batchv1.JobSuccessCriteriaMet, corev1.ConditionTrue, "CompletionsReached", "")), []corev1.Pod{pod(corev1.PodRunning)}, Complete, "", true},
-		{"failed", job(1, cond(batchv1.JobFailed, corev1.ConditionTrue, "BackoffLimitExceeded", "Job has reached the specified backoff limit")), nil, Error, "BackoffLimitExceeded: Job has reached", true},
-		{"failure target (1.31+)", job(2, cond(batchv1.JobFailureTarget, corev1.ConditionTrue, "BackoffLimitExceeded", "")), []corev1.Pod{pod(corev1.PodRunning)}, Error, "BackoffLimitExceeded", true},
-		{"deadline", job(1, cond(batchv1.JobFailed, corev1.ConditionTrue, "DeadlineExceeded", "Job was active longer than specified deadline")), nil, Error, "DeadlineExceeded", true},
-		{"false conditions do not count", job(1, cond(batchv1.JobFailed, corev1.ConditionFalse, "", ""), cond(batchv1.JobComplete, corev1.ConditionFalse, "", "")), []corev1.Pod{}, Pending, "", false},
-		{"being deleted while running", job(2, deleting), []corev1.Pod{pod(corev1.PodRunning)}, Canceled, "being deleted", true},
-		{"deleted after completing keeps its outcome", job(1, deleting, cond(batchv1.JobComplete, corev1.ConditionTrue, "", "")), nil, Complete, "", true},
-		{"deleted after failing keeps its outcome", job(1, deleting, cond(batchv1.JobFailed, corev1.ConditionTrue, "BackoffLimitExceeded", "")), nil, Error, "", true},
+		{"new, no pods", fixture.Job("train").Nodes(2).Obj(), []corev1.Pod{}, Pending, "0/2 ranks running", false},
+		{"pods pending", fixture.Job("train").Nodes(2).Obj(), []corev1.Pod{fixture.Pod("").Phase(corev1.PodPending).Val(), fixture.Pod("").Phase(corev1.PodPending).Val()}, Pending, "0/2", false},
+		{"partial start", fixture.Job("train").Nodes(2).Obj(), []corev1.Pod{fixture.Pod("").Phase(corev1.PodRunning).Val(), fixture.Pod("").Phase(corev1.PodPending).Val()}, Running, "1/2 ranks running", false},
+		{"all running", fixture.Job("train").Nodes(2).Obj(), []corev1.Pod{fixture.Pod("").Phase(corev1.PodRunning).Val(), fixture.Pod("").Phase(corev1.PodRunning).Val()}, Running, "2/2", false},
+		{"terminating pod is not running", fixture.Job("train").Nodes(1).Obj(), []corev1.Pod{terminating}, Pending, "0/1", false},
+		{"ready counter without pods", fixture.Job("train").Nodes(4).Active(4).Ready(3).Obj(), nil, Running, "3/4", false},
+		{"active counter without ready", fixture.Job("train").Nodes(4).Active(4).Obj(), nil, Running, "4/4", false},
+		{"suspended", fixture.Job("train").Nodes(1).Suspend(true).Condition(batchv1.JobSuspended, "JobSuspended", "Job suspended").Obj(), nil, Pending, "suspended: JobSuspended", false},
+		{"resuming, condition not yet updated", fixture.Job("train").Nodes(2).Suspend(false).Condition(batchv1.JobSuspended, "JobSuspended", "Job suspended").Obj(), nil, Pending, "0/2 ranks running", false},
+		{"resumed", fixture.Job("train").Nodes(1).Conditions(batchv1.JobCondition{Type: batchv1.JobSuspended, Status: corev1.ConditionFalse, Reason: "JobResumed"}).Obj(), []corev1.Pod{}, Pending, "0/1", false},
+		{"queued, not admitted yet", fixture.Job("train").Nodes(2).Suspend(true).Label(QueueLabel, "team-a").Obj(), []corev1.Pod{}, Pending, "queued in team-a", false},
+		{"queued, Suspended condition set", fixture.Job("train").Nodes(2).Suspend(true).Label(QueueLabel, "team-a").Condition(batchv1.JobSuspended, "JobSuspended", "").Obj(), nil, Pending, "queued in team-a", false},
+		{"admitted by Kueue, pods starting", fixture.Job("train").Nodes(2).Suspend(false).Label(QueueLabel, "team-a").Obj(), []corev1.Pod{fixture.Pod("").Phase(corev1.PodPending).Val()}, Pending, "0/2 ranks running", false},
+		{"admitted by Kueue, running", fixture.Job("train").Nodes(2).Suspend(false).Label(QueueLabel, "team-a").Obj(), []corev1.Pod{fixture.Pod("").Phase(corev1.PodRunning).Val(), fixture.Pod("").Phase(corev1.PodRunning).Val()}, Running, "2/2", false},
+		{"requeued after preemption (suspended again)", fixture.Job("train").Nodes(2).Suspend(true).Label(QueueLabel, "team-a").Obj(), nil, Pending, "queued in team-a", false},
+		{"queued but failed stays Error", fixture.Job("train").Nodes(1).Suspend(true).Label(QueueLabel, "team-a").Condition(batchv1.JobFailed, "DeadlineExceeded", "").Obj(), nil, Error, "DeadlineExceeded", true},
+		{"queued but being deleted", fixture.Job("train").Nodes(1).Suspend(true).Label(QueueLabel, "team-a").Deleting(time.Time{}).Obj(), nil, Canceled, "", true},
+		{"label without suspend is not queued", fixture.Job("train").Nodes(1).Label(QueueLabel, "team-a").Obj(), []corev1.Pod{}, Pending, "0/1 ranks running", false},
+		{"complete", fixture.Job("train").Nodes(2).Condition(batchv1.JobComplete, "", "").Succeeded(2).Obj(), nil, Complete, "2/2 ranks succeeded", true},
+		{"success criteria met (1.31+, pods still terminating)", fixture.Job("train").Nodes(2).Condition(batchv1.JobSuccessCriteriaMet, "CompletionsReached", "").Obj(), []corev1.Pod{fixture.Pod("").Phase(corev1.PodRunning).Val()}, Complete, "", true},
+		{"failed", fixture.Job("train").Nodes(1).Condition(batchv1.JobFailed, "BackoffLimitExceeded", "Job has reached the specified backoff limit").Obj(), nil, Error, "BackoffLimitExceeded: Job has reached", true},
+		{"failure target (1.31+)", fixture.Job("train").Nodes(2).Condition(batchv1.JobFailureTarget, "BackoffLimitExceeded", "").Obj(), []corev1.Pod{fixture.Pod("").Phase(corev1.PodRunning).Val()}, Error, "BackoffLimitExceeded", true},
+		{"deadline", fixture.Job("train").Nodes(1).Condition(batchv1.JobFailed, "DeadlineExceeded", "Job was active longer than specified deadline").Obj(), nil, Error, "DeadlineExceeded", true},
+		{"false conditions do not count", fixture.Job("train").Nodes(1).Conditions(batchv1.JobCondition{Type: batchv1.JobFailed, Status: corev1.ConditionFalse}).Conditions(batchv1.JobCondition{Type: batchv1.JobComplete, Status: corev1.ConditionFalse}).Obj(), []corev1.Pod{}, Pending, "", false},
+		{"being deleted while running", fixture.Job("train").Nodes(2).Deleting(time.Time{}).Obj(), []corev1.Pod{fixture.Pod("").Phase(corev1.PodRunning).Val()}, Canceled, "being deleted", true},
+		{"deleted after completing keeps its outcome", fixture.Job("train").Nodes(1).Deleting(time.Time{}).Condition(batchv1.JobComplete, "", "").Obj(), nil, Complete, "", true},
+		{"deleted after failing keeps its outcome", fixture.Job("train").Nodes(1).Deleting(time.Time{}).Condition(batchv1.JobFailed, "BackoffLimitExceeded", "").Obj(), nil, Error, "", true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -39,7 +39,7 @@ func tao(gpus string) corev1.Container {
 func fixtures() []runtime.Object {
 	return []runtime.Object{
 		func() *batchv1.Job {
-			j := fixture.Job("ddp").Namespace("ml").Label("app.kubernetes.io/managed-by", "kubectl-tao").Label("team", "vision").Created(now.Add(-90*time.Minute)).Nodes(2).Container(tao("8")).Active(2, 2).Obj()
+			j := fixture.Job("ddp").Namespace("ml").Label("app.kubernetes.io/managed-by", "kubectl-tao").Label("team", "vision").Created(now.Add(-90 * time.Minute)).Nodes(2).Container(tao("8")).Active(2).Ready(2).Obj()
 			j.Spec.Template.Spec.Containers[0].Command = []string{"/bin/bash", "-c", "export NODE_RANK=...; exec \"$@\"", "kubectl-tao", "torchrun", "--nnodes", "$$NNODES", "train.py"}
 			return j
 		}(),
@@ -185,7 +185,7 @@ func TestListWatch(t *testing.T) {
 	if w.opts.ResourceVersion != "41" || w.opts.LabelSelector != "app.kubernetes.io/managed-by=kubectl-tao" {
 		t.Errorf("watch options = %+v, want from the list's resourceVersion with the selector", w.opts)
 	}
-	running := fixture.Job("ddp").Namespace("ml").Label("app.kubernetes.io/managed-by", "kubectl-tao").Label("team", "vision").Created(now.Add(-time.Hour)).Nodes(2).Container(tao("8")).Active(2, 1).Obj()
+	running := fixture.Job("ddp").Namespace("ml").Label("app.kubernetes.io/managed-by", "kubectl-tao").Label("team", "vision").Created(now.Add(-time.Hour)).Nodes(2).Container(tao("8")).Active(2).Ready(1).Obj()
 	running.ResourceVersion = "42"
 	w.fw.Modify(running)
 	for deadline := time.Now().Add(5 * time.Second); strings.Count(out.String(), "\n") < 3 && time.Now().Before(deadline); {

@@ -30,10 +30,10 @@ var now = time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
 
 // train is the Job whose status the tests read: two ranks of 8 GPUs, one of them ready.
 func train() *fixture.JobWrapper {
-	return fixture.Job("train").Namespace("ml").UID("uid-1").Created(now.Add(-5*time.Minute)).Nodes(2).
+	return fixture.Job("train").Namespace("ml").UID("uid-1").Created(now.Add(-5 * time.Minute)).Nodes(2).
 		Container(corev1.Container{Name: "tao", Image: "img",
 			Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("8")}}}).
-		Active(2, 1).Started(now.Add(-4 * time.Minute))
+		Active(2).Ready(1).Started(now.Add(-4 * time.Minute))
 }
 
 func run(t *testing.T, c *fake.Clientset, args ...string) cmdtest.Result {

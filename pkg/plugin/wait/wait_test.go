@@ -117,7 +117,7 @@ func TestWaitOutcomes(t *testing.T) {
 		{
 			name: "runs then completes",
 			changes: func(t *testing.T, c *fake.Clientset) []func() {
-				return []func(){updateTo(t, c, train().Active(2, 1).Obj()), updateTo(t, c, train().Active(2, 2).Obj()), updateTo(t, c, train().Active(0, 0).Succeeded(2).Condition(batchv1.JobComplete, "CompletionsReached", "").Obj())}
+				return []func(){updateTo(t, c, train().Active(2).Ready(1).Obj()), updateTo(t, c, train().Active(2).Ready(2).Obj()), updateTo(t, c, train().Active(0).Ready(0).Succeeded(2).Condition(batchv1.JobComplete, "CompletionsReached", "").Obj())}
 			},
 			code:   exitcode.OK,
 			stdout: "job.batch/train Complete\n",
@@ -126,7 +126,7 @@ func TestWaitOutcomes(t *testing.T) {
 		{
 			name: "success criteria met counts as the end (1.31+)",
 			changes: func(t *testing.T, c *fake.Clientset) []func() {
-				return []func(){updateTo(t, c, train().Active(2, 2).Condition(batchv1.JobSuccessCriteriaMet, "", "").Obj())}
+				return []func(){updateTo(t, c, train().Active(2).Ready(2).Condition(batchv1.JobSuccessCriteriaMet, "", "").Obj())}
 			},
 			code:   exitcode.OK,
 			stdout: "job.batch/train Complete\n",
@@ -134,7 +134,7 @@ func TestWaitOutcomes(t *testing.T) {
 		{
 			name: "oom fails",
 			changes: func(t *testing.T, c *fake.Clientset) []func() {
-				return []func(){updateTo(t, c, train().Active(2, 2).Obj()), updateTo(t, c, train().Active(0, 0).Condition(batchv1.JobFailureTarget, "PodFailurePolicy", "Container tao exited with 137").Obj())}
+				return []func(){updateTo(t, c, train().Active(2).Ready(2).Obj()), updateTo(t, c, train().Active(0).Ready(0).Condition(batchv1.JobFailureTarget, "PodFailurePolicy", "Container tao exited with 137").Obj())}
 			},
 			code:   exitcode.JobFailed,
 			stdout: "job.batch/train Error\n",
@@ -143,7 +143,7 @@ func TestWaitOutcomes(t *testing.T) {
 		{
 			name: "deleted while running",
 			changes: func(t *testing.T, c *fake.Clientset) []func() {
-				return []func(){updateTo(t, c, train().Active(2, 2).Obj()), func() {
+				return []func(){updateTo(t, c, train().Active(2).Ready(2).Obj()), func() {
 					if err := c.BatchV1().Jobs("ml").Delete(context.Background(), "train", metav1.DeleteOptions{}); err != nil {
 						t.Error(err)
 					}
@@ -156,7 +156,7 @@ func TestWaitOutcomes(t *testing.T) {
 		{
 			name: "being deleted (foreground) is canceled",
 			changes: func(t *testing.T, c *fake.Clientset) []func() {
-				return []func(){updateTo(t, c, train().Active(2, 2).Deleting(time.Now()).Obj())}
+				return []func(){updateTo(t, c, train().Active(2).Ready(2).Deleting(time.Now()).Obj())}
 			},
 			code:   exitcode.JobCanceled,
 			stdout: "job.batch/train Canceled\n",
@@ -173,7 +173,7 @@ func TestWaitOutcomes(t *testing.T) {
 			name: "timeout",
 			args: []string{"--timeout", "200ms"},
 			changes: func(t *testing.T, c *fake.Clientset) []func() {
-				return []func(){updateTo(t, c, train().Active(2, 2).Obj())}
+				return []func(){updateTo(t, c, train().Active(2).Ready(2).Obj())}
 			},
 			code:   exitcode.Timeout,
 			stdout: "",
@@ -183,7 +183,7 @@ func TestWaitOutcomes(t *testing.T) {
 			name: "-o json prints the status object",
 			args: []string{"-o", "jsonpath={.status} {.succeeded}"},
 			changes: func(t *testing.T, c *fake.Clientset) []func() {
-				return []func(){updateTo(t, c, train().Active(0, 0).Succeeded(2).Condition(batchv1.JobComplete, "", "").Obj())}
+				return []func(){updateTo(t, c, train().Active(0).Ready(0).Succeeded(2).Condition(batchv1.JobComplete, "", "").Obj())}
 			},
 			code:   exitcode.OK,
 			stdout: "Complete 2",
@@ -212,7 +212,7 @@ func TestWaitOutcomes(t *testing.T) {
 }
 
 func TestWaitAlreadyFinishedNeedsOneGet(t *testing.T) {
-	c, _ := watched(train().Active(0, 0).Succeeded(2).Condition(batchv1.JobComplete, "", "").Obj())
+	c, _ := watched(train().Active(0).Ready(0).Succeeded(2).Condition(batchv1.JobComplete, "", "").Obj())
 	r := run(context.Background(), c, "train")
 	if r.Code != 0 || r.Stdout != "job.batch/train Complete\n" || r.Stderr != "Complete (2/2 ranks succeeded)\n" {
 		t.Fatalf("got %+v", r)
