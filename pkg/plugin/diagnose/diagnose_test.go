@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -14,13 +13,12 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
-	"k8s.io/utils/ptr"
 
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmdutil"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/exitcode"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/internal/cmdtest"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/internal/fixture"
 	"github.com/kubectl-tao/kubectl-tao/test/golden"
 )
 
@@ -32,53 +30,16 @@ var (
 const msgNoGPU = "0/4 nodes are available: 4 Insufficient nvidia.com/gpu. preemption: 0/4 nodes are available: " +
 	"4 No preemption victims found for incoming pod."
 
-func job(name string, ranks int32, conds ...batchv1.JobCondition) *batchv1.Job {
-	return &batchv1.Job{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ml", UID: types.UID("uid-" + name), CreationTimestamp: metav1.NewTime(t0)},
-		Spec: batchv1.JobSpec{Parallelism: ptr.To(ranks), Completions: ptr.To(ranks),
-			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{batchv1.ControllerUidLabel: "uid-" + name}}},
-		Status: batchv1.JobStatus{Conditions: conds},
-	}
+// job is a Job of ranks ranks of one container "tao" asking 8 GPUs, started at t0.
+func job(name string, ranks int32) *fixture.JobWrapper {
+	return fixture.Job(name).Namespace("ml").Created(t0).Nodes(ranks).DefaultSelector().
+		Container(corev1.Container{Name: "tao", Image: "nvcr.io/nvidia/pytorch:25.01-py3",
+			Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("8")}}})
 }
 
-func pod(j string, rank int, mutate func(*corev1.Pod)) *corev1.Pod {
-	name := fmt.Sprintf("%s-%d-q8x2z", j, rank)
-	p := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ml", UID: types.UID("uid-" + name), CreationTimestamp: metav1.NewTime(t0),
-			Labels: map[string]string{batchv1.ControllerUidLabel: "uid-" + j, batchv1.JobNameLabel: j,
-				batchv1.JobCompletionIndexAnnotation: strconv.Itoa(rank)}},
-		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "tao", Image: "nvcr.io/nvidia/pytorch:25.01-py3",
-			Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("8")}}}}},
-		Status: corev1.PodStatus{Phase: corev1.PodPending},
-	}
-	mutate(p)
-	return p
-}
-
-func runningOn(node string) func(*corev1.Pod) {
-	return func(p *corev1.Pod) {
-		p.Spec.NodeName, p.Status.Phase = node, corev1.PodRunning
-		p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}
-		p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "tao", Ready: true,
-			State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(t0)}}}}
-	}
-}
-
-func exitedOn(node string, code int32, reason string, after time.Duration) func(*corev1.Pod) {
-	return func(p *corev1.Pod) {
-		p.Spec.NodeName, p.Status.Phase = node, corev1.PodFailed
-		p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "tao", State: corev1.ContainerState{
-			Terminated: &corev1.ContainerStateTerminated{ExitCode: code, Reason: reason, FinishedAt: metav1.NewTime(t0.Add(after))}}}}
-	}
-}
-
-func unschedulable(p *corev1.Pod) {
-	p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse,
-		Reason: "Unschedulable", Message: msgNoGPU, LastTransitionTime: metav1.NewTime(t0.Add(time.Second))}}
-}
-
-func succeededOn(node string) func(*corev1.Pod) {
-	return func(p *corev1.Pod) { p.Spec.NodeName, p.Status.Phase = node, corev1.PodSucceeded }
+// pod is rank rank of j, named as kubectl get shows it in the goldens.
+func pod(j *batchv1.Job, rank int) *fixture.PodWrapper {
+	return fixture.RankPod(j, rank).Name(fmt.Sprintf("%s-%d-q8x2z", j.Name, rank))
 }
 
 var backoff = batchv1.JobCondition{Type: batchv1.JobFailed, Status: corev1.ConditionTrue, Reason: "BackoffLimitExceeded",
@@ -87,25 +48,22 @@ var backoff = batchv1.JobCondition{Type: batchv1.JobFailed, Status: corev1.Condi
 // cluster holds the fixtures: a 2-rank job whose rank 1 was OOM-killed (rank 0 then died of
 // SIGTERM), a partial start, an image that cannot be pulled, and a job that completed.
 func cluster() *fake.Clientset {
+	oom := job("oom", 2).Conditions(backoff).Obj()
+	half := job("half", 2).Obj()
+	img := job("img", 1).Obj()
+	done := job("done", 1).Condition(batchv1.JobComplete, "", "").Succeeded(1).Obj()
 	objs := []runtime.Object{
-		job("oom", 2, backoff),
-		pod("oom", 0, exitedOn("gpu-node-0", 143, "Error", 2*time.Minute)),
-		pod("oom", 1, exitedOn("gpu-node-1", 137, "OOMKilled", time.Minute)),
-		job("half", 2),
-		pod("half", 0, runningOn("gpu-node-2")),
-		pod("half", 1, unschedulable),
-		job("img", 1),
-		pod("img", 0, func(p *corev1.Pod) {
-			p.Spec.NodeName = "gpu-node-3"
-			p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "tao", State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{
-				Reason: "ImagePullBackOff", Message: `Back-off pulling image "nvcr.io/nvidia/pytorch:25.01-py3": ErrImagePull: unauthorized`}}}}
-		}),
-		func() *batchv1.Job {
-			j := job("done", 1, batchv1.JobCondition{Type: batchv1.JobComplete, Status: corev1.ConditionTrue})
-			j.Status.Succeeded = 1
-			return j
-		}(),
-		pod("done", 0, succeededOn("gpu-node-0")),
+		oom,
+		pod(oom, 0).Node("gpu-node-0").Exited(143, "Error", t0.Add(2*time.Minute)).Obj(),
+		pod(oom, 1).Node("gpu-node-1").Exited(137, "OOMKilled", t0.Add(time.Minute)).Obj(),
+		half,
+		pod(half, 0).Node("gpu-node-2").Running(t0).Obj(),
+		pod(half, 1).Unschedulable(msgNoGPU, t0.Add(time.Second)).Obj(),
+		img,
+		pod(img, 0).Node("gpu-node-3").
+			Waiting("ImagePullBackOff", `Back-off pulling image "nvcr.io/nvidia/pytorch:25.01-py3": ErrImagePull: unauthorized`).Obj(),
+		done,
+		pod(done, 0).Node("gpu-node-0").Phase(corev1.PodSucceeded).Obj(),
 	}
 	return fake.NewClientset(objs...)
 }
