@@ -6,16 +6,18 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/internal/fixture"
 )
 
 // TestReadinessIssues covers every rule of replicas: each case is one pod (rank 0 of job
 // "train"), with the events and nodes the rule reads.
 func TestReadinessIssues(t *testing.T) {
-	pending := testPod("train", 0, unschedulable(msgNoGPU))
-	ipb := testPod("train", 0, waiting("gpu-node-1", "ImagePullBackOff", `Back-off pulling image "nvcr.io/nvidia/tao/tao-toolkit:6.0.0-pyt": ErrImagePull: unauthorized`))
-	ipbSecret := testPod("train", 0, pullSecret("ngc"), waiting("gpu-node-1", "ErrImagePull", ""))
-	mount := testPod("train", 0, waiting("gpu-node-1", "ContainerCreating", ""))
-	eventOnly := testPod("train", 0)
+	pending := podOf("train", 0).Unschedulable(msgNoGPU, t0.Add(time.Second)).Val()
+	ipb := podOf("train", 0).Node("gpu-node-1").Waiting("ImagePullBackOff", `Back-off pulling image "nvcr.io/nvidia/tao/tao-toolkit:6.0.0-pyt": ErrImagePull: unauthorized`).Val()
+	ipbSecret := podOf("train", 0).PullSecret("ngc").Node("gpu-node-1").Waiting("ErrImagePull", "").Val()
+	mount := podOf("train", 0).Node("gpu-node-1").Waiting("ContainerCreating", "").Val()
+	eventOnly := podOf("train", 0).Val()
 	tests := []struct {
 		name        string
 		pod         corev1.Pod
@@ -24,10 +26,10 @@ func TestReadinessIssues(t *testing.T) {
 		wantReason  string
 		wantMessage []string // fragments
 	}{
-		{name: "running and ready", pod: testPod("train", 0, running("gpu-node-1"))},
-		{name: "succeeded", pod: testPod("train", 0, succeeded("gpu-node-1"))},
-		{name: "scheduled, container creating, no events", pod: testPod("train", 0, waiting("gpu-node-1", "ContainerCreating", ""))},
-		{name: "just created", pod: testPod("train", 0)},
+		{name: "running and ready", pod: podOf("train", 0).Node("gpu-node-1").Running(t0.Add(time.Minute)).Val()},
+		{name: "succeeded", pod: podOf("train", 0).Node("gpu-node-1").Succeeded(t0.Add(5 * time.Minute)).Val()},
+		{name: "scheduled, container creating, no events", pod: podOf("train", 0).Node("gpu-node-1").Waiting("ContainerCreating", "").Val()},
+		{name: "just created", pod: podOf("train", 0).Val()},
 		{
 			name: "insufficient GPUs: the scheduler's own message", pod: pending,
 			wantReason: "Unschedulable", wantMessage: []string{msgNoGPU},
@@ -35,24 +37,24 @@ func TestReadinessIssues(t *testing.T) {
 		{
 			name: "unschedulable from the FailedScheduling event alone", pod: eventOnly,
 			events: func(p corev1.Pod) []corev1.Event {
-				return []corev1.Event{podEvent(p, "FailedScheduling", msgNoGPU, time.Second)}
+				return []corev1.Event{fixture.PodEvent(&p, "FailedScheduling", msgNoGPU).Last(t0.Add(time.Second)).Val()}
 			},
 			wantReason: "Unschedulable", wantMessage: []string{"4 Insufficient nvidia.com/gpu"},
 		},
 		{
-			name: "node selector matches nothing", pod: testPod("train", 0, nodeSelector("foo", "bar"), unschedulable(msgNoMatch)),
+			name: "node selector matches nothing", pod: podOf("train", 0).NodeSelector("foo", "bar").Unschedulable(msgNoMatch, t0.Add(time.Second)).Val(),
 			wantReason: "NoMatchingNode", wantMessage: []string{"no node matches the node selector foo=bar", msgNoMatch},
 		},
 		{
-			name: "some nodes match the selector but lack GPUs: not NoMatchingNode", pod: testPod("train", 0, nodeSelector("foo", "bar"), unschedulable(msgMixed)),
+			name: "some nodes match the selector but lack GPUs: not NoMatchingNode", pod: podOf("train", 0).NodeSelector("foo", "bar").Unschedulable(msgMixed, t0.Add(time.Second)).Val(),
 			wantReason: "Unschedulable", wantMessage: []string{msgMixed},
 		},
 		{
-			name: "PVC not bound", pod: testPod("train", 0, unschedulable(msgPVC)),
+			name: "PVC not bound", pod: podOf("train", 0).Unschedulable(msgPVC, t0.Add(time.Second)).Val(),
 			wantReason: "PersistentVolumeClaimNotBound", wantMessage: []string{"unbound immediate PersistentVolumeClaims"},
 		},
 		{
-			name: "untolerated taint", pod: testPod("train", 0, unschedulable(msgTaint)),
+			name: "untolerated taint", pod: podOf("train", 0).Unschedulable(msgTaint, t0.Add(time.Second)).Val(),
 			wantReason: "UntoleratedTaint", wantMessage: []string{"untolerated taint {nvidia.com/gpu: present}"},
 		},
 		{
@@ -64,31 +66,31 @@ func TestReadinessIssues(t *testing.T) {
 			name: "ErrImagePull with a pull secret that does not exist", pod: ipbSecret,
 			events: func(p corev1.Pod) []corev1.Event {
 				return []corev1.Event{
-					podEvent(p, "FailedToRetrieveImagePullSecret", "Unable to retrieve some image pull secrets (ngc); attempting to pull the image may not succeed.", time.Second),
-					podEvent(p, "Failed", `Failed to pull image "nvcr.io/nvidia/tao/tao-toolkit:6.0.0-pyt": unauthorized`, 2*time.Second),
+					fixture.PodEvent(&p, "FailedToRetrieveImagePullSecret", "Unable to retrieve some image pull secrets (ngc); attempting to pull the image may not succeed.").Last(t0.Add(time.Second)).Val(),
+					fixture.PodEvent(&p, "Failed", `Failed to pull image "nvcr.io/nvidia/tao/tao-toolkit:6.0.0-pyt": unauthorized`).Last(t0.Add(2 * time.Second)).Val(),
 				}
 			},
 			wantReason:  "ErrImagePull",
 			wantMessage: []string{"Failed to pull image", "image pull secret ngc", "Unable to retrieve some image pull secrets (ngc)"},
 		},
 		{
-			name: "missing Secret: CreateContainerConfigError", pod: testPod("train", 0, waiting("gpu-node-1", "CreateContainerConfigError", `secret "s3-creds" not found`)),
+			name: "missing Secret: CreateContainerConfigError", pod: podOf("train", 0).Node("gpu-node-1").Waiting("CreateContainerConfigError", `secret "s3-creds" not found`).Val(),
 			wantReason: "CreateContainerConfigError", wantMessage: []string{`secret "s3-creds" not found`},
 		},
 		{
-			name: "missing ConfigMap key", pod: testPod("train", 0, waiting("gpu-node-1", "CreateContainerConfigError", `couldn't find key spec in ConfigMap ml/specs`)),
+			name: "missing ConfigMap key", pod: podOf("train", 0).Node("gpu-node-1").Waiting("CreateContainerConfigError", `couldn't find key spec in ConfigMap ml/specs`).Val(),
 			wantReason: "CreateContainerConfigError", wantMessage: []string{"couldn't find key spec in ConfigMap ml/specs"},
 		},
 		{
 			name: "volume mount failure", pod: mount,
 			events: func(p corev1.Pod) []corev1.Event {
-				return []corev1.Event{podEvent(p, "FailedMount", `MountVolume.SetUp failed for volume "data" : persistentvolumeclaim "data" not found`, time.Minute)}
+				return []corev1.Event{fixture.PodEvent(&p, "FailedMount", `MountVolume.SetUp failed for volume "data" : persistentvolumeclaim "data" not found`).Last(t0.Add(time.Minute)).Val()}
 			},
 			wantReason: "FailedMount", wantMessage: []string{`persistentvolumeclaim "data" not found`},
 		},
 		{
 			name: "CrashLoopBackOff with the last exit", pod: func() corev1.Pod {
-				p := testPod("train", 0, waiting("gpu-node-1", "CrashLoopBackOff", "back-off 5m0s restarting failed container=tao pod=train-0-abcde_ml"))
+				p := podOf("train", 0).Node("gpu-node-1").Waiting("CrashLoopBackOff", "back-off 5m0s restarting failed container=tao pod=train-0-abcde_ml").Val()
 				p.Status.ContainerStatuses[0].RestartCount = 4
 				p.Status.ContainerStatuses[0].LastTerminationState.Terminated = &corev1.ContainerStateTerminated{ExitCode: 139, Reason: "Error"}
 				return p
@@ -96,42 +98,41 @@ func TestReadinessIssues(t *testing.T) {
 			wantReason: "CrashLoopBackOff", wantMessage: []string{"back-off 5m0s", "last exit: Error: exit code 139 (SIGSEGV)"},
 		},
 		{
-			name: "running on a NotReady node", pod: testPod("train", 0, running("gpu-node-2"), notReady),
-			nodes:      []*corev1.Node{node("gpu-node-2", ready(corev1.ConditionUnknown, "Kubelet stopped posting node status."))},
+			name: "running on a NotReady node", pod: podOf("train", 0).Node("gpu-node-2").Running(t0.Add(time.Minute)).NotReady().Val(),
+			nodes:      []*corev1.Node{fixture.Node("gpu-node-2").Ready(corev1.ConditionUnknown, "Kubelet stopped posting node status.", t0.Add(2*time.Minute)).Obj()},
 			wantReason: "NodeNotReady", wantMessage: []string{"node gpu-node-2 is NotReady (its kubelet stopped reporting): Kubelet stopped posting node status."},
 		},
 		{
-			name: "stuck terminating on a lost node", pod: testPod("train", 0, running("gpu-node-2"), deleting(now.Add(-5*time.Minute))),
-			nodes:      []*corev1.Node{node("gpu-node-2", ready(corev1.ConditionUnknown, "Kubelet stopped posting node status."))},
+			name: "stuck terminating on a lost node", pod: podOf("train", 0).Node("gpu-node-2").Running(t0.Add(time.Minute)).Deleting(now.Add(-5 * time.Minute)).Val(),
+			nodes:      []*corev1.Node{fixture.Node("gpu-node-2").Ready(corev1.ConditionUnknown, "Kubelet stopped posting node status.", t0.Add(2*time.Minute)).Obj()},
 			wantReason: "Terminating", wantMessage: []string{"still terminating 5m0s after its grace period", "node gpu-node-2 is NotReady"},
 		},
-		{name: "terminating within its grace period", pod: testPod("train", 0, running("gpu-node-2"), deleting(now.Add(20*time.Second)))},
+		{name: "terminating within its grace period", pod: podOf("train", 0).Node("gpu-node-2").Running(t0.Add(time.Minute)).Deleting(now.Add(20 * time.Second)).Val()},
 		{
-			name: "OOMKilled", pod: testPod("train", 0, exited("gpu-node-1", 137, "OOMKilled", time.Minute)),
+			name: "OOMKilled", pod: podOf("train", 0).Node("gpu-node-1").Exited(137, "OOMKilled", t0.Add(time.Minute)).Val(),
 			wantReason: "OOMKilled", wantMessage: []string{"exit code 137 (SIGKILL)"},
 		},
 		{
-			name: "non-zero exit with signal", pod: testPod("train", 0, exited("gpu-node-1", 134, "Error", time.Minute)),
+			name: "non-zero exit with signal", pod: podOf("train", 0).Node("gpu-node-1").Exited(134, "Error", t0.Add(time.Minute)).Val(),
 			wantReason: "Error", wantMessage: []string{"exit code 134 (SIGABRT)"},
 		},
 		{
 			name: "evicted under memory pressure", pod: func() corev1.Pod {
-				p := testPod("train", 0, on("gpu-node-3"))
+				p := podOf("train", 0).Node("gpu-node-3").Val()
 				p.Status.Phase, p.Status.Reason = corev1.PodFailed, "Evicted"
 				p.Status.Message = "The node was low on resource: memory. Threshold quantity: 100Mi, available: 50Mi."
 				return p
 			}(),
-			nodes:      []*corev1.Node{node("gpu-node-3", ready(corev1.ConditionTrue, ""), corev1.NodeCondition{Type: corev1.NodeMemoryPressure, Status: corev1.ConditionTrue})},
+			nodes:      []*corev1.Node{fixture.Node("gpu-node-3").Ready(corev1.ConditionTrue, "", t0.Add(2*time.Minute)).Condition(corev1.NodeCondition{Type: corev1.NodeMemoryPressure, Status: corev1.ConditionTrue}).Obj()},
 			wantReason: "Evicted", wantMessage: []string{"low on resource: memory", "node gpu-node-3 has MemoryPressure"},
 		},
 		{
-			name: "preempted", pod: testPod("train", 0, exited("gpu-node-1", 143, "Error", 3*time.Minute),
-				disruption("PreemptionByScheduler", "default-scheduler: preempting to accommodate a higher priority pod", 2*time.Minute)),
+			name: "preempted", pod: podOf("train", 0).Node("gpu-node-1").Exited(143, "Error", t0.Add(3*time.Minute)).Disrupted("PreemptionByScheduler", "default-scheduler: preempting to accommodate a higher priority pod", t0.Add(2*time.Minute)).Val(),
 			wantReason: "Preempted", wantMessage: []string{"PreemptionByScheduler: default-scheduler: preempting"},
 		},
 		{
 			name: "scheduling gated", pod: func() corev1.Pod {
-				p := testPod("train", 0)
+				p := podOf("train", 0).Val()
 				p.Spec.SchedulingGates = []corev1.PodSchedulingGate{{Name: "kueue.x-k8s.io/admission"}}
 				p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonSchedulingGated}}
 				return p
@@ -176,9 +177,9 @@ func TestReadinessIssues(t *testing.T) {
 
 func TestReplicasOrderAndColumns(t *testing.T) {
 	s := Snapshot{Job: testJob("ddp", 3), Now: now, Pods: []corev1.Pod{
-		testPod("ddp", 2, unschedulable(msgNoGPU)),
-		testPod("ddp", 0, running("gpu-node-0")),
-		testPod("ddp", 1, running("gpu-node-1")),
+		podOf("ddp", 2).Unschedulable(msgNoGPU, t0.Add(time.Second)).Val(),
+		podOf("ddp", 0).Node("gpu-node-0").Running(t0.Add(time.Minute)).Val(),
+		podOf("ddp", 1).Node("gpu-node-1").Running(t0.Add(time.Minute)).Val(),
 	}}
 	s.Pods[1].Status.ContainerStatuses[0].RestartCount = 2
 	reps, notes := Replicas(s)
@@ -200,9 +201,9 @@ func TestReplicasOrderAndColumns(t *testing.T) {
 
 func TestNoPartialStartWhenAllPendingOrAllRunning(t *testing.T) {
 	for name, pods := range map[string][]corev1.Pod{
-		"all pending":           {testPod("ddp", 0, unschedulable(msgNoGPU)), testPod("ddp", 1, unschedulable(msgNoGPU))},
-		"all running":           {testPod("ddp", 0, running("a")), testPod("ddp", 1, running("b"))},
-		"one done, one running": {testPod("ddp", 0, succeeded("a")), testPod("ddp", 1, running("b"))},
+		"all pending":           {podOf("ddp", 0).Unschedulable(msgNoGPU, t0.Add(time.Second)).Val(), podOf("ddp", 1).Unschedulable(msgNoGPU, t0.Add(time.Second)).Val()},
+		"all running":           {podOf("ddp", 0).Node("a").Running(t0.Add(time.Minute)).Val(), podOf("ddp", 1).Node("b").Running(t0.Add(time.Minute)).Val()},
+		"one done, one running": {podOf("ddp", 0).Node("a").Succeeded(t0.Add(5 * time.Minute)).Val(), podOf("ddp", 1).Node("b").Running(t0.Add(time.Minute)).Val()},
 	} {
 		if _, notes := Replicas(Snapshot{Job: testJob("ddp", 2), Pods: pods, Now: now}); len(notes) != 0 {
 			t.Errorf("%s: notes = %q, want none", name, notes)
@@ -221,10 +222,10 @@ func TestFailedCreateIsAJobNote(t *testing.T) {
 }
 
 func TestEventsOfOtherPodsAreIgnored(t *testing.T) {
-	mine := testPod("train", 0)
-	other := testPod("other", 0)
+	mine := podOf("train", 0).Val()
+	other := podOf("other", 0).Val()
 	s := Snapshot{Job: testJob("train", 1), Pods: []corev1.Pod{mine}, Now: now,
-		Events: []corev1.Event{podEvent(other, "FailedScheduling", msgNoGPU, time.Second)}}
+		Events: []corev1.Event{fixture.PodEvent(&other, "FailedScheduling", msgNoGPU).Last(t0.Add(time.Second)).Val()}}
 	if reps, _ := Replicas(s); reps[0].Status.ReadinessIssue != nil {
 		t.Errorf("another pod's event gave this pod an issue: %+v", reps[0].Status.ReadinessIssue)
 	}

@@ -17,6 +17,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/exitcode"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/internal/fixture"
 )
 
 func requests(c *fake.Clientset) []string {
@@ -42,16 +43,16 @@ func TestCollectA256PodJobInSixRequests(t *testing.T) {
 		var p corev1.Pod
 		switch {
 		case r == 7:
-			p = testPod("big", r, exited(n, 1, "Error", time.Minute))
+			p = podOf("big", r).Node(n).Exited(1, "Error", t0.Add(time.Minute)).Val()
 		case r%2 == 0:
 			// Half the ranks were evicted: each needs its node's conditions.
-			p = testPod("big", r, on(n))
+			p = podOf("big", r).Node(n).Val()
 			p.Status.Phase, p.Status.Reason = corev1.PodFailed, "Evicted"
 		default:
-			p = testPod("big", r, exited(n, 143, "Error", 2*time.Minute))
+			p = podOf("big", r).Node(n).Exited(143, "Error", t0.Add(2*time.Minute)).Val()
 		}
-		objs = append(objs, &p, node(n, ready(corev1.ConditionTrue, "")))
-		ev := podEvent(p, "BackOff", "noise", time.Second)
+		objs = append(objs, &p, fixture.Node(n).Ready(corev1.ConditionTrue, "", t0.Add(2*time.Minute)).Obj())
+		ev := fixture.PodEvent(&p, "BackOff", "noise").Last(t0.Add(time.Second)).Val()
 		objs = append(objs, &ev)
 	}
 	c := fake.NewClientset(objs...)
@@ -77,8 +78,8 @@ func TestCollectA256PodJobInSixRequests(t *testing.T) {
 
 func TestCollectHealthyJobReadsNoNodesOrLogs(t *testing.T) {
 	job := testJob("ok", 2)
-	p0, p1 := testPod("ok", 0, running("a")), testPod("ok", 1, running("b"))
-	stranger := testPod("other", 0, running("c"))
+	p0, p1 := podOf("ok", 0).Node("a").Running(t0.Add(time.Minute)).Val(), podOf("ok", 1).Node("b").Running(t0.Add(time.Minute)).Val()
+	stranger := podOf("other", 0).Node("c").Running(t0.Add(time.Minute)).Val()
 	c := fake.NewClientset(job, &p0, &p1, &stranger)
 	s, _, err := Collect(context.Background(), c, "ml", "ok", CollectOptions{Logs: true, Now: now})
 	if err != nil {
@@ -100,9 +101,9 @@ func TestCollectHealthyJobReadsNoNodesOrLogs(t *testing.T) {
 
 func TestCollectFewNodesAreReadOneByOne(t *testing.T) {
 	job := testJob("t", 2)
-	p0 := testPod("t", 0, running("gpu-node-1"), notReady)
-	p1 := testPod("t", 1, running("gpu-node-1"), notReady)
-	c := fake.NewClientset(job, &p0, &p1, node("gpu-node-1", ready(corev1.ConditionFalse, "PLEG is not healthy")))
+	p0 := podOf("t", 0).Node("gpu-node-1").Running(t0.Add(time.Minute)).NotReady().Val()
+	p1 := podOf("t", 1).Node("gpu-node-1").Running(t0.Add(time.Minute)).NotReady().Val()
+	c := fake.NewClientset(job, &p0, &p1, fixture.Node("gpu-node-1").Ready(corev1.ConditionFalse, "PLEG is not healthy", t0.Add(2*time.Minute)).Obj())
 	s, _, err := Collect(context.Background(), c, "ml", "t", CollectOptions{Now: now})
 	if err != nil {
 		t.Fatal(err)
@@ -124,7 +125,7 @@ func TestCollectNotFoundAndDegradedReads(t *testing.T) {
 	}
 
 	job := testJob("t", 1)
-	p := testPod("t", 0, running("gpu-node-1"), notReady)
+	p := podOf("t", 0).Node("gpu-node-1").Running(t0.Add(time.Minute)).NotReady().Val()
 	c = fake.NewClientset(job, &p)
 	forbid := func(res string) {
 		c.PrependReactor("*", res, func(a k8stesting.Action) (bool, runtime.Object, error) {
@@ -145,7 +146,7 @@ func TestCollectNotFoundAndDegradedReads(t *testing.T) {
 // A pod kept off every node by a taint costs one node list, and only the tainted nodes are kept.
 func TestCollectReadsTaintsOnlyForATaintedRefusal(t *testing.T) {
 	job := testJob("t", 1)
-	p := testPod("t", 0, unschedulable("0/2 nodes are available: 2 node(s) had untolerated taint(s)."))
+	p := podOf("t", 0).Unschedulable("0/2 nodes are available: 2 node(s) had untolerated taint(s).", t0.Add(time.Second)).Val()
 	tainted := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "gpu-0", Labels: map[string]string{"pool": "a"}},
 		Spec:   corev1.NodeSpec{Taints: []corev1.Taint{{Key: "dedicated", Value: "ml", Effect: corev1.TaintEffectNoSchedule}}},
 		Status: corev1.NodeStatus{Allocatable: corev1.ResourceList{gpuResource: resource.MustParse("8")}}}

@@ -7,6 +7,8 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/internal/fixture"
 )
 
 const oomSuggestion = "Container OOM-killed. Reduce batch size, lower max_length, or request more memory on a larger node."
@@ -29,34 +31,34 @@ func TestDiagnose(t *testing.T) {
 	}{
 		{
 			name: "complete job is fine", job: testJob("ok", 2, batchv1.JobCondition{Type: batchv1.JobComplete, Status: corev1.ConditionTrue}),
-			pods: []corev1.Pod{testPod("ok", 0, succeeded("a")), testPod("ok", 1, succeeded("b"))},
+			pods: []corev1.Pod{podOf("ok", 0).Node("a").Succeeded(t0.Add(5 * time.Minute)).Val(), podOf("ok", 1).Node("b").Succeeded(t0.Add(5 * time.Minute)).Val()},
 		},
 		{
 			name: "healthy running job is fine", job: testJob("ok", 2),
-			pods: []corev1.Pod{testPod("ok", 0, running("a")), testPod("ok", 1, running("b"))},
+			pods: []corev1.Pod{podOf("ok", 0).Node("a").Running(t0.Add(time.Minute)).Val(), podOf("ok", 1).Node("b").Running(t0.Add(time.Minute)).Val()},
 		},
 		{
 			name: "OOMKilled rank is the program's, with the contract's suggestion", job: testJob("ddp", 2, backoff),
 			pods: []corev1.Pod{
-				testPod("ddp", 0, exited("gpu-node-0", 143, "Error", 2*time.Minute)),
-				testPod("ddp", 1, exited("gpu-node-1", 137, "OOMKilled", time.Minute)),
+				podOf("ddp", 0).Node("gpu-node-0").Exited(143, "Error", t0.Add(2*time.Minute)).Val(),
+				podOf("ddp", 1).Node("gpu-node-1").Exited(137, "OOMKilled", t0.Add(time.Minute)).Val(),
 			},
 			wantClass: ErrProgram, wantFirst: "OOMKilled", wantRank: 1, wantExit: 137, wantSugg: oomSuggestion,
 		},
 		{
 			name: "segfault named by its signal", job: testJob("train", 1, backoff),
-			pods:      []corev1.Pod{testPod("train", 0, exited("gpu-node-0", 139, "Error", time.Minute))},
+			pods:      []corev1.Pod{podOf("train", 0).Node("gpu-node-0").Exited(139, "Error", t0.Add(time.Minute)).Val()},
 			wantClass: ErrProgram, wantFirst: "Error", wantExit: 139, wantMsg: "exit code 139 (SIGSEGV)", wantSugg: "crashed (SIGSEGV)",
 		},
 		{
 			name: "exit 1 shows the last log line", job: testJob("train", 1, backoff),
-			pods:      []corev1.Pod{testPod("train", 0, exited("gpu-node-0", 1, "Error", time.Minute))},
+			pods:      []corev1.Pod{podOf("train", 0).Node("gpu-node-0").Exited(1, "Error", t0.Add(time.Minute)).Val()},
 			logs:      map[string][]string{"train-0-abcde": {"step 1", "ValueError: bad spec: epochs must be > 0", ""}},
 			wantClass: ErrProgram, wantFirst: "Error", wantExit: 1, wantMsg: "last log line: ValueError: bad spec", wantSugg: "kubectl tao logs train --rank 0",
 		},
 		{
 			name: "CUDA out of memory in the last log lines", job: testJob("train", 1, backoff),
-			pods: []corev1.Pod{testPod("train", 0, exited("gpu-node-0", 1, "Error", time.Minute))},
+			pods: []corev1.Pod{podOf("train", 0).Node("gpu-node-0").Exited(1, "Error", t0.Add(time.Minute)).Val()},
 			logs: map[string][]string{"train-0-abcde": {
 				"Traceback (most recent call last):",
 				"torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 79.10 GiB",
@@ -65,7 +67,7 @@ func TestDiagnose(t *testing.T) {
 		},
 		{
 			name: "NCCL error in the last log lines", job: testJob("ddp", 2, backoff),
-			pods: []corev1.Pod{testPod("ddp", 0, exited("gpu-node-0", 1, "Error", time.Minute))},
+			pods: []corev1.Pod{podOf("ddp", 0).Node("gpu-node-0").Exited(1, "Error", t0.Add(time.Minute)).Val()},
 			logs: map[string][]string{"ddp-0-abcde": {
 				"torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/NCCLUtils.hpp:275, unhandled system error",
 			}},
@@ -73,39 +75,37 @@ func TestDiagnose(t *testing.T) {
 		},
 		{
 			name: "image pull is the infrastructure's", job: testJob("train", 1),
-			pods:      []corev1.Pod{testPod("train", 0, waiting("gpu-node-0", "ImagePullBackOff", `Back-off pulling image "nope:latest"`))},
+			pods:      []corev1.Pod{podOf("train", 0).Node("gpu-node-0").Waiting("ImagePullBackOff", `Back-off pulling image "nope:latest"`).Val()},
 			wantClass: ErrInfra, wantFirst: "ImagePullBackOff", wantSugg: "--image-pull-secret",
 		},
 		{
 			name: "unschedulable: insufficient GPUs", job: testJob("big", 1),
-			pods:      []corev1.Pod{testPod("big", 0, unschedulable(msgNoGPU))},
+			pods:      []corev1.Pod{podOf("big", 0).Unschedulable(msgNoGPU, t0.Add(time.Second)).Val()},
 			wantClass: ErrInfra, wantFirst: "Unschedulable", wantMsg: "4 Insufficient nvidia.com/gpu", wantSugg: "No node has 8 free nvidia.com/gpu",
 		},
 		{
 			name: "node selector matches nothing", job: testJob("sel", 1),
-			pods:      []corev1.Pod{testPod("sel", 0, nodeSelector("foo", "bar"), unschedulable(msgNoMatch))},
+			pods:      []corev1.Pod{podOf("sel", 0).NodeSelector("foo", "bar").Unschedulable(msgNoMatch, t0.Add(time.Second)).Val()},
 			wantClass: ErrInfra, wantFirst: "NoMatchingNode", wantMsg: "no node matches the node selector foo=bar", wantSugg: "kubectl get nodes -l foo=bar",
 		},
 		{
 			name: "preemption first, then a peer's NCCL failure: the root is infra", job: testJob("ddp", 2, backoff),
 			pods: []corev1.Pod{
-				testPod("ddp", 0, exited("gpu-node-0", 1, "Error", 4*time.Minute)),
-				testPod("ddp", 1, exited("gpu-node-1", 143, "Error", 2*time.Minute),
-					disruption("PreemptionByScheduler", "default-scheduler: preempting to accommodate a higher priority pod", 90*time.Second)),
+				podOf("ddp", 0).Node("gpu-node-0").Exited(1, "Error", t0.Add(4*time.Minute)).Val(),
+				podOf("ddp", 1).Node("gpu-node-1").Exited(143, "Error", t0.Add(2*time.Minute)).Disrupted("PreemptionByScheduler", "default-scheduler: preempting to accommodate a higher priority pod", t0.Add(90*time.Second)).Val(),
 			},
 			logs:      map[string][]string{"ddp-0-abcde": {"[rank0]: Watchdog caught collective operation timeout: WorkNCCL(SeqNum=12)"}},
 			wantClass: ErrInfra, wantFirst: "Preempted", wantRank: 1, wantExit: 143, wantSugg: "PriorityClass",
 		},
 		{
 			name: "node lost (taint manager)", job: testJob("ddp", 1, backoff),
-			pods: []corev1.Pod{testPod("ddp", 0, exited("gpu-node-2", 143, "Error", 2*time.Minute),
-				disruption("DeletionByTaintManager", "Taint manager: deleting due to NoExecute taint", time.Minute))},
+			pods:      []corev1.Pod{podOf("ddp", 0).Node("gpu-node-2").Exited(143, "Error", t0.Add(2*time.Minute)).Disrupted("DeletionByTaintManager", "Taint manager: deleting due to NoExecute taint", t0.Add(time.Minute)).Val()},
 			wantClass: ErrInfra, wantFirst: "NodeLost", wantSugg: "gpu-node-2",
 		},
 		{
 			name: "evicted", job: testJob("train", 1, backoff),
 			pods: []corev1.Pod{func() corev1.Pod {
-				p := testPod("train", 0, on("gpu-node-3"))
+				p := podOf("train", 0).Node("gpu-node-3").Val()
 				p.Status.Phase, p.Status.Reason, p.Status.Message = corev1.PodFailed, "Evicted", "The node was low on resource: ephemeral-storage."
 				return p
 			}()},
@@ -114,7 +114,7 @@ func TestDiagnose(t *testing.T) {
 		{
 			name:      "deadline exceeded is the root even though ranks died of SIGTERM",
 			job:       testJob("slow", 1, failedCond("DeadlineExceeded", "Job was active longer than specified deadline", t0.Add(5*time.Minute))),
-			pods:      []corev1.Pod{testPod("slow", 0, exited("gpu-node-0", 143, "Error", 4*time.Minute))},
+			pods:      []corev1.Pod{podOf("slow", 0).Node("gpu-node-0").Exited(143, "Error", t0.Add(4*time.Minute)).Val()},
 			wantClass: ErrInfra, wantFirst: "DeadlineExceeded", wantRank: -1, wantSugg: "activeDeadlineSeconds",
 		},
 		{
@@ -123,13 +123,13 @@ func TestDiagnose(t *testing.T) {
 		},
 		{
 			name: "node NotReady under a running rank", job: testJob("ddp", 2),
-			pods:      []corev1.Pod{testPod("ddp", 0, running("gpu-node-0")), testPod("ddp", 1, running("gpu-node-1"), notReady)},
-			nodes:     []*corev1.Node{node("gpu-node-1", ready(corev1.ConditionUnknown, "Kubelet stopped posting node status."))},
+			pods:      []corev1.Pod{podOf("ddp", 0).Node("gpu-node-0").Running(t0.Add(time.Minute)).Val(), podOf("ddp", 1).Node("gpu-node-1").Running(t0.Add(time.Minute)).NotReady().Val()},
+			nodes:     []*corev1.Node{fixture.Node("gpu-node-1").Ready(corev1.ConditionUnknown, "Kubelet stopped posting node status.", t0.Add(2*time.Minute)).Obj()},
 			wantClass: ErrInfra, wantFirst: "NodeNotReady", wantRank: 1, wantSugg: "cordon",
 		},
 		{
 			name: "missing secret", job: testJob("train", 1),
-			pods:      []corev1.Pod{testPod("train", 0, waiting("gpu-node-0", "CreateContainerConfigError", `secret "s3" not found`))},
+			pods:      []corev1.Pod{podOf("train", 0).Node("gpu-node-0").Waiting("CreateContainerConfigError", `secret "s3" not found`).Val()},
 			wantClass: ErrInfra, wantFirst: "CreateContainerConfigError", wantSugg: "--env-from-secret",
 		},
 	}
@@ -180,7 +180,7 @@ func TestDiagnose(t *testing.T) {
 
 func TestDiagnoseReportsJobFailureAndPartialStart(t *testing.T) {
 	a := Diagnose(Snapshot{Job: testJob("ddp", 2), Now: now, Pods: []corev1.Pod{
-		testPod("ddp", 0, running("gpu-node-0")), testPod("ddp", 1, unschedulable(msgNoGPU)),
+		podOf("ddp", 0).Node("gpu-node-0").Running(t0.Add(time.Minute)).Val(), podOf("ddp", 1).Unschedulable(msgNoGPU, t0.Add(time.Second)).Val(),
 	}})
 	if a.Status != "Running" || len(a.Notes) != 1 || !strings.Contains(a.Notes[0], "partial start: 1 of 2 ranks running") {
 		t.Errorf("status %s, notes %q", a.Status, a.Notes)
@@ -192,19 +192,19 @@ func TestDiagnoseReportsJobFailureAndPartialStart(t *testing.T) {
 }
 
 func TestNeedsNodeAndLogs(t *testing.T) {
-	if NeedsNode(ptrTo(testPod("t", 0, running("a")))) {
+	if NeedsNode(podOf("t", 0).Node("a").Running(t0.Add(time.Minute)).Obj()) {
 		t.Error("a healthy running pod needs no node read")
 	}
-	if !NeedsNode(ptrTo(testPod("t", 0, running("a"), notReady))) || !NeedsNode(ptrTo(testPod("t", 0, running("a"), deleting(now)))) {
+	if !NeedsNode(podOf("t", 0).Node("a").Running(t0.Add(time.Minute)).NotReady().Obj()) || !NeedsNode(podOf("t", 0).Node("a").Running(t0.Add(time.Minute)).Deleting(now).Obj()) {
 		t.Error("a not-ready or terminating pod needs its node")
 	}
-	if NeedsNode(ptrTo(testPod("t", 0, unschedulable(msgNoGPU)))) {
+	if NeedsNode(podOf("t", 0).Unschedulable(msgNoGPU, t0.Add(time.Second)).Obj()) {
 		t.Error("an unscheduled pod has no node to read")
 	}
 	pods := []corev1.Pod{
-		testPod("t", 0, exited("a", 143, "Error", 3*time.Minute)),
-		testPod("t", 1, exited("b", 1, "Error", 2*time.Minute)),
-		testPod("t", 2, exited("c", 137, "OOMKilled", time.Minute)),
+		podOf("t", 0).Node("a").Exited(143, "Error", t0.Add(3*time.Minute)).Val(),
+		podOf("t", 1).Node("b").Exited(1, "Error", t0.Add(2*time.Minute)).Val(),
+		podOf("t", 2).Node("c").Exited(137, "OOMKilled", t0.Add(time.Minute)).Val(),
 	}
 	if got := NeedsLogs(pods); got != "t-1-abcde" {
 		t.Errorf("NeedsLogs = %q, want the earliest non-OOM failure t-1-abcde", got)
@@ -213,5 +213,3 @@ func TestNeedsNodeAndLogs(t *testing.T) {
 		t.Errorf("NeedsLogs(OOM only) = %q, want none: the OOM says it all", got)
 	}
 }
-
-func ptrTo(p corev1.Pod) *corev1.Pod { return &p }

@@ -8,41 +8,19 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/jobspec"
 )
 
 // retriesJob is a job submitted with --retries: the pod failure policy jobspec builds.
 func retriesJob(name string, nodes int32, conds ...batchv1.JobCondition) *batchv1.Job {
-	j := testJob(name, nodes, conds...)
-	j.Spec.PodFailurePolicy = jobspec.PodFailurePolicy()
-	return j
+	return jobOf(name, nodes).Conditions(conds...).PodFailurePolicy(jobspec.PodFailurePolicy()).Obj()
 }
 
 // The job controller's messages, exactly as Kubernetes 1.37 writes them.
 func policyCond(pod string, code int, index int) batchv1.JobCondition {
 	return failedCond(batchv1.JobReasonPodFailurePolicy,
 		fmt.Sprintf("Container tao for pod ml/%s failed with exit code %d matching FailJob rule at index %d", pod, code, index), t0.Add(4*time.Minute))
-}
-
-// evicted is a pod the kubelet evicted under memory pressure at t0+after: Failed, reason
-// Evicted, DisruptionTarget, and its container SIGKILLed (137, as the OOM rule would match).
-func evicted(node string, after time.Duration) podOpt {
-	return func(p *corev1.Pod) {
-		exited(node, 137, "Error", after)(p)
-		p.Status.Reason, p.Status.Message = "Evicted", "The node was low on resource: memory. "
-		disruption("TerminationByKubelet", "The node was low on resource: memory. ", after)(p)
-	}
-}
-
-func createdAt(after time.Duration) podOpt {
-	return func(p *corev1.Pod) { p.CreationTimestamp = metav1.NewTime(t0.Add(after)) }
-}
-
-func renamed(name string) podOpt {
-	return func(p *corev1.Pod) { p.Name, p.UID = name, types.UID("uid-"+name) }
 }
 
 func TestDiagnoseRetriesPolicy(t *testing.T) {
@@ -64,9 +42,9 @@ func TestDiagnoseRetriesPolicy(t *testing.T) {
 			name: "evicted rank replaced, job running: no issue, a note",
 			job:  retriesJob("ddp", 2),
 			pods: []corev1.Pod{
-				testPod("ddp", 0, running("gpu-node-0")),
-				testPod("ddp", 1, evicted("gpu-node-1", time.Minute)),
-				testPod("ddp", 1, renamed("ddp-1-fghij"), createdAt(70*time.Second), running("gpu-node-2")),
+				podOf("ddp", 0).Node("gpu-node-0").Running(t0.Add(time.Minute)).Val(),
+				podOf("ddp", 1).Node("gpu-node-1").Exited(137, "Error", t0.Add(time.Minute)).Evicted("The node was low on resource: memory. ", t0.Add(time.Minute)).Val(),
+				podOf("ddp", 1).Name("ddp-1-fghij").UID("uid-" + "ddp-1-fghij").Created(t0.Add(70 * time.Second)).Node("gpu-node-2").Running(t0.Add(time.Minute)).Val(),
 			},
 			wantNotes: []string{"rank 1: pod ddp-1-abcde was evicted (TerminationByKubelet: The node was low on resource: memory)",
 				"not a failure and used no retry; replaced by pod ddp-1-fghij"},
@@ -75,9 +53,9 @@ func TestDiagnoseRetriesPolicy(t *testing.T) {
 			name: "evicted rank replaced, job complete: a note",
 			job:  retriesJob("ddp", 2, complete),
 			pods: []corev1.Pod{
-				testPod("ddp", 0, succeeded("gpu-node-0")),
-				testPod("ddp", 1, evicted("gpu-node-1", time.Minute)),
-				testPod("ddp", 1, renamed("ddp-1-fghij"), createdAt(70*time.Second), succeeded("gpu-node-2")),
+				podOf("ddp", 0).Node("gpu-node-0").Succeeded(t0.Add(5 * time.Minute)).Val(),
+				podOf("ddp", 1).Node("gpu-node-1").Exited(137, "Error", t0.Add(time.Minute)).Evicted("The node was low on resource: memory. ", t0.Add(time.Minute)).Val(),
+				podOf("ddp", 1).Name("ddp-1-fghij").UID("uid-" + "ddp-1-fghij").Created(t0.Add(70 * time.Second)).Node("gpu-node-2").Succeeded(t0.Add(5 * time.Minute)).Val(),
 			},
 			wantNotes: []string{"replaced by pod ddp-1-fghij"},
 		},
@@ -85,8 +63,8 @@ func TestDiagnoseRetriesPolicy(t *testing.T) {
 			name: "without the policy an eviction is still a failure",
 			job:  testJob("ddp", 2),
 			pods: []corev1.Pod{
-				testPod("ddp", 0, running("gpu-node-0")),
-				testPod("ddp", 1, evicted("gpu-node-1", time.Minute)),
+				podOf("ddp", 0).Node("gpu-node-0").Running(t0.Add(time.Minute)).Val(),
+				podOf("ddp", 1).Node("gpu-node-1").Exited(137, "Error", t0.Add(time.Minute)).Evicted("The node was low on resource: memory. ", t0.Add(time.Minute)).Val(),
 			},
 			wantClass: ErrInfra, wantFirst: "Evicted", wantPod: "ddp-1-abcde", wantEvents: 1,
 		},
@@ -94,9 +72,9 @@ func TestDiagnoseRetriesPolicy(t *testing.T) {
 			name: "OOM fails the job at once: rule 1 named, the OOM is the root even after an ignored eviction",
 			job:  retriesJob("ddp", 2, policyCond("ddp-0-abcde", 137, 1)),
 			pods: []corev1.Pod{
-				testPod("ddp", 0, exited("gpu-node-0", 137, "OOMKilled", 3*time.Minute)),
-				testPod("ddp", 1, evicted("gpu-node-1", time.Minute)),
-				testPod("ddp", 1, renamed("ddp-1-fghij"), createdAt(70*time.Second), exited("gpu-node-2", 1, "Error", 3*time.Minute)),
+				podOf("ddp", 0).Node("gpu-node-0").Exited(137, "OOMKilled", t0.Add(3*time.Minute)).Val(),
+				podOf("ddp", 1).Node("gpu-node-1").Exited(137, "Error", t0.Add(time.Minute)).Evicted("The node was low on resource: memory. ", t0.Add(time.Minute)).Val(),
+				podOf("ddp", 1).Name("ddp-1-fghij").UID("uid-"+"ddp-1-fghij").Created(t0.Add(70*time.Second)).Node("gpu-node-2").Exited(1, "Error", t0.Add(3*time.Minute)).Val(),
 			},
 			wantClass: ErrProgram, wantFirst: "OOMKilled", wantPod: "ddp-0-abcde", wantKind: RuleKindOOM,
 			wantRule: "FailJob on exit code 137 of container tao", wantSugg: oomSuggestion, wantEvents: 2,
@@ -107,8 +85,8 @@ func TestDiagnoseRetriesPolicy(t *testing.T) {
 			name: "the pod named by the policy is the root, not a peer that died a moment earlier",
 			job:  retriesJob("ddp", 2, policyCond("ddp-1-abcde", 127, 2)),
 			pods: []corev1.Pod{
-				testPod("ddp", 0, exited("gpu-node-0", 1, "Error", time.Minute)),
-				testPod("ddp", 1, exited("gpu-node-1", 127, "Error", 2*time.Minute)),
+				podOf("ddp", 0).Node("gpu-node-0").Exited(1, "Error", t0.Add(time.Minute)).Val(),
+				podOf("ddp", 1).Node("gpu-node-1").Exited(127, "Error", t0.Add(2*time.Minute)).Val(),
 			},
 			wantClass: ErrProgram, wantFirst: "Error", wantPod: "ddp-1-abcde", wantKind: RuleKindProgram,
 			wantRule: "FailJob on exit codes 2, 126, 127 of container tao", wantSugg: "The command was not found (exit code 127)", wantEvents: 2,
@@ -168,18 +146,18 @@ func TestPolicyAction(t *testing.T) {
 		pod  corev1.Pod
 		want batchv1.PodFailurePolicyAction
 	}{
-		{"evicted with 137: ignored first", testPod("t", 0, evicted("a", time.Minute)), batchv1.PodFailurePolicyActionIgnore},
-		{"OOM", testPod("t", 0, exited("a", 137, "OOMKilled", time.Minute)), batchv1.PodFailurePolicyActionFailJob},
-		{"command not found", testPod("t", 0, exited("a", 127, "Error", time.Minute)), batchv1.PodFailurePolicyActionFailJob},
-		{"traceback: counts", testPod("t", 0, exited("a", 1, "Error", time.Minute)), ""},
-		{"running: nothing", testPod("t", 0, running("a")), ""},
+		{"evicted with 137: ignored first", podOf("t", 0).Node("a").Exited(137, "Error", t0.Add(time.Minute)).Evicted("The node was low on resource: memory. ", t0.Add(time.Minute)).Val(), batchv1.PodFailurePolicyActionIgnore},
+		{"OOM", podOf("t", 0).Node("a").Exited(137, "OOMKilled", t0.Add(time.Minute)).Val(), batchv1.PodFailurePolicyActionFailJob},
+		{"command not found", podOf("t", 0).Node("a").Exited(127, "Error", t0.Add(time.Minute)).Val(), batchv1.PodFailurePolicyActionFailJob},
+		{"traceback: counts", podOf("t", 0).Node("a").Exited(1, "Error", t0.Add(time.Minute)).Val(), ""},
+		{"running: nothing", podOf("t", 0).Node("a").Running(t0.Add(time.Minute)).Val(), ""},
 	}
 	for _, tc := range tests {
 		if got := policyAction(job, &tc.pod); got != tc.want {
 			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
 		}
 	}
-	if got := policyAction(testJob("t", 1), ptrTo(testPod("t", 0, evicted("a", time.Minute)))); got != "" {
+	if got := policyAction(testJob("t", 1), podOf("t", 0).Node("a").Exited(137, "Error", t0.Add(time.Minute)).Evicted("The node was low on resource: memory. ", t0.Add(time.Minute)).Obj()); got != "" {
 		t.Errorf("no policy: %q", got)
 	}
 }

@@ -7,24 +7,19 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/internal/fixture"
 )
 
 func queuedJob(name, queue string, nodes int32) *batchv1.Job {
-	j := testJob(name, nodes)
-	j.Labels = map[string]string{"kueue.x-k8s.io/queue-name": queue}
-	j.Spec.Suspend = ptr.To(true)
-	return j
+	return jobOf(name, nodes).Label("kueue.x-k8s.io/queue-name", queue).Suspend(true).Obj()
 }
 
+// workloadEvent is the event Kueue writes about the Workload name of a queued Job.
 func workloadEvent(name, msg string, after time.Duration) corev1.Event {
-	return corev1.Event{
-		ObjectMeta:     metav1.ObjectMeta{Name: name + ".pending", Namespace: "ml"},
-		InvolvedObject: corev1.ObjectReference{Kind: "Workload", APIVersion: "kueue.x-k8s.io/v1beta2", Namespace: "ml", Name: name, UID: "wl-uid"},
-		Type:           corev1.EventTypeWarning, Reason: "Pending", Message: msg, LastTimestamp: metav1.NewTime(t0.Add(after)),
-	}
+	ref := corev1.ObjectReference{Kind: "Workload", APIVersion: "kueue.x-k8s.io/v1beta2", Namespace: "ml", Name: name, UID: "wl-uid"}
+	return fixture.Event(ref, "Pending", msg).Name(name + ".pending").Last(t0.Add(after)).Val()
 }
 
 func TestDiagnoseQueued(t *testing.T) {
@@ -73,7 +68,7 @@ func TestDiagnoseQueued(t *testing.T) {
 	// Once admitted (resumed), the queue is no longer the story.
 	admitted := queuedJob("ddp", "team-a", 1)
 	admitted.Spec.Suspend = ptr.To(false)
-	a := Diagnose(Snapshot{Job: admitted, Pods: []corev1.Pod{testPod("ddp", 0, running("gpu-node-0"))}, Now: now})
+	a := Diagnose(Snapshot{Job: admitted, Pods: []corev1.Pod{podOf("ddp", 0).Node("gpu-node-0").Running(t0.Add(time.Minute)).Val()}, Now: now})
 	if a.FirstFailure != nil || a.Status != "Running" {
 		t.Errorf("admitted, running job: %+v", a)
 	}
@@ -114,18 +109,9 @@ func TestIsWorkloadOf(t *testing.T) {
 
 func TestSchedulingFixes(t *testing.T) {
 	const modern = "0/4 nodes are available: 4 node(s) had untolerated taint(s). preemption: 0/4 nodes are available: 4 Preemption is not helpful for scheduling."
-	gpuNode := func(name string, gpus int64, lbls map[string]string, taints ...corev1.Taint) corev1.Node {
-		return corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: lbls}, Spec: corev1.NodeSpec{Taints: taints},
-			Status: corev1.NodeStatus{Allocatable: corev1.ResourceList{gpuResource: *resource.NewQuantity(gpus, resource.DecimalSI)}}}
-	}
 	dedicated := corev1.Taint{Key: "dedicated", Value: "ml", Effect: corev1.TaintEffectNoExecute}
 	gpuTaint := corev1.Taint{Key: gpuResource, Effect: corev1.TaintEffectNoSchedule}
 	controlPlane := corev1.Taint{Key: "node-role.kubernetes.io/control-plane", Effect: corev1.TaintEffectNoSchedule}
-	wantsGPU := func(p *corev1.Pod) {
-		p.Spec.Containers = []corev1.Container{{Name: "tao", Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{gpuResource: resource.MustParse("8")}}}}
-		p.Spec.Tolerations = []corev1.Toleration{{Key: gpuResource, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}}
-		p.Spec.NodeSelector = map[string]string{"pool": "h100"}
-	}
 	tests := []struct {
 		name   string
 		pod    corev1.Pod
@@ -133,23 +119,21 @@ func TestSchedulingFixes(t *testing.T) {
 		reason string
 		want   []string
 	}{
-		{"modern message: the taint comes from the nodes meant for the pod", testPod("t", 0, unschedulable(modern), wantsGPU),
+		{"modern message: the taint comes from the nodes meant for the pod", podOf("t", 0).Unschedulable(modern, t0.Add(time.Second)).Toleration(corev1.Toleration{Key: gpuResource, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}).NodeSelector("pool", "h100").Val(),
 			[]corev1.Node{
-				gpuNode("cp", 0, map[string]string{"pool": "h100"}, controlPlane),            // no GPUs: not meant for it
-				gpuNode("other-pool", 8, map[string]string{"pool": "a100"}, dedicated),       // not selected
-				gpuNode("gpu-1", 8, map[string]string{"pool": "h100"}, gpuTaint, dedicated),  // GPU taint tolerated
-				gpuNode("gpu-2", 8, map[string]string{"pool": "h100"}, dedicated, dedicated), // repeats once
+				fixture.Node("cp").Label("pool", "h100").GPUs(0).Taints(controlPlane).Val(),            // no GPUs: not meant for it
+				fixture.Node("other-pool").Label("pool", "a100").GPUs(8).Taints(dedicated).Val(),       // not selected
+				fixture.Node("gpu-1").Label("pool", "h100").GPUs(8).Taints(gpuTaint, dedicated).Val(),  // GPU taint tolerated
+				fixture.Node("gpu-2").Label("pool", "h100").GPUs(8).Taints(dedicated, dedicated).Val(), // repeats once
 			},
 			"UntoleratedTaint", []string{"resubmit with --toleration dedicated=ml:NoExecute."}},
-		{"modern message, nodes unknown", testPod("t", 0, unschedulable(modern)), nil,
+		{"modern message, nodes unknown", podOf("t", 0).Unschedulable(modern, t0.Add(time.Second)).Val(), nil,
 			"UntoleratedTaint", []string{"--toleration KEY[=VALUE]:EFFECT", "kubectl get nodes -o custom-columns="}},
-		{"GPU taint without value", testPod("t", 0, unschedulable("0/4 nodes are available: 4 node(s) had untolerated taint {nvidia.com/gpu: }. preemption: 0/4 nodes are available: 4 Preemption is not helpful for scheduling.")),
+		{"GPU taint without value", podOf("t", 0).Unschedulable("0/4 nodes are available: 4 node(s) had untolerated taint {nvidia.com/gpu: }. preemption: 0/4 nodes are available: 4 Preemption is not helpful for scheduling.", t0.Add(time.Second)).Val(),
 			nil, "UntoleratedTaint", []string{"--toleration nvidia.com/gpu:NoSchedule", "unless --no-gpu-toleration", "NoSchedule or NoExecute", "kubectl get nodes -o custom-columns="}},
-		{"two taints", testPod("t", 0, unschedulable("0/3 nodes are available: 1 node(s) had untolerated taint {dedicated: ml}, 2 node(s) had untolerated taint {node-role.kubernetes.io/control-plane: }.")),
+		{"two taints", podOf("t", 0).Unschedulable("0/3 nodes are available: 1 node(s) had untolerated taint {dedicated: ml}, 2 node(s) had untolerated taint {node-role.kubernetes.io/control-plane: }.", t0.Add(time.Second)).Val(),
 			nil, "UntoleratedTaint", []string{"--toleration dedicated=ml:NoSchedule --toleration node-role.kubernetes.io/control-plane:NoSchedule"}},
-		{"unbound claim named", testPod("t", 0, unschedulable(msgPVC), func(p *corev1.Pod) {
-			p.Spec.Volumes = []corev1.Volume{{Name: "r", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "results"}}}}
-		}), nil, "PersistentVolumeClaimNotBound", []string{"(results) is not bound", "kubectl get pvc results -n ml", "StorageClass", "--volume mounts existing claims only"}},
+		{"unbound claim named", podOf("t", 0).Unschedulable(msgPVC, t0.Add(time.Second)).Volume(corev1.Volume{Name: "r", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "results"}}}).Val(), nil, "PersistentVolumeClaimNotBound", []string{"(results) is not bound", "kubectl get pvc results -n ml", "StorageClass", "--volume mounts existing claims only"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -167,13 +151,13 @@ func TestSchedulingFixes(t *testing.T) {
 }
 
 func TestNeedsTaints(t *testing.T) {
-	taint := testPod("t", 0, unschedulable("0/4 nodes are available: 4 node(s) had untolerated taint(s)."))
-	gpu := testPod("t", 0, unschedulable(msgNoGPU))
-	bare := testPod("t", 1)
+	taint := podOf("t", 0).Unschedulable("0/4 nodes are available: 4 node(s) had untolerated taint(s).", t0.Add(time.Second)).Val()
+	gpu := podOf("t", 0).Unschedulable(msgNoGPU, t0.Add(time.Second)).Val()
+	bare := podOf("t", 1).Val()
 	if !NeedsTaints([]corev1.Pod{gpu, taint}, nil) || NeedsTaints([]corev1.Pod{gpu}, nil) {
 		t.Error("taints are needed exactly when a pod's condition names an untolerated taint")
 	}
-	if !NeedsTaints([]corev1.Pod{bare}, []corev1.Event{podEvent(bare, "FailedScheduling", msgTaint, time.Second)}) {
+	if !NeedsTaints([]corev1.Pod{bare}, []corev1.Event{fixture.PodEvent(&bare, "FailedScheduling", msgTaint).Last(t0.Add(time.Second)).Val()}) {
 		t.Error("a FailedScheduling event naming a taint needs them too")
 	}
 }
