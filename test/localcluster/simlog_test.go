@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -24,8 +25,11 @@ func TestLogSpecFor(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			got, errs := LogSpecFor(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Annotations: tt.ann}})
-			if got != tt.want || len(errs) != tt.wantErr {
-				t.Errorf("got %+v, %v; want %+v with %d errors", got, errs, tt.want, tt.wantErr)
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("LogSpecFor mismatch (-want +got):\n%s", diff)
+			}
+			if len(errs) != tt.wantErr {
+				t.Errorf("errors %v, want %d", errs, tt.wantErr)
 			}
 		})
 	}

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/spf13/pflag"
 )
 
@@ -110,8 +111,11 @@ func TestParse(t *testing.T) {
 				}
 				return
 			}
-			if err != nil || !reflect.DeepEqual(f.Submit, tc.want) {
-				t.Fatalf("Parse = %+v, %v;\nwant %+v", f, err, tc.want)
+			if err != nil {
+				t.Fatalf("Parse: %v", err)
+			}
+			if diff := cmp.Diff(tc.want, f.Submit); diff != "" {
+				t.Fatalf("Parse mismatch (-want +got):\n%s", diff)
 			}
 		})
 	}
@@ -212,8 +216,11 @@ submit:
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !reflect.DeepEqual(*v, tc.want) || !reflect.DeepEqual(applied, tc.wantApplied) {
-				t.Fatalf("flags %+v applied %v;\nwant %+v applied %v", *v, applied, tc.want, tc.wantApplied)
+			if diff := cmp.Diff(tc.want, *v, cmp.AllowUnexported(submitFlags{})); diff != "" {
+				t.Fatalf("flags mismatch (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tc.wantApplied, applied); diff != "" {
+				t.Fatalf("applied mismatch (-want +got):\n%s", diff)
 			}
 			if !fs.Changed("shm-size") {
 				t.Errorf("a defaulted flag must count as set, as if typed")
@@ -302,7 +309,7 @@ func TestRenderRoundTrips(t *testing.T) {
 	for i := range back.Submit {
 		back.Submit[i].Line = f.Submit[i].Line
 	}
-	if !reflect.DeepEqual(back.Submit, f.Submit) {
-		t.Fatalf("round trip %+v, want %+v", back.Submit, f.Submit)
+	if diff := cmp.Diff(f.Submit, back.Submit); diff != "" {
+		t.Fatalf("round trip mismatch (-want +got):\n%s", diff)
 	}
 }

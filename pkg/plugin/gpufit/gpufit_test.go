@@ -3,10 +3,10 @@ package gpufit
 import (
 	"errors"
 	"fmt"
-	"reflect"
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/labels"
@@ -99,8 +99,8 @@ func TestSummarize(t *testing.T) {
 	s := Summarize(nodes, req(2, 1))
 	want := Summary{Nodes: 3, GPUNodes: 2, TotalGPUs: 11, SelectedNodes: 2, MatchingNodes: 2, MatchingGPUs: 11, LargestNode: 8, PodsThatFit: 5,
 		Bound: map[corev1.ResourceName]int{GPUResource: 2}}
-	if !reflect.DeepEqual(s, want) {
-		t.Fatalf("Summarize() = %+v, want %+v", s, want)
+	if diff := cmp.Diff(want, s); diff != "" {
+		t.Fatalf("Summarize() mismatch (-want +got):\n%s", diff)
 	}
 }
 
@@ -164,8 +164,8 @@ func TestSummarizeFree(t *testing.T) {
 		t.Fatalf("Check(free) = %v", err)
 	}
 	// Nothing requested: the same as Summarize.
-	if got := SummarizeFree(nodes, nil, r); !reflect.DeepEqual(got, all) {
-		t.Fatalf("SummarizeFree(nil) = %+v, want %+v", got, all)
+	if diff := cmp.Diff(all, SummarizeFree(nodes, nil, r)); diff != "" {
+		t.Fatalf("SummarizeFree(nil) mismatch (-want +got):\n%s", diff)
 	}
 }
 

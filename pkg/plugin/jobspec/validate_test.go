@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 )
 
@@ -157,8 +158,11 @@ func TestParseToleration(t *testing.T) {
 		"spot:":                     {Key: "spot", Operator: corev1.TolerationOpExists},
 	} {
 		got, err := ParseToleration(in)
-		if err != nil || got != want {
-			t.Errorf("ParseToleration(%q) = %+v, %v; want %+v", in, got, err, want)
+		if err != nil {
+			t.Errorf("ParseToleration(%q): %v", in, err)
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("ParseToleration(%q) mismatch (-want +got):\n%s", in, diff)
 		}
 	}
 	for in, want := range map[string]string{
