@@ -62,9 +62,9 @@ func setup(t *testing.T, objs ...runtime.Object) *env {
 }
 
 func (e *env) secret(name string) *corev1.Secret {
-	return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"}, Data: map[string][]byte{
-		"ACCESS_KEY": []byte(accessKey), "SECRET_KEY": []byte(secretKey), "S3_BUCKET_NAME": []byte("results-bucket"), "S3_ENDPOINT_URL": []byte(e.url),
-	}}
+	return fixture.Secret("default", name, map[string]string{
+		"ACCESS_KEY": accessKey, "SECRET_KEY": secretKey, "S3_BUCKET_NAME": "results-bucket", "S3_ENDPOINT_URL": e.url,
+	})
 }
 
 func (e *env) keys() []string {
