@@ -166,7 +166,7 @@ INDEXDB                := $(TOOLS_DIR)/indexdb-$(VULNDB_VERSION)/indexdb
 VULNDB_DIR             := $(TOOLS_DIR)/vulndb-$(VULNDB_VERSION)
 
 $(RELEASE_TOOL): FORCE
-	@$(GO) build -o $@ ./internal/release/cmd/release
+	@$(GO) build -o $@ ./hack/release/cmd/release
 
 .PHONY: dist
 dist: $(RELEASE_TOOL) ## Cross-compile the release archives and sha256sums.txt into dist/ (reproducible)
@@ -240,7 +240,7 @@ krew-check: krew-manifest $(KREW) $(VALIDATE_KREW_MANIFEST) ## Validate krew/tao
 
 .PHONY: docs
 docs: ## Regenerate the command reference in docs/reference/
-	$(GO) test ./internal/docgen -run TestReferenceDocs -count=1 -update
+	$(GO) test ./hack/docgen -run TestReferenceDocs -count=1 -update
 
 $(GOLANGCI_LINT):
 	GOBIN='$(@D)' CGO_ENABLED=0 $(GO) install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION)
@@ -267,12 +267,12 @@ tidy-check: ## Fail if `go mod tidy` would change go.mod or go.sum
 
 .PHONY: vulncheck
 vulncheck: $(GOVULNCHECK) $(VULNDB_DIR)/index/db.json ## govulncheck (offline database from golang.org/x/vulndb); fails on called vulnerabilities in required modules
-	@$(GO) build -o bin/vulngate ./internal/vulngate
+	@$(GO) build -o bin/vulngate ./hack/vulngate
 	$(GOVULNCHECK) -db 'file://$(VULNDB_DIR)' -format json ./... | bin/vulngate
 
 .PHONY: race
 race: ## Run the unit tests with the race detector
-	CGO_ENABLED=1 $(GO) test -race ./pkg/... ./internal/...
+	CGO_ENABLED=1 $(GO) test -race ./pkg/... ./internal/... ./hack/...
 
 .PHONY: ci-checks
 ci-checks: lint golangci-lint tidy-check vulncheck race ## The CI quality gates: gofmt, vet, golangci-lint, go mod tidy, govulncheck, race

@@ -21,7 +21,7 @@ import (
 
 	"github.com/minio/minio-go/v7"
 
-	"github.com/kubectl-tao/kubectl-tao/internal/testbuf"
+	"github.com/kubectl-tao/kubectl-tao/test/testbuf"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/exitcode"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/stage/transfer"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/staging"

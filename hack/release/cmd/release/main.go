@@ -17,7 +17,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/kubectl-tao/kubectl-tao/internal/release"
+	"github.com/kubectl-tao/kubectl-tao/hack/release"
 )
 
 func main() {
