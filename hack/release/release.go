@@ -114,22 +114,62 @@ func hasSuffix(s string, suffixes []string) bool {
 	return false
 }
 
+// ArchiveSum returns the hex SHA-256 of the release archive of that file name
+// ("kubectl-tao_linux_amd64.tar.gz").
+type ArchiveSum func(archive string) (string, error)
+
+// SumsInDir hashes the archives in dir: the manifest then matches the archives just built.
+func SumsInDir(dir string) ArchiveSum {
+	return func(archive string) (string, error) {
+		return SHA256File(filepath.Join(dir, archive))
+	}
+}
+
+// SumsFromFile reads a published sha256sums.txt ("<hex>  <name>" lines, as Sums writes it).
+func SumsFromFile(name string) (ArchiveSum, error) {
+	data, err := os.ReadFile(name)
+	if err != nil {
+		return nil, err
+	}
+	sums := map[string]string{}
+	for i, line := range strings.Split(strings.TrimRight(string(data), "\n"), "\n") {
+		sum, file, ok := strings.Cut(line, "  ")
+		if !ok || len(sum) != sha256.Size*2 || strings.Trim(sum, "0123456789abcdef") != "" || file == "" {
+			return nil, fmt.Errorf("%s:%d: not a sha256sum line: %q", name, i+1, line)
+		}
+		sums[file] = sum
+	}
+	return func(archive string) (string, error) {
+		if sum, ok := sums[archive]; ok {
+			return sum, nil
+		}
+		return "", fmt.Errorf("%s lists no %s", name, archive)
+	}, nil
+}
+
+// Placeholder is the sha256 of a manifest rendered before its archives are published: a value
+// no archive has, that krew would refuse, so the manifest cannot be installed by mistake.
+const Placeholder = "0000000000000000000000000000000000000000000000000000000000000000"
+
+// PlaceholderSums gives every archive the Placeholder sum.
+func PlaceholderSums(string) (string, error) { return Placeholder, nil }
+
 // RenderManifest renders a krew-release-bot template (.krew.yaml) as the bot does for a
-// release tagged tag, except that `addURIAndSha` hashes the archive of the same file name in
-// distDir instead of downloading the URL: the manifest then matches the archives just built.
-func RenderManifest(tmpl []byte, tag, distDir string) ([]byte, error) {
+// release tagged tag, except that `addURIAndSha` takes the archive's sum from sum (by the
+// URL's file name) instead of downloading the URL.
+func RenderManifest(tmpl []byte, tag string, sum ArchiveSum) ([]byte, error) {
 	funcs := template.FuncMap{
 		"addURIAndSha": func(url, tag string) (string, error) {
 			u, err := execute("url", url, tag, nil)
 			if err != nil {
 				return "", err
 			}
-			sum, err := SHA256File(filepath.Join(distDir, path.Base(u)))
+			s, err := sum(path.Base(u))
 			if err != nil {
 				return "", fmt.Errorf("addURIAndSha %s: %w", u, err)
 			}
 			// The bot's exact output: the sha256 line is indented for a platform entry.
-			return fmt.Sprintf("uri: %s\n    sha256: %s", u, sum), nil
+			return fmt.Sprintf("uri: %s\n    sha256: %s", u, s), nil
 		},
 	}
 	out, err := execute(".krew.yaml", string(tmpl), tag, funcs)

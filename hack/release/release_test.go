@@ -106,7 +106,7 @@ func TestRenderManifestLikeKrewReleaseBot(t *testing.T) {
     {{ addURIAndSha "https://example.com/download/{{ .TagName }}/kubectl-tao_linux_amd64.tar.gz" .TagName }}
     bin: kubectl-tao
 `
-	got, err := RenderManifest([]byte(tmpl), "v1.2.3", dir)
+	got, err := RenderManifest([]byte(tmpl), "v1.2.3", SumsInDir(dir))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,7 +122,7 @@ func TestRenderManifestLikeKrewReleaseBot(t *testing.T) {
 		t.Errorf("got\n%s\nwant\n%s", got, want)
 	}
 	missing := strings.Replace(tmpl, "linux_amd64", "linux_arm64", 1)
-	if _, err := RenderManifest([]byte(missing), "v1.2.3", dir); err == nil || !strings.Contains(err.Error(), "kubectl-tao_linux_arm64.tar.gz") {
+	if _, err := RenderManifest([]byte(missing), "v1.2.3", SumsInDir(dir)); err == nil || !strings.Contains(err.Error(), "kubectl-tao_linux_arm64.tar.gz") {
 		t.Errorf("a missing archive: err %v", err)
 	}
 }
@@ -137,7 +137,7 @@ func TestKrewTemplateNamesEveryPlatform(t *testing.T) {
 	for _, p := range []string{"linux_amd64", "linux_arm64", "darwin_amd64", "darwin_arm64", "windows_amd64"} {
 		write(t, dir, "kubectl-tao_"+p+".tar.gz", p)
 	}
-	got, err := RenderManifest(tmpl, "v9.9.9", dir)
+	got, err := RenderManifest(tmpl, "v9.9.9", SumsInDir(dir))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,5 +146,44 @@ func TestKrewTemplateNamesEveryPlatform(t *testing.T) {
 		if !strings.Contains(string(got), want) {
 			t.Errorf("rendered manifest lacks %q:\n%s", want, got)
 		}
+	}
+}
+
+// A published sha256sums.txt gives the sums of the committed manifest; a file that is not one,
+// or lacks an archive, is an error rather than a manifest krew would refuse later.
+func TestSumsFromFile(t *testing.T) {
+	dir := t.TempDir()
+	good := write(t, dir, "sha256sums.txt", sum("a")+"  kubectl-tao_linux_amd64.tar.gz\n"+sum("b")+"  kubectl-tao_darwin_arm64.tar.gz\n")
+	s, err := SumsFromFile(good)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s("kubectl-tao_darwin_arm64.tar.gz"); err != nil || got != sum("b") {
+		t.Errorf("darwin_arm64: got %q, %v; want %q", got, err, sum("b"))
+	}
+	if _, err := s("kubectl-tao_windows_amd64.tar.gz"); err == nil || !strings.Contains(err.Error(), "lists no kubectl-tao_windows_amd64.tar.gz") {
+		t.Errorf("an archive not listed: err %v", err)
+	}
+	for _, bad := range []string{"abc  x.tar.gz\n", sum("a") + " x.tar.gz\n", strings.ToUpper(sum("a")) + "  x.tar.gz\n", sum("a") + "  \n"} {
+		if _, err := SumsFromFile(write(t, dir, "bad.txt", bad)); err == nil {
+			t.Errorf("%q: no error", bad)
+		}
+	}
+	if _, err := SumsFromFile(filepath.Join(dir, "missing.txt")); err == nil {
+		t.Error("a missing file: no error")
+	}
+}
+
+func TestPlaceholderManifest(t *testing.T) {
+	tmpl, err := os.ReadFile("../../.krew.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := RenderManifest(tmpl, "v0.1.0", PlaceholderSums)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(got), "sha256: "+Placeholder+"\n"); n != 5 {
+		t.Errorf("%d placeholder sums, want one per platform (5):\n%s", n, got)
 	}
 }

@@ -3,7 +3,9 @@
 //
 //	release pack -out dist/kubectl-tao_linux_amd64.tar.gz -mtime 1700000000 NAME=SRC[:MODE]...
 //	release sums -dir dist
-//	release krew-manifest -template .krew.yaml -tag v1.2.3 -dist dist -out krew/tao.yaml
+//	release krew-manifest -template .krew.yaml -tag v1.2.3 -dist dist -out dist/krew/tao.yaml
+//	release krew-manifest -template .krew.yaml -tag v1.2.3 -sums krew/sha256sums.txt -out krew/tao.yaml
+//	release krew-manifest -template .krew.yaml -tag v1.2.3 -unreleased -out krew/tao.yaml
 //	release oci-image -out dist/kubectl-tao-stager.oci.tar -ref REPO:TAG -mtime 1700000000 linux/amd64=BINARY...
 package main
 
@@ -93,24 +95,49 @@ func manifest(args []string) error {
 	fs := flag.NewFlagSet("krew-manifest", flag.ExitOnError)
 	tmpl := fs.String("template", ".krew.yaml", "krew-release-bot template")
 	tag := fs.String("tag", "", "the release tag (the version)")
-	dist := fs.String("dist", "dist", "directory of the archives")
+	dist := fs.String("dist", "", "hash the archives in this directory")
+	sumsFile := fs.String("sums", "", "take the sums from this sha256sums.txt (a published release's)")
+	unreleased := fs.Bool("unreleased", false, "no archives published yet: placeholder sums")
+	header := fs.String("header", "", "comment lines written before the manifest")
 	out := fs.String("out", "krew/tao.yaml", "manifest to write")
 	_ = fs.Parse(args)
 	if *tag == "" {
 		return fmt.Errorf("krew-manifest: -tag is required")
 	}
+	var sum release.ArchiveSum
+	switch {
+	case *dist != "" && *sumsFile == "" && !*unreleased:
+		sum = release.SumsInDir(*dist)
+	case *sumsFile != "" && *dist == "" && !*unreleased:
+		s, err := release.SumsFromFile(*sumsFile)
+		if err != nil {
+			return err
+		}
+		sum = s
+	case *unreleased && *dist == "" && *sumsFile == "":
+		sum = release.PlaceholderSums
+	default:
+		return fmt.Errorf("krew-manifest: exactly one of -dist, -sums and -unreleased is required")
+	}
 	t, err := os.ReadFile(*tmpl)
 	if err != nil {
 		return err
 	}
-	m, err := release.RenderManifest(t, *tag, *dist)
+	m, err := release.RenderManifest(t, *tag, sum)
 	if err != nil {
 		return err
 	}
+	var b bytes.Buffer
+	if *header != "" {
+		for _, l := range strings.Split(strings.TrimRight(*header, "\n"), "\n") {
+			b.WriteString(strings.TrimRight("# "+l, " ") + "\n")
+		}
+	}
+	b.Write(m)
 	if err := os.MkdirAll(filepath.Dir(*out), 0o755); err != nil {
 		return err
 	}
-	return os.WriteFile(*out, m, 0o644)
+	return os.WriteFile(*out, b.Bytes(), 0o644)
 }
 
 // ociImage writes the stager image: FROM scratch, the binary at /kubectl-tao.
