@@ -21,11 +21,11 @@ import (
 
 	"github.com/minio/minio-go/v7"
 
-	"github.com/kubectl-tao/kubectl-tao/test/testbuf"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/exitcode"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/stage/transfer"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/staging"
 	"github.com/kubectl-tao/kubectl-tao/test/s3server"
+	"github.com/kubectl-tao/kubectl-tao/test/testbuf"
 )
 
 // binary is $KUBECTL_TAO, or a build of ./cmd/kubectl-tao made for this run.
