@@ -34,7 +34,7 @@ VERSITYGW         := $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/kubectl-tao/tools/ve
 
 .PHONY: help
 help: ## Show this help
-	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  \033[36m%-14s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {printf "  \033[36m%-14s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 .PHONY: toolchain
 toolchain: ## Fetch (once) and show the Go toolchain the targets use

@@ -24,7 +24,7 @@ if ! [[ $version =~ ^v[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z.-]+)?$ ]]; then
 fi
 if [ -f krew/sha256sums.txt ]; then
   src=(-sums krew/sha256sums.txt)
-  note="the sums are those of the published archives (krew/sha256sums.txt)."
+  note="The sums are those of the published archives (krew/sha256sums.txt)."
 else
   src=(-unreleased)
   note="$version is not released yet: every sha256 is a placeholder until its archives are
