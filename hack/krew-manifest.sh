@@ -2,9 +2,9 @@
 # Renders the committed krew manifest, krew/tao.yaml, from .krew.yaml (the krew-release-bot
 # template) for the version in krew/release-version. Once that release is published, its
 # sha256sums.txt is committed as krew/sha256sums.txt and gives the manifest its sums; until then
-# the sums are placeholders (all zeros, which krew refuses). `make krew-manifest` runs it;
-# with -check (`make krew-manifest-check`, part of `make ci-checks`) it renders into a temporary
-# file and fails if the committed manifest differs.
+# the sums are placeholders (all zeros: the manifest validates, but no archive matches it).
+# `make krew-manifest` runs it; with -check (`make krew-manifest-check`, part of
+# `make ci-checks`) it renders into a temporary file and fails if the committed manifest differs.
 #
 # Environment (set by the Makefile): RELEASE_TOOL.
 set -euo pipefail

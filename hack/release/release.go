@@ -147,8 +147,8 @@ func SumsFromFile(name string) (ArchiveSum, error) {
 	}, nil
 }
 
-// Placeholder is the sha256 of a manifest rendered before its archives are published: a value
-// no archive has, that krew would refuse, so the manifest cannot be installed by mistake.
+// Placeholder is the sha256 of a manifest rendered before its archives are published: well
+// formed, so the manifest validates, but no archive has it, so nothing installs from it.
 const Placeholder = "0000000000000000000000000000000000000000000000000000000000000000"
 
 // PlaceholderSums gives every archive the Placeholder sum.
@@ -168,7 +168,11 @@ func RenderManifest(tmpl []byte, tag string, sum ArchiveSum) ([]byte, error) {
 			if err != nil {
 				return "", fmt.Errorf("addURIAndSha %s: %w", u, err)
 			}
-			// The bot's exact output: the sha256 line is indented for a platform entry.
+			// The bot's exact output: the sha256 line is indented for a platform entry. A sum of
+			// digits only (the Placeholder) is quoted, or YAML would read it as a number.
+			if strings.Trim(s, "0123456789") == "" {
+				s = `"` + s + `"`
+			}
 			return fmt.Sprintf("uri: %s\n    sha256: %s", u, s), nil
 		},
 	}

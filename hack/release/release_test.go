@@ -183,7 +183,7 @@ func TestPlaceholderManifest(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n := strings.Count(string(got), "sha256: "+Placeholder+"\n"); n != 5 {
+	if n := strings.Count(string(got), "sha256: \""+Placeholder+"\"\n"); n != 5 {
 		t.Errorf("%d placeholder sums, want one per platform (5):\n%s", n, got)
 	}
 }
