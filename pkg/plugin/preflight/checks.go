@@ -18,7 +18,7 @@ import (
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/defaults"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/gpufit"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/kueue"
-	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/rbac"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/permissions"
 )
 
 // Result is a check's outcome. INFO is for what cannot be checked through the API.
@@ -58,7 +58,7 @@ const (
 
 // Review is the answer to one SelfSubjectAccessReview.
 type Review struct {
-	Access  rbac.Access
+	Access  permissions.Access
 	Allowed bool
 	Err     error
 }

@@ -11,10 +11,10 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/capacity"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/gpufit"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/kueue"
-	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/rbac"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/nodeusage"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/permissions"
 )
 
 // Gather reads what the checks need. The server version comes first: if the cluster cannot be
@@ -29,16 +29,16 @@ func Gather(ctx context.Context, client kubernetes.Interface, dyn dynamic.Interf
 		return f
 	}
 	var wg sync.WaitGroup
-	f.Reviews = make([]Review, len(rbac.Needed))
-	for i, a := range rbac.Needed {
+	f.Reviews = make([]Review, len(permissions.Needed))
+	for i, a := range permissions.Needed {
 		wg.Go(func() { f.Reviews[i] = review(ctx, client, ns, a) })
 	}
 	wg.Go(func() { _, f.NamespaceErr = client.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{}) })
-	wg.Go(func() { f.Nodes, f.NodesErr = capacity.ListNodes(ctx, client, "") })
+	wg.Go(func() { f.Nodes, f.NodesErr = nodeusage.ListNodes(ctx, client, "") })
 	if r.GPUsPerPod() > 0 {
 		wg.Go(func() {
-			usage, err := capacity.Usages(ctx, client)
-			f.Requested, f.PodsErr = capacity.Requested(usage), err
+			usage, err := nodeusage.Usages(ctx, client)
+			f.Requested, f.PodsErr = nodeusage.Requested(usage), err
 		})
 	}
 	wg.Go(func() { f.DaemonSets, f.DaemonSetsErr = gpuDaemonSets(ctx, client) })
@@ -59,7 +59,7 @@ func Gather(ctx context.Context, client kubernetes.Interface, dyn dynamic.Interf
 	return f
 }
 
-func review(ctx context.Context, client kubernetes.Interface, ns string, a rbac.Access) Review {
+func review(ctx context.Context, client kubernetes.Interface, ns string, a permissions.Access) Review {
 	ssar := &authv1.SelfSubjectAccessReview{Spec: authv1.SelfSubjectAccessReviewSpec{ResourceAttributes: a.Attributes(ns)}}
 	got, err := client.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, ssar, metav1.CreateOptions{})
 	if err != nil {
@@ -72,7 +72,7 @@ func review(ctx context.Context, client kubernetes.Interface, ns string, a rbac.
 // device plugin ones, and stops at the first page that has one.
 func gpuDaemonSets(ctx context.Context, client kubernetes.Interface) ([]appsv1.DaemonSet, error) {
 	var found []appsv1.DaemonSet
-	opts := metav1.ListOptions{Limit: capacity.PageSize}
+	opts := metav1.ListOptions{Limit: nodeusage.PageSize}
 	for {
 		page, err := client.AppsV1().DaemonSets(metav1.NamespaceAll).List(ctx, opts)
 		if err != nil {
