@@ -131,16 +131,13 @@ func TestEvaluate(t *testing.T) {
 		{"--now makes it a failure", func(f *Facts) { f.Request = request(8, 2); f.Requested = used("b", 8); f.Now = true }, "fit", Fail, []string{"does not fit now (--now)"}},
 		{"pods unreadable", func(f *Facts) { f.PodsErr = forbidden; f.Requested = nil }, "fit", Warn, []string{"free GPUs not checked"}},
 		{"pull secret ok", func(f *Facts) {
-			f.PullSecretName = "ngc"
-			f.PullSecret = &corev1.Secret{Type: corev1.SecretTypeDockerConfigJson}
+			f.PullSecrets = []PullSecret{{Name: "ngc", Secret: &corev1.Secret{Type: corev1.SecretTypeDockerConfigJson}}}
 		}, "pull-secret", Pass, []string{"secret ngc is a kubernetes.io/dockerconfigjson"}},
 		{"pull secret wrong type", func(f *Facts) {
-			f.PullSecretName = "ngc"
-			f.PullSecret = &corev1.Secret{Type: corev1.SecretTypeOpaque}
+			f.PullSecrets = []PullSecret{{Name: "ngc", Secret: &corev1.Secret{Type: corev1.SecretTypeOpaque}}}
 		}, "pull-secret", Fail, []string{"of type Opaque"}},
 		{"pull secret missing", func(f *Facts) {
-			f.PullSecretName = "ngc"
-			f.PullSecretErr = apierrors.NewNotFound(schema.GroupResource{Resource: "secrets"}, "ngc")
+			f.PullSecrets = []PullSecret{{Name: "ngc", Err: apierrors.NewNotFound(schema.GroupResource{Resource: "secrets"}, "ngc")}}
 		}, "pull-secret", Fail, []string{"secret ngc not found in namespace ml", "create-pull-secret ngc"}},
 		{"queue exists", func(f *Facts) { f.Queue, f.KueueVersion, f.Queues = "team-a", "v1beta2", []string{"team-a", "team-b"} }, "queue", Pass,
 			[]string{"LocalQueue team-a exists in namespace ml (kueue.x-k8s.io/v1beta2)"}},

@@ -17,13 +17,27 @@ import (
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/permissions"
 )
 
+// Targets are what Gather reads from and what it asks about: the cluster's clients, the
+// namespace, the job to fit, the pull secrets and the LocalQueue it names ("" for none).
+type Targets struct {
+	Client kubernetes.Interface
+	// Dynamic may be nil when Kueue is not to be looked at.
+	Dynamic     dynamic.Interface
+	Namespace   string
+	Request     gpufit.Request
+	PullSecrets []string
+	Queue       string
+}
+
 // Gather reads what the checks need. The server version comes first: if the cluster cannot be
 // reached nothing else is tried. Then every read and access review runs at once.
 //
 // Kueue costs one discovery request (two on an older Kueue or none) and, where it is installed,
-// one list of the namespace's LocalQueues; dyn may be nil when Kueue is not to be looked at.
-func Gather(ctx context.Context, client kubernetes.Interface, dyn dynamic.Interface, ns string, r gpufit.Request, pullSecret, queue string) Facts {
-	f := Facts{Namespace: ns, Request: r, PullSecretName: pullSecret, Queue: queue}
+// one list of the namespace's LocalQueues.
+func Gather(ctx context.Context, t Targets) Facts {
+	client, dyn, ns, r := t.Client, t.Dynamic, t.Namespace, t.Request
+	f := Facts{Namespace: ns, Request: r, Queue: t.Queue}
+	f.PullSecrets = make([]PullSecret, len(t.PullSecrets))
 	f.Version, f.VersionErr = discovery.ToDiscoveryInterfaceWithContext(client.Discovery()).ServerVersionWithContext(ctx)
 	if f.VersionErr != nil {
 		return f
@@ -50,9 +64,10 @@ func Gather(ctx context.Context, client kubernetes.Interface, dyn dynamic.Interf
 			}
 		})
 	}
-	if pullSecret != "" {
+	for i, name := range t.PullSecrets {
 		wg.Go(func() {
-			f.PullSecret, f.PullSecretErr = client.CoreV1().Secrets(ns).Get(ctx, pullSecret, metav1.GetOptions{})
+			f.PullSecrets[i].Name = name
+			f.PullSecrets[i].Secret, f.PullSecrets[i].Err = client.CoreV1().Secrets(ns).Get(ctx, name, metav1.GetOptions{})
 		})
 	}
 	wg.Wait()
