@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -216,4 +217,46 @@ func TestLeastPrivilegeUserRunsTheFlow(t *testing.T) {
 	poll(t, 60*time.Second, "the long job to run", statusIs(t, ns, "long", "Running"))
 	contains(t, tao(t, nil, append(as, "cancel", "long")...), 0)
 	contains(t, tao(t, nil, append(as, "capacity")...), 0, "TOTAL")
+}
+
+// A defaults file is read the same way by submit and preflight: a memory no node of the local
+// cluster holds makes submit refuse the job (NoCapacity) and preflight FAIL its fit, both naming
+// memory. preflight once dropped the keys it had no flag for and said fit PASS.
+func TestPreflightDefaultsFileFailsLikeSubmit(t *testing.T) {
+	ns := namespace(t)
+	xdg := t.TempDir()
+	path := filepath.Join(xdg, "kubectl-tao", "config.yaml")
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte("apiVersion: kubectl-tao.dev/v1alpha1\nkind: Config\nsubmit:\n  image: busybox\n  memory: 2Ti\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := []string{"XDG_CONFIG_HOME=" + xdg}
+
+	r := tao(t, env, "submit", "too-big", "-n", ns, "--", "true")
+	contains(t, r, 7, "memory", "--memory")
+	if _, err := client.BatchV1().Jobs(ns).Get(context.Background(), "too-big", metav1.GetOptions{}); err == nil {
+		t.Fatal("submit refused the job but created it")
+	}
+
+	r = tao(t, env, "preflight", "-n", ns, "-o", "json")
+	var list []check
+	if err := json.Unmarshal([]byte(r.stdout), &list); err != nil {
+		t.Fatalf("preflight -o json: %v\n%s", err, r)
+	}
+	checks := map[string]check{}
+	for _, c := range list {
+		checks[c.Name] = c
+	}
+	if fit := checks["fit"]; r.code != 11 || fit.Result != "FAIL" || !strings.Contains(fit.Message, "memory") {
+		t.Fatalf("want exit 11 and fit FAIL naming memory, got fit %+v\n%s", fit, r)
+	}
+	if d := checks["defaults file"]; d.Result != "PASS" || !strings.Contains(d.Message, "--memory") {
+		t.Errorf("defaults file %+v, want PASS naming --memory", d)
+	}
+	// The same job without the file's memory fits, so the FAIL above is the memory's.
+	if r := tao(t, env, "preflight", "-n", ns, "--memory", "1Gi"); r.code != 0 {
+		t.Errorf("with --memory 1Gi: %s", r)
+	}
 }
