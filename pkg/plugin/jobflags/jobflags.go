@@ -13,7 +13,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/jobspec"
-	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/staging"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/s3layout"
 )
 
 // Shape are the flags that decide whether the job fits the cluster and where it may run: what
@@ -124,7 +124,7 @@ func (j *Job) AddFlags(fl *pflag.FlagSet) {
 	fl.StringArrayVar(&j.Inputs, "input", j.Inputs, "Download from S3 before the command, CONTAINER_PATH=s3://BUCKET/KEY (repeatable); a KEY ending in / is a prefix, downloaded as a directory.")
 	fl.StringArrayVar(&j.Outputs, "output-path", j.Outputs, "Upload CONTAINER_PATH (a file or directory) to s3://$S3_BUCKET_NAME/results/NAME/JOB_UID/CONTAINER_PATH after the command, even when it failed (repeatable).")
 	fl.StringVar(&j.S3Secret, "s3-secret", j.S3Secret, "Existing Secret with the S3 credentials (keys ACCESS_KEY, SECRET_KEY, S3_BUCKET_NAME, optional S3_ENDPOINT_URL) for --input/--output-path. Default: the variables of the same names in this shell, copied into a Secret NAME-s3 owned by the Job.")
-	fl.StringVar(&j.StagerImage, "stager-image", j.StagerImage, "Image holding the static kubectl-tao binary at /kubectl-tao, which makes the transfers of --input/--output-path. Default: "+staging.PublishedImage+":VERSION for a release; a development build has no published image and needs this flag (make stager-image).")
+	fl.StringVar(&j.StagerImage, "stager-image", j.StagerImage, "Image holding the static kubectl-tao binary at /kubectl-tao, which makes the transfers of --input/--output-path. Default: "+s3layout.PublishedImage+":VERSION for a release; a development build has no published image and needs this flag (make stager-image).")
 	fl.BoolVar(&j.NoCapacityCheck, "no-capacity-check", j.NoCapacityCheck, "Skip the check that the cluster's allocatable GPUs can hold the job.")
 }
 

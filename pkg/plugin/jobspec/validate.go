@@ -10,7 +10,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/validation"
 
-	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/staging"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/s3layout"
 )
 
 // maxNameLength is the Job name limit: the Job controller copies the name into the pods'
@@ -91,7 +91,7 @@ func (s *Spec) Validate() error {
 		if msgs := validation.IsEnvVarName(kv.Key); len(msgs) > 0 {
 			add("invalid --env %q: %s", kv.Key, strings.Join(msgs, "; "))
 		}
-		if kv.Key == staging.EnvJobID || kv.Key == staging.EnvJobUID {
+		if kv.Key == s3layout.EnvJobID || kv.Key == s3layout.EnvJobUID {
 			add("invalid --env %q: kubectl-tao sets it to the Job's name and UID", kv.Key)
 		}
 		if s.MultiNode() && slices.Contains(reservedEnv, kv.Key) {

@@ -22,7 +22,7 @@ import (
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/gpufit"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/jobspec"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/nodeusage"
-	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/staging"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/s3layout"
 )
 
 // rollbackTimeout bounds the cleanup after a failed submit. It runs on a fresh context because
@@ -212,7 +212,7 @@ func checkS3Secret(ctx context.Context, client kubernetes.Interface, ns, name st
 	case apierrors.IsNotFound(err):
 		return exitcode.WithCode(exitcode.NotFound, fmt.Errorf("--s3-secret: secret/%s not found in namespace %s: create it with the keys %s "+
 			"(e.g. kubectl create secret generic %s -n %s --from-env-file=FILE, which keeps the keys off the command line)",
-			name, ns, strings.Join(staging.CredentialKeys, ", "), name, ns))
+			name, ns, strings.Join(s3layout.CredentialKeys, ", "), name, ns))
 	case err != nil:
 		return fmt.Errorf("reading --s3-secret secret/%s: %w", name, err)
 	}

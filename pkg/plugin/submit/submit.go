@@ -24,7 +24,7 @@ import (
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/kueue"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/logs"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/redact"
-	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/staging"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/s3layout"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/version"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/wait"
 )
@@ -284,14 +284,14 @@ func (o *Options) completeStaging(cmd *cobra.Command) (*jobspec.Staging, error) 
 	}
 	st := &jobspec.Staging{Outputs: o.Outputs, StagerImage: o.StagerImage, ExistingSecret: o.S3Secret}
 	for _, raw := range o.Inputs {
-		in, err := staging.ParseInput(raw)
+		in, err := s3layout.ParseInput(raw)
 		if err != nil {
 			return nil, err
 		}
 		st.Inputs = append(st.Inputs, in)
 	}
 	if !cmd.Flags().Changed("stager-image") {
-		image, ok := staging.DefaultStagerImage(o.version)
+		image, ok := s3layout.DefaultStagerImage(o.version)
 		if !ok {
 			return nil, fmt.Errorf("this kubectl-tao is a development build (%s) with no published stager image: "+
 				"build one with `make stager-image`, push it, and pass --stager-image", o.version)
@@ -301,7 +301,7 @@ func (o *Options) completeStaging(cmd *cobra.Command) (*jobspec.Staging, error) 
 	if o.S3Secret == "" {
 		// Copied into the Secret NAME-s3; never printed, never on a command line.
 		st.Credentials = map[string]string{}
-		for _, k := range staging.CredentialKeys {
+		for _, k := range s3layout.CredentialKeys {
 			if v := o.getenv(k); v != "" {
 				st.Credentials[k] = v
 			}
