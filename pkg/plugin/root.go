@@ -90,7 +90,7 @@ func NewRootCmd(d Deps) *cobra.Command {
 		status.NewCmd(f, d.Streams, clk),
 		list.NewCmd(f, d.Streams, clk),
 		wait.NewCmd(f, d.Streams, clk),
-		submit.NewCmd(f, d.Streams, clk, d.RandomName, d.Getenv),
+		submit.NewCmd(f, d.Streams, clk, d.RandomName, d.Getenv, version.Get().Version),
 		diagnose.NewReplicasCmd(f, d.Streams, clk),
 		diagnose.NewCmd(f, d.Streams, clk),
 		logs.NewCmd(f, d.Streams),

@@ -25,7 +25,6 @@ import (
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/logs"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/redact"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/s3layout"
-	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/version"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/wait"
 )
 
@@ -142,8 +141,9 @@ type Options struct {
 }
 
 // NewOptions returns options with the defaults of the flags. clk is the "now" of what submit
-// prints after --wait.
-func NewOptions(f cmdutil.Factory, streams genericiooptions.IOStreams, clk clock.PassiveClock, randomName func() string, getenv func(string) string) *Options {
+// prints after --wait; version is this build's (`kubectl tao version`), which picks the default
+// --stager-image.
+func NewOptions(f cmdutil.Factory, streams genericiooptions.IOStreams, clk clock.PassiveClock, randomName func() string, getenv func(string) string, version string) *Options {
 	return &Options{
 		PrintFlags: genericclioptions.NewPrintFlags("created").WithTypeSetter(scheme.Scheme),
 		Job:        jobflags.NewJob(),
@@ -152,14 +152,14 @@ func NewOptions(f cmdutil.Factory, streams genericiooptions.IOStreams, clk clock
 		clock:      clk,
 		randomName: randomName,
 		getenv:     getenv,
-		version:    version.Get().Version,
+		version:    version,
 		IOStreams:  streams,
 	}
 }
 
 // NewCmd builds `kubectl tao submit`. getenv gives the S3 credentials and locates the defaults file.
-func NewCmd(f cmdutil.Factory, streams genericiooptions.IOStreams, clk clock.PassiveClock, randomName func() string, getenv func(string) string) *cobra.Command {
-	o := NewOptions(f, streams, clk, randomName, getenv)
+func NewCmd(f cmdutil.Factory, streams genericiooptions.IOStreams, clk clock.PassiveClock, randomName func() string, getenv func(string) string, version string) *cobra.Command {
+	o := NewOptions(f, streams, clk, randomName, getenv, version)
 	o.defaults.getenv = getenv
 	cmd := &cobra.Command{
 		Use:                   "submit [NAME] --image IMAGE [flags] -- COMMAND [ARG...]",
