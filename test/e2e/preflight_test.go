@@ -9,7 +9,6 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -25,7 +24,13 @@ type check struct{ Name, Result, Message, Fix string }
 
 func preflightJSON(t *testing.T, args ...string) (map[string]check, result) {
 	t.Helper()
-	r := tao(t, nil, append([]string{"preflight", "-o", "json"}, args...)...)
+	return preflightJSONWith(t, nil, args...)
+}
+
+// preflightJSONWith is preflightJSON with env added to the command's environment.
+func preflightJSONWith(t *testing.T, env []string, args ...string) (map[string]check, result) {
+	t.Helper()
+	r := tao(t, env, append([]string{"preflight", "-o", "json"}, args...)...)
 	var list []check
 	if err := json.Unmarshal([]byte(r.stdout), &list); err != nil {
 		t.Fatalf("preflight -o json: %v\n%s", err, r)
@@ -224,15 +229,7 @@ func TestLeastPrivilegeUserRunsTheFlow(t *testing.T) {
 // memory. preflight once dropped the keys it had no flag for and said fit PASS.
 func TestPreflightDefaultsFileFailsLikeSubmit(t *testing.T) {
 	ns := namespace(t)
-	xdg := t.TempDir()
-	path := filepath.Join(xdg, "kubectl-tao", "config.yaml")
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(path, []byte("apiVersion: kubectl-tao.dev/v1alpha1\nkind: Config\nsubmit:\n  image: busybox\n  memory: 2Ti\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	env := []string{"XDG_CONFIG_HOME=" + xdg}
+	env, _ := defaultsFile(t, "apiVersion: kubectl-tao.dev/v1alpha1\nkind: Config\nsubmit:\n  image: busybox\n  memory: 2Ti\n")
 
 	r := tao(t, env, "submit", "too-big", "-n", ns, "--", "true")
 	contains(t, r, 7, "memory", "--memory")
@@ -240,15 +237,7 @@ func TestPreflightDefaultsFileFailsLikeSubmit(t *testing.T) {
 		t.Fatal("submit refused the job but created it")
 	}
 
-	r = tao(t, env, "preflight", "-n", ns, "-o", "json")
-	var list []check
-	if err := json.Unmarshal([]byte(r.stdout), &list); err != nil {
-		t.Fatalf("preflight -o json: %v\n%s", err, r)
-	}
-	checks := map[string]check{}
-	for _, c := range list {
-		checks[c.Name] = c
-	}
+	checks, r := preflightJSONWith(t, env, "-n", ns)
 	if fit := checks["fit"]; r.code != 11 || fit.Result != "FAIL" || !strings.Contains(fit.Message, "memory") {
 		t.Fatalf("want exit 11 and fit FAIL naming memory, got fit %+v\n%s", fit, r)
 	}
