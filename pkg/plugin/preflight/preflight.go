@@ -78,7 +78,7 @@ func NewCmd(f cmdutil.Factory, streams genericiooptions.IOStreams, getenv func(s
 		RunE:                  cmdutil.RunE(o),
 	}
 	fl := cmd.Flags()
-	o.Shape.AddFlags(fl)
+	o.AddFlags(fl) // jobflags.Shape: the shape flags, as submit declares them
 	fl.BoolVar(&o.Now, "now", o.Now, "Fail, instead of warning, when the job fits the cluster but not the GPUs free right now.")
 	fl.StringVarP(&o.Output, "output", "o", o.Output, "Output format: json (a list of checks), or empty for a table.")
 	return cmd

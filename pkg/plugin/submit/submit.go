@@ -171,7 +171,7 @@ func NewCmd(f cmdutil.Factory, streams genericiooptions.IOStreams, clk clock.Pas
 		RunE:                  cmdutil.RunE(o),
 	}
 	fl := cmd.Flags()
-	o.Job.AddFlags(fl)
+	o.AddFlags(fl) // jobflags.Job: every flag that describes the job
 	fl.BoolVar(&o.Wait, "wait", o.Wait, "After creating the job, wait until it ends, as `kubectl tao wait` does (progress on stderr, exit code of the outcome).")
 	fl.BoolVar(&o.Follow, "follow", o.Follow, "After creating the job, follow every rank's log as `kubectl tao logs -f` does (exit code of the outcome); Ctrl-C detaches, the job keeps running.")
 	cmdutil.AddDryRunFlag(cmd, &o.DryRunFlag)
