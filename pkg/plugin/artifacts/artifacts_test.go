@@ -20,8 +20,8 @@ import (
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/artifacts"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmdutil"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/internal/cmdtest"
-	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/stage/transfer"
-	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/staging"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/s3"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/s3layout"
 )
 
 const (
@@ -42,7 +42,7 @@ func setup(t *testing.T, objs ...runtime.Object) *env {
 	t.Cleanup(srv.Close)
 	e := &env{t: t, url: srv.URL, client: fake.NewClientset(objs...)}
 	var err error
-	e.s3, err = transfer.NewClient(transfer.Config{AccessKey: accessKey, SecretKey: secretKey, Endpoint: srv.URL}, nil)
+	e.s3, err = s3.NewClient(s3.Config{AccessKey: accessKey, SecretKey: secretKey, Endpoint: srv.URL}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +68,7 @@ func (e *env) secret(name string) *corev1.Secret {
 }
 
 func (e *env) keys() []string {
-	objs, err := transfer.List(context.Background(), e.s3, "results-bucket", "")
+	objs, err := s3.List(context.Background(), e.s3, "results-bucket", "")
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -93,8 +93,8 @@ func job(name, uid string, cond batchv1.JobConditionType, outputs bool) *batchv1
 		j.Status.Conditions = []batchv1.JobCondition{{Type: cond, Status: corev1.ConditionTrue}}
 	}
 	if outputs {
-		j.Annotations[staging.AnnotationOutputs] = `["/results"]`
-		j.Annotations[staging.AnnotationS3Secret] = staging.SecretName(name)
+		j.Annotations[s3layout.AnnotationOutputs] = `["/results"]`
+		j.Annotations[s3layout.AnnotationS3Secret] = s3layout.SecretName(name)
 	}
 	return j
 }

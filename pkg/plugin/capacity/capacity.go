@@ -16,6 +16,7 @@ import (
 
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmdutil"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/exitcode"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/nodeusage"
 )
 
 const example = `  # Free GPUs on every node, with totals
@@ -82,12 +83,12 @@ func (o *Options) Run(ctx context.Context) error {
 	// Every page is garbage once summed, so a tighter GC target costs nothing here and keeps the
 	// peak lower: on 5,000 nodes and 2,000 pods, 57-58 MB instead of 61-64 MB, no slower.
 	defer debug.SetGCPercent(debug.SetGCPercent(50))
-	usage, err := Usages(ctx, client)
+	usage, err := nodeusage.Usages(ctx, client)
 	if err != nil {
 		return fmt.Errorf("listing pods in all namespaces: %w", err)
 	}
 	var rows []NodeRow
-	err = EachNodePage(ctx, client, o.Selector, func(page []corev1.Node) {
+	err = nodeusage.EachNodePage(ctx, client, o.Selector, func(page []corev1.Node) {
 		for i := range page {
 			rows = append(rows, Row(&page[i], usage[page[i].Name]))
 		}

@@ -17,6 +17,7 @@ import (
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmdutil"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/exitcode"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/internal/cmdtest"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/nodeusage"
 )
 
 func node(name, product string, gpus int64) *corev1.Node {
@@ -140,8 +141,8 @@ func BenchmarkCapacityReport5000Nodes(b *testing.B) {
 	}
 	b.ReportAllocs()
 	for b.Loop() {
-		usage := map[string]*capacity.Usage{}
-		capacity.AddPods(usage, pods)
+		usage := map[string]*nodeusage.Usage{}
+		nodeusage.AddPods(usage, pods)
 		rows := make([]capacity.NodeRow, 0, len(nodes))
 		for i := range nodes {
 			rows = append(rows, capacity.Row(&nodes[i], usage[nodes[i].Name]))

@@ -9,14 +9,13 @@ import (
 	"github.com/spf13/cobra"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 
-	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmdutil"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/defaults"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/exitcode"
-	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/submit"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/jobflags"
 )
 
 // NewCmd builds `kubectl tao config` and its `view` subcommand. getenv locates the file.
-func NewCmd(f cmdutil.Factory, streams genericiooptions.IOStreams, getenv func(string) string) *cobra.Command {
+func NewCmd(streams genericiooptions.IOStreams, getenv func(string) string) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "config",
 		Short: "Show the defaults file that kubectl tao submit reads",
@@ -38,14 +37,14 @@ an error; a broken one exits 2 and names the file and line.`,
   TAO_CONFIG=./team-defaults.yaml kubectl tao config view`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return view(f, streams, getenv)
+			return view(streams, getenv)
 		},
 	}
 	cmd.AddCommand(view)
 	return cmd
 }
 
-func view(f cmdutil.Factory, streams genericiooptions.IOStreams, getenv func(string) string) error {
+func view(streams genericiooptions.IOStreams, getenv func(string) string) error {
 	file, err := defaults.Load(getenv, os.ReadFile)
 	if err != nil {
 		return exitcode.WithCode(exitcode.Usage, err)
@@ -55,8 +54,8 @@ func view(f cmdutil.Factory, streams genericiooptions.IOStreams, getenv func(str
 		fmt.Fprintf(streams.ErrOut, "no defaults file at %s: submit uses only its flags\n", path)
 		return nil
 	}
-	// Submit's own flag set, so the check is the one submit makes.
-	if err := defaults.Check(file, submit.NewCmd(f, streams, nil, nil).LocalFlags()); err != nil {
+	// Submit's job flags, declared once in jobflags, so the check is the one submit makes.
+	if err := defaults.Check(file, jobflags.FlagSet()); err != nil {
 		return exitcode.WithCode(exitcode.Usage, err)
 	}
 	out, err := defaults.Render(file)

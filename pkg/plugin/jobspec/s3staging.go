@@ -13,7 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/utils/ptr"
 
-	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/staging"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/s3layout"
 )
 
 // EnvStager tells the wrapper where the init container put the stager binary.
@@ -23,14 +23,14 @@ const EnvStager = "TAO_STAGER"
 // into a shared emptyDir, and the wrapper runs `stage in` before the command and `stage out`
 // after it. Credentials reach the pod only through secretKeyRef.
 type Staging struct {
-	Inputs  []staging.Input
+	Inputs  []s3layout.Input
 	Outputs []string
-	// StagerImage holds the static kubectl-tao binary at staging.StagerImageBinary.
+	// StagerImage holds the static kubectl-tao binary at s3layout.StagerImageBinary.
 	StagerImage string
 	// ExistingSecret names a Secret the user made (--s3-secret); it is referenced, not created.
 	ExistingSecret string
-	// Credentials, when ExistingSecret is empty, become the Secret staging.SecretName(job),
-	// created with the Job and owned by it: keys from staging.CredentialKeys, empty ones left out.
+	// Credentials, when ExistingSecret is empty, become the Secret s3layout.SecretName(job),
+	// created with the Job and owned by it: keys from s3layout.CredentialKeys, empty ones left out.
 	Credentials map[string]string
 }
 
@@ -39,12 +39,12 @@ func (st *Staging) SecretName(job string) string {
 	if st.ExistingSecret != "" {
 		return st.ExistingSecret
 	}
-	return staging.SecretName(job)
+	return s3layout.SecretName(job)
 }
 
 // requiredCredentials are the keys without which staging cannot work (the endpoint is optional:
 // AWS needs none).
-var requiredCredentials = []string{staging.EnvAccessKey, staging.EnvSecretKey, staging.EnvBucket}
+var requiredCredentials = []string{s3layout.EnvAccessKey, s3layout.EnvSecretKey, s3layout.EnvBucket}
 
 // MissingCredentials lists the required keys that are absent or empty in creds.
 func MissingCredentials(creds map[string]string) []string {
@@ -62,17 +62,17 @@ func ValidateEndpoint(v string) error {
 	u, err := url.Parse(v)
 	switch {
 	case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
-		return fmt.Errorf("%s must be an http:// or https:// URL with a host, e.g. https://s3.example.com", staging.EnvEndpoint)
+		return fmt.Errorf("%s must be an http:// or https:// URL with a host, e.g. https://s3.example.com", s3layout.EnvEndpoint)
 	case u.User != nil:
-		return fmt.Errorf("%s must not carry a user or password: the keys go in %s and %s", staging.EnvEndpoint, staging.EnvAccessKey, staging.EnvSecretKey)
+		return fmt.Errorf("%s must not carry a user or password: the keys go in %s and %s", s3layout.EnvEndpoint, s3layout.EnvAccessKey, s3layout.EnvSecretKey)
 	}
 	return nil
 }
 
 // stagingEnv are the variables the wrapper and the stager use; --env may not set them.
 var stagingEnv = []string{
-	EnvStager, staging.EnvInputs, staging.EnvOutputs,
-	staging.EnvAccessKey, staging.EnvSecretKey, staging.EnvBucket, staging.EnvEndpoint,
+	EnvStager, s3layout.EnvInputs, s3layout.EnvOutputs,
+	s3layout.EnvAccessKey, s3layout.EnvSecretKey, s3layout.EnvBucket, s3layout.EnvEndpoint,
 }
 
 // under reports whether p is dir or inside it.
@@ -86,18 +86,18 @@ func (s *Spec) validateStaging() []error {
 	add := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 
 	for _, kv := range s.Annotations {
-		if kv.Key == staging.AnnotationOutputs || kv.Key == staging.AnnotationS3Secret {
+		if kv.Key == s3layout.AnnotationOutputs || kv.Key == s3layout.AnnotationS3Secret {
 			add("invalid --annotation %q: the key is reserved for kubectl-tao", kv.Key)
 		}
 	}
 	for _, v := range s.Volumes {
-		if under(path.Clean(v.MountPath), staging.StagerDir) || under(staging.StagerDir, path.Clean(v.MountPath)) {
-			add("--volume %s: the path %s is reserved for the stager binary", v.MountPath, staging.StagerDir)
+		if under(path.Clean(v.MountPath), s3layout.StagerDir) || under(s3layout.StagerDir, path.Clean(v.MountPath)) {
+			add("--volume %s: the path %s is reserved for the stager binary", v.MountPath, s3layout.StagerDir)
 		}
 	}
 	for _, f := range s.Files {
-		if under(path.Clean(f.ContainerPath), staging.StagerDir) {
-			add("--file %s: the path %s is reserved for the stager binary", f.ContainerPath, staging.StagerDir)
+		if under(path.Clean(f.ContainerPath), s3layout.StagerDir) {
+			add("--file %s: the path %s is reserved for the stager binary", f.ContainerPath, s3layout.StagerDir)
 		}
 	}
 	if st == nil {
@@ -120,7 +120,7 @@ func (s *Spec) validateStaging() []error {
 
 	seen := map[string]bool{}
 	for _, in := range st.Inputs {
-		if err := staging.ValidateContainerPath(in.Path); err != nil {
+		if err := s3layout.ValidateContainerPath(in.Path); err != nil {
 			add("--input %s: %w", in, err)
 			continue
 		}
@@ -134,8 +134,8 @@ func (s *Spec) validateStaging() []error {
 			}
 		}
 		seen[in.Path] = true
-		if under(in.Path, staging.StagerDir) {
-			add("--input %s: the path %s is reserved for the stager binary", in.Path, staging.StagerDir)
+		if under(in.Path, s3layout.StagerDir) {
+			add("--input %s: the path %s is reserved for the stager binary", in.Path, s3layout.StagerDir)
 		}
 		for _, f := range s.Files {
 			c := path.Clean(f.ContainerPath)
@@ -151,7 +151,7 @@ func (s *Spec) validateStaging() []error {
 	}
 	outs := map[string]bool{}
 	for _, o := range st.Outputs {
-		if err := staging.ValidateContainerPath(o); err != nil {
+		if err := s3layout.ValidateContainerPath(o); err != nil {
 			add("--output-path: %w", err)
 			continue
 		}
@@ -165,8 +165,8 @@ func (s *Spec) validateStaging() []error {
 			}
 		}
 		outs[o] = true
-		if under(o, staging.StagerDir) {
-			add("--output-path %s: the path %s is reserved for the stager binary", o, staging.StagerDir)
+		if under(o, s3layout.StagerDir) {
+			add("--output-path %s: the path %s is reserved for the stager binary", o, s3layout.StagerDir)
 		}
 	}
 
@@ -190,19 +190,19 @@ func ValidateCredentials(creds map[string]string, where, fix string) []error {
 	var errs []error
 	if missing := MissingCredentials(creds); len(missing) > 0 {
 		errs = append(errs, fmt.Errorf("S3 staging needs %s %s (and %s for a non-AWS endpoint): %s",
-			strings.Join(missing, ", "), where, staging.EnvEndpoint, fix))
+			strings.Join(missing, ", "), where, s3layout.EnvEndpoint, fix))
 	}
-	if b := creds[staging.EnvBucket]; b != "" {
-		if err := staging.ValidateBucket(b); err != nil {
-			errs = append(errs, fmt.Errorf("%s %s: %w", staging.EnvBucket, where, err))
+	if b := creds[s3layout.EnvBucket]; b != "" {
+		if err := s3layout.ValidateBucket(b); err != nil {
+			errs = append(errs, fmt.Errorf("%s %s: %w", s3layout.EnvBucket, where, err))
 		}
 	}
-	if e := creds[staging.EnvEndpoint]; e != "" {
+	if e := creds[s3layout.EnvEndpoint]; e != "" {
 		if err := ValidateEndpoint(e); err != nil {
 			errs = append(errs, fmt.Errorf("%w (%s)", err, where))
 		}
 	}
-	for _, k := range []string{staging.EnvAccessKey, staging.EnvSecretKey} {
+	for _, k := range []string{s3layout.EnvAccessKey, s3layout.EnvSecretKey} {
 		if strings.ContainsAny(creds[k], "\r\n") {
 			errs = append(errs, fmt.Errorf("%s %s spans several lines: give only the key", k, where))
 		}
@@ -215,9 +215,9 @@ func ValidateCredentials(creds map[string]string, where, fix string) []error {
 // on its pods (the UID is only known once the Job exists).
 func jobEnv(s Spec) []corev1.EnvVar {
 	return []corev1.EnvVar{
-		{Name: staging.EnvJobID, Value: s.Name},
-		{Name: staging.EnvJobUID, ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{
-			FieldPath: "metadata.labels['" + staging.ControllerUIDLabel + "']",
+		{Name: s3layout.EnvJobID, Value: s.Name},
+		{Name: s3layout.EnvJobUID, ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{
+			FieldPath: "metadata.labels['" + s3layout.ControllerUIDLabel + "']",
 		}}},
 	}
 }
@@ -226,17 +226,17 @@ func jobEnv(s Spec) []corev1.EnvVar {
 // secretKeyRef for every credential (never a plain value).
 func stagingEnvVars(s Spec) []corev1.EnvVar {
 	st := s.Staging
-	env := []corev1.EnvVar{{Name: EnvStager, Value: staging.StagerBinary}}
+	env := []corev1.EnvVar{{Name: EnvStager, Value: s3layout.StagerBinary}}
 	if len(st.Inputs) > 0 {
-		env = append(env, corev1.EnvVar{Name: staging.EnvInputs, Value: EscapeKubelet(staging.EncodeInputs(st.Inputs))})
+		env = append(env, corev1.EnvVar{Name: s3layout.EnvInputs, Value: EscapeKubelet(s3layout.EncodeInputs(st.Inputs))})
 	}
 	if len(st.Outputs) > 0 {
-		env = append(env, corev1.EnvVar{Name: staging.EnvOutputs, Value: EscapeKubelet(staging.EncodeOutputs(st.Outputs))})
+		env = append(env, corev1.EnvVar{Name: s3layout.EnvOutputs, Value: EscapeKubelet(s3layout.EncodeOutputs(st.Outputs))})
 	}
 	secret := st.SecretName(s.Name)
-	for _, k := range staging.CredentialKeys {
+	for _, k := range s3layout.CredentialKeys {
 		ref := &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: secret}, Key: k}
-		if k == staging.EnvEndpoint {
+		if k == s3layout.EnvEndpoint {
 			ref.Optional = ptr.To(true)
 		}
 		env = append(env, corev1.EnvVar{Name: k, ValueFrom: &corev1.EnvVarSource{SecretKeyRef: ref}})
@@ -252,14 +252,14 @@ func addStaging(s Spec, objs *Objects) {
 	pod := &job.Spec.Template.Spec
 	main := &pod.Containers[0]
 	pod.Volumes = append(pod.Volumes, corev1.Volume{
-		Name:         staging.StagerVolume,
+		Name:         s3layout.StagerVolume,
 		VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}},
 	})
 	init := corev1.Container{
-		Name:         staging.StagerContainer,
+		Name:         s3layout.StagerContainer,
 		Image:        st.StagerImage,
-		Command:      []string{staging.StagerImageBinary, "stage", "install", staging.StagerDir},
-		VolumeMounts: []corev1.VolumeMount{{Name: staging.StagerVolume, MountPath: staging.StagerDir}},
+		Command:      []string{s3layout.StagerImageBinary, "stage", "install", s3layout.StagerDir},
+		VolumeMounts: []corev1.VolumeMount{{Name: s3layout.StagerVolume, MountPath: s3layout.StagerDir}},
 	}
 	// The main container's CPU and memory, so that a namespace whose quota demands them admits
 	// the pod; an init container's request never adds to the pod's (it is the max, not the sum).
@@ -279,15 +279,15 @@ func addStaging(s Spec, objs *Objects) {
 	}
 	pod.InitContainers = append(pod.InitContainers, init)
 	// Read-only: the training command cannot replace the binary that uploads its results.
-	main.VolumeMounts = append(main.VolumeMounts, corev1.VolumeMount{Name: staging.StagerVolume, MountPath: staging.StagerDir, ReadOnly: true})
+	main.VolumeMounts = append(main.VolumeMounts, corev1.VolumeMount{Name: s3layout.StagerVolume, MountPath: s3layout.StagerDir, ReadOnly: true})
 
 	if job.Annotations == nil {
 		job.Annotations = map[string]string{}
 	}
-	job.Annotations[staging.AnnotationS3Secret] = st.SecretName(s.Name)
+	job.Annotations[s3layout.AnnotationS3Secret] = st.SecretName(s.Name)
 	if len(st.Outputs) > 0 {
 		b, _ := json.Marshal(st.Outputs)
-		job.Annotations[staging.AnnotationOutputs] = string(b)
+		job.Annotations[s3layout.AnnotationOutputs] = string(b)
 	}
 	if st.ExistingSecret == "" {
 		objs.Children = append(objs.Children, credentialsSecret(s))
@@ -298,7 +298,7 @@ func addStaging(s Spec, objs *Objects) {
 // the kubelet need not watch it.
 func credentialsSecret(s Spec) *corev1.Secret {
 	data := map[string][]byte{}
-	for _, k := range staging.CredentialKeys {
+	for _, k := range s3layout.CredentialKeys {
 		if v := s.Staging.Credentials[k]; v != "" {
 			data[k] = []byte(v)
 		}
@@ -306,7 +306,7 @@ func credentialsSecret(s Spec) *corev1.Secret {
 	return &corev1.Secret{
 		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
 		ObjectMeta: metav1.ObjectMeta{
-			Name:      staging.SecretName(s.Name),
+			Name:      s3layout.SecretName(s.Name),
 			Namespace: s.Namespace,
 			Labels:    objectLabels(s),
 		},

@@ -1,4 +1,6 @@
-package rbac
+// Package permissions lists every API request kubectl tao makes: what `kubectl tao rbac`
+// grants and what preflight reviews.
+package permissions
 
 import authv1 "k8s.io/api/authorization/v1"
 

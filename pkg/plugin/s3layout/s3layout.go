@@ -1,8 +1,9 @@
-// Package staging holds the pure rules of S3 data staging shared by `submit` (which wires a
-// Job for it), the in-pod `stage in`/`stage out` commands (which move the data) and
-// `delete-artifacts` (which removes a run's results): the names that travel between them, the
-// s3:// URL grammar and the job-scoped results layout. No client, no environment.
-package staging
+// Package s3layout holds the pure rules of S3 data staging shared by `submit` (which wires a
+// Job for it, through jobspec), the in-pod `stage in`/`stage out` commands and `delete-artifacts`
+// (which move and remove the data, through the S3 client package s3): the names that travel
+// between them, the s3:// URL grammar and the job-scoped results layout. No client, no
+// environment.
+package s3layout
 
 import (
 	"errors"

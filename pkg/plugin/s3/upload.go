@@ -1,4 +1,4 @@
-package transfer
+package s3
 
 import (
 	"context"
@@ -12,7 +12,7 @@ import (
 	"github.com/minio/minio-go/v7"
 
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/exitcode"
-	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/staging"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/s3layout"
 )
 
 // upload is one local file to put at one key.
@@ -30,7 +30,7 @@ type Run struct {
 }
 
 // Upload puts every output below the run's results prefix: a file output at
-// staging.OutputKey, a directory output's files below that key with their relative paths.
+// s3layout.OutputKey, a directory output's files below that key with their relative paths.
 // A missing output is reported and makes the result an error, but every other output is still
 // uploaded. Symbolic links to files are uploaded as the file they point to; links to
 // directories, and sockets, devices and pipes, are skipped with a note.
@@ -71,7 +71,7 @@ func (s *Stager) Upload(ctx context.Context, run Run, outputs []string) error {
 			failed = append(failed, err)
 		}
 	}
-	prefix, _ := staging.ResultsPrefix(run.JobID, run.JobUID)
+	prefix, _ := s3layout.ResultsPrefix(run.JobID, run.JobUID)
 	s.logf("stage out: %d of %d outputs uploaded to s3://%s/%s; %d files, %s",
 		len(outputs)-len(failed), len(outputs), run.Bucket, prefix, count, rate(total, time.Since(start)))
 	return joinCoded(failed)
@@ -79,7 +79,7 @@ func (s *Stager) Upload(ctx context.Context, run Run, outputs []string) error {
 
 // planOutput lists the files of one output and their keys.
 func (s *Stager) planOutput(run Run, out string) ([]upload, error) {
-	base, err := staging.OutputKey(run.JobID, run.JobUID, out)
+	base, err := s3layout.OutputKey(run.JobID, run.JobUID, out)
 	if err != nil {
 		return nil, exitcode.WithCode(exitcode.Usage, fmt.Errorf("output %s: %w", out, err))
 	}

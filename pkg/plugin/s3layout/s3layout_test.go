@@ -1,4 +1,4 @@
-package staging
+package s3layout
 
 import (
 	"strings"

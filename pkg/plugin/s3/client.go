@@ -1,8 +1,9 @@
-// Package transfer moves data between S3 and the local file system for S3 staging: the
+// Package s3 is kubectl-tao's S3 client: it moves data between S3 and the local file system for
+// S3 staging: the
 // credentials and client, downloads of objects and prefixes, uploads of output files and trees,
 // and the listing and deletion of a run's results prefix. It knows nothing of cobra or of
 // Kubernetes; `kubectl-tao stage` and `kubectl tao delete-artifacts` are thin layers over it.
-package transfer
+package s3
 
 import (
 	"errors"
@@ -15,7 +16,7 @@ import (
 	"github.com/minio/minio-go/v7/pkg/credentials"
 
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/exitcode"
-	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/staging"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/s3layout"
 )
 
 // awsEndpoint is used when S3_ENDPOINT_URL is empty, as the SDK's boto3 client does.
@@ -43,20 +44,20 @@ func (c Config) String() string {
 // ConfigFromEnv reads the staging variables with getenv.
 func ConfigFromEnv(getenv func(string) string) Config {
 	return Config{
-		AccessKey: getenv(staging.EnvAccessKey),
-		SecretKey: getenv(staging.EnvSecretKey),
-		Bucket:    getenv(staging.EnvBucket),
-		Endpoint:  getenv(staging.EnvEndpoint),
+		AccessKey: getenv(s3layout.EnvAccessKey),
+		SecretKey: getenv(s3layout.EnvSecretKey),
+		Bucket:    getenv(s3layout.EnvBucket),
+		Endpoint:  getenv(s3layout.EnvEndpoint),
 	}
 }
 
 // ConfigFromSecretData reads the staging keys of a Secret's data.
 func ConfigFromSecretData(data map[string][]byte) Config {
 	return Config{
-		AccessKey: string(data[staging.EnvAccessKey]),
-		SecretKey: string(data[staging.EnvSecretKey]),
-		Bucket:    string(data[staging.EnvBucket]),
-		Endpoint:  string(data[staging.EnvEndpoint]),
+		AccessKey: string(data[s3layout.EnvAccessKey]),
+		SecretKey: string(data[s3layout.EnvSecretKey]),
+		Bucket:    string(data[s3layout.EnvBucket]),
+		Endpoint:  string(data[s3layout.EnvEndpoint]),
 	}
 }
 
@@ -65,13 +66,13 @@ func ConfigFromSecretData(data map[string][]byte) Config {
 func (c Config) Missing(needBucket bool) []string {
 	var m []string
 	if c.AccessKey == "" {
-		m = append(m, staging.EnvAccessKey)
+		m = append(m, s3layout.EnvAccessKey)
 	}
 	if c.SecretKey == "" {
-		m = append(m, staging.EnvSecretKey)
+		m = append(m, s3layout.EnvSecretKey)
 	}
 	if needBucket && c.Bucket == "" {
-		m = append(m, staging.EnvBucket)
+		m = append(m, s3layout.EnvBucket)
 	}
 	return m
 }
@@ -83,12 +84,12 @@ func (c Config) Check(needBucket bool, from string) error {
 		return exitcode.Usagef("S3 credentials incomplete: %s not set in %s", strings.Join(m, ", "), from)
 	}
 	if c.Bucket != "" {
-		if err := staging.ValidateBucket(c.Bucket); err != nil {
-			return exitcode.Usagef("%s from %s: %w", staging.EnvBucket, from, err)
+		if err := s3layout.ValidateBucket(c.Bucket); err != nil {
+			return exitcode.Usagef("%s from %s: %w", s3layout.EnvBucket, from, err)
 		}
 	}
 	if _, _, err := ParseEndpoint(c.Endpoint); err != nil {
-		return exitcode.Usagef("%s from %s: %w", staging.EnvEndpoint, from, err)
+		return exitcode.Usagef("%s from %s: %w", s3layout.EnvEndpoint, from, err)
 	}
 	return nil
 }
@@ -175,7 +176,7 @@ func Describe(err error, op, what string) error {
 	switch {
 	case credentialCodes[resp.Code]:
 		return exitcode.WithCode(exitcode.Forbidden, fmt.Errorf("%s %s: S3 rejected the credentials (%s): check %s and %s",
-			op, what, resp.Code, staging.EnvAccessKey, staging.EnvSecretKey))
+			op, what, resp.Code, s3layout.EnvAccessKey, s3layout.EnvSecretKey))
 	case resp.Code == "NoSuchBucket":
 		return exitcode.WithCode(exitcode.NotFound, fmt.Errorf("%s %s: the bucket does not exist (404 NoSuchBucket)", op, what))
 	case resp.StatusCode == http.StatusNotFound || resp.Code == "NoSuchKey":

@@ -1,4 +1,7 @@
-package capacity
+// Package nodeusage reads what the nodes offer and what the pods bound to them request, a page
+// at a time: the reads behind `kubectl tao capacity`, preflight's fit check and submit's
+// capacity guard.
+package nodeusage
 
 import (
 	"context"

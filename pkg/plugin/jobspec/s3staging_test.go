@@ -14,7 +14,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/staging"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/s3layout"
 )
 
 // fakeStager stands in for `kubectl-tao stage in|out`: it appends its argv (byte for byte,
@@ -39,8 +39,8 @@ exit 99
 
 // secretValues are what the kubelet would resolve each valueFrom to.
 var secretValues = map[string]string{
-	staging.EnvAccessKey: testAccessKey, staging.EnvSecretKey: testSecretKey,
-	staging.EnvBucket: "results-bucket", staging.EnvJobUID: "0b6c-uid",
+	s3layout.EnvAccessKey: testAccessKey, s3layout.EnvSecretKey: testSecretKey,
+	s3layout.EnvBucket: "results-bucket", s3layout.EnvJobUID: "0b6c-uid",
 }
 
 type stagedRun struct {
@@ -293,16 +293,16 @@ func TestStagingValidation(t *testing.T) {
 		"output on volume ok": {func(s *Spec) { s.Volumes = []Volume{{Claim: "results", MountPath: "/results"}} }, ""},
 		"reserved env":        {func(s *Spec) { s.Env = []KeyValue{{"ACCESS_KEY", "x"}} }, `invalid --env "ACCESS_KEY": S3 staging sets it`},
 		"job id env":          {func(s *Spec) { s.Env = []KeyValue{{"TAO_JOB_ID", "x"}} }, `invalid --env "TAO_JOB_ID"`},
-		"reserved annotation": {func(s *Spec) { s.Annotations = []KeyValue{{staging.AnnotationOutputs, "[]"}} }, "reserved for kubectl-tao"},
+		"reserved annotation": {func(s *Spec) { s.Annotations = []KeyValue{{s3layout.AnnotationOutputs, "[]"}} }, "reserved for kubectl-tao"},
 		"missing credentials": {func(s *Spec) {
-			s.Staging.Credentials = map[string]string{staging.EnvBucket: "results-bucket"}
+			s.Staging.Credentials = map[string]string{s3layout.EnvBucket: "results-bucket"}
 		}, "S3 staging needs ACCESS_KEY, SECRET_KEY in the submitting shell"},
-		"bad bucket":   {func(s *Spec) { s.Staging.Credentials[staging.EnvBucket] = "Bad_Bucket" }, "S3_BUCKET_NAME in the submitting shell"},
-		"bad endpoint": {func(s *Spec) { s.Staging.Credentials[staging.EnvEndpoint] = "s3.example.com" }, "S3_ENDPOINT_URL must be an http:// or https:// URL"},
+		"bad bucket":   {func(s *Spec) { s.Staging.Credentials[s3layout.EnvBucket] = "Bad_Bucket" }, "S3_BUCKET_NAME in the submitting shell"},
+		"bad endpoint": {func(s *Spec) { s.Staging.Credentials[s3layout.EnvEndpoint] = "s3.example.com" }, "S3_ENDPOINT_URL must be an http:// or https:// URL"},
 		"endpoint with password": {func(s *Spec) {
-			s.Staging.Credentials[staging.EnvEndpoint] = "https://u:pw@s3.example.com"
+			s.Staging.Credentials[s3layout.EnvEndpoint] = "https://u:pw@s3.example.com"
 		}, "must not carry a user or password"},
-		"key on two lines": {func(s *Spec) { s.Staging.Credentials[staging.EnvSecretKey] = testSecretKey + "\n" }, "SECRET_KEY in the submitting shell spans several lines"},
+		"key on two lines": {func(s *Spec) { s.Staging.Credentials[s3layout.EnvSecretKey] = testSecretKey + "\n" }, "SECRET_KEY in the submitting shell spans several lines"},
 	} {
 		s := stagedSpec()
 		tc.mutate(&s)
@@ -338,15 +338,15 @@ func TestStagingContract(t *testing.T) {
 		t.Fatalf("init containers = %d", len(pod.InitContainers))
 	}
 	init := pod.InitContainers[0]
-	if init.Name != staging.StagerContainer || init.Image != s.Staging.StagerImage ||
-		strings.Join(init.Command, " ") != staging.StagerImageBinary+" stage install "+staging.StagerDir {
+	if init.Name != s3layout.StagerContainer || init.Image != s.Staging.StagerImage ||
+		strings.Join(init.Command, " ") != s3layout.StagerImageBinary+" stage install "+s3layout.StagerDir {
 		t.Errorf("init container = %+v", init)
 	}
 	if len(objs.Children) != 1 {
 		t.Fatalf("children = %d, want the Secret", len(objs.Children))
 	}
 	secret := objs.Children[0].(*corev1.Secret)
-	if secret.Name != "train-s3" || string(secret.Data[staging.EnvSecretKey]) != testSecretKey || !*secret.Immutable {
+	if secret.Name != "train-s3" || string(secret.Data[s3layout.EnvSecretKey]) != testSecretKey || !*secret.Immutable {
 		t.Errorf("secret = %+v", secret)
 	}
 	c := pod.Containers[0]
@@ -359,18 +359,18 @@ func TestStagingContract(t *testing.T) {
 			}
 		}
 		switch e.Name {
-		case staging.EnvAccessKey, staging.EnvSecretKey, staging.EnvBucket, staging.EnvEndpoint:
+		case s3layout.EnvAccessKey, s3layout.EnvSecretKey, s3layout.EnvBucket, s3layout.EnvEndpoint:
 			ref := e.ValueFrom.SecretKeyRef
-			if ref == nil || ref.Name != "train-s3" || ref.Key != e.Name || (e.Name == staging.EnvEndpoint) != (ref.Optional != nil && *ref.Optional) {
+			if ref == nil || ref.Name != "train-s3" || ref.Key != e.Name || (e.Name == s3layout.EnvEndpoint) != (ref.Optional != nil && *ref.Optional) {
 				t.Errorf("env %s = %+v, want a secretKeyRef to train-s3 (optional only for the endpoint)", e.Name, e.ValueFrom)
 			}
-		case staging.EnvJobUID:
+		case s3layout.EnvJobUID:
 			if e.ValueFrom.FieldRef.FieldPath != "metadata.labels['batch.kubernetes.io/controller-uid']" {
 				t.Errorf("TAO_JOB_UID = %+v", e.ValueFrom)
 			}
 		}
 	}
-	for _, want := range append([]string{EnvStager, staging.EnvJobID, staging.EnvJobUID, staging.EnvInputs, staging.EnvOutputs}, staging.CredentialKeys...) {
+	for _, want := range append([]string{EnvStager, s3layout.EnvJobID, s3layout.EnvJobUID, s3layout.EnvInputs, s3layout.EnvOutputs}, s3layout.CredentialKeys...) {
 		if !seen[want] {
 			t.Errorf("env %s missing", want)
 		}
@@ -382,7 +382,7 @@ func TestStagingContract(t *testing.T) {
 			}
 		}
 	}
-	if objs.Job.Annotations[staging.AnnotationOutputs] != `["/results"]` || objs.Job.Annotations[staging.AnnotationS3Secret] != "train-s3" {
+	if objs.Job.Annotations[s3layout.AnnotationOutputs] != `["/results"]` || objs.Job.Annotations[s3layout.AnnotationS3Secret] != "train-s3" {
 		t.Errorf("annotations = %v", objs.Job.Annotations)
 	}
 	if _, ok := pod.Containers[0].Resources.Limits[GPUResource]; !ok {
@@ -393,7 +393,7 @@ func TestStagingContract(t *testing.T) {
 	}
 	ex := stagedSpec()
 	ex.Staging.Credentials, ex.Staging.ExistingSecret = nil, "team-s3"
-	if objs := Build(ex); len(objs.Children) != 0 || objs.Job.Annotations[staging.AnnotationS3Secret] != "team-s3" {
+	if objs := Build(ex); len(objs.Children) != 0 || objs.Job.Annotations[s3layout.AnnotationS3Secret] != "team-s3" {
 		t.Errorf("--s3-secret: children %d, annotations %v; want the Secret referenced, not created", len(objs.Children), objs.Job.Annotations)
 	}
 }

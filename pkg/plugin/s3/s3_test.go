@@ -1,4 +1,4 @@
-package transfer
+package s3
 
 import (
 	"bytes"
@@ -21,7 +21,7 @@ import (
 	"github.com/minio/minio-go/v7/pkg/credentials"
 
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/exitcode"
-	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/staging"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/s3layout"
 )
 
 const bucket = "data"
@@ -158,9 +158,9 @@ func (s *syncWriter) Write(p []byte) (int, error) {
 	return s.w.Write(p)
 }
 
-func input(t *testing.T, path, url string) staging.Input {
+func input(t *testing.T, path, url string) s3layout.Input {
 	t.Helper()
-	in, err := staging.ParseInput(path + "=" + url)
+	in, err := s3layout.ParseInput(path + "=" + url)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -216,7 +216,7 @@ func TestDownloadObjectAndPrefix(t *testing.T) {
 		t.Fatal(err)
 	}
 	var log bytes.Buffer
-	err := f.stager(&log).Download(context.Background(), []staging.Input{
+	err := f.stager(&log).Download(context.Background(), []s3layout.Input{
 		input(t, root+"/specs/train.yaml", "s3://data/specs/train.yaml"),
 		input(t, root+"/train", "s3://data/ds/train/"),
 		input(t, existing, "s3://data/ds/val/"),
@@ -260,7 +260,7 @@ func TestDownloadFailuresLeaveNothingAtTheDestination(t *testing.T) {
 	}
 	root := t.TempDir()
 	var log bytes.Buffer
-	err := f.stager(&log).Download(context.Background(), []staging.Input{
+	err := f.stager(&log).Download(context.Background(), []s3layout.Input{
 		input(t, root+"/ds", "s3://data/ds/"),
 		input(t, root+"/missing.txt", "s3://data/nope.txt"),
 		input(t, root+"/empty", "s3://data/nothing-here/"),
@@ -302,7 +302,7 @@ func TestDownloadRefusesKeysThatEscape(t *testing.T) {
 	f.put("ds/ok", "x")
 	f.put("ds/sub//evil", "x")
 	root := t.TempDir()
-	err := f.stager(&bytes.Buffer{}).Download(context.Background(), []staging.Input{input(t, root+"/ds", "s3://data/ds/")})
+	err := f.stager(&bytes.Buffer{}).Download(context.Background(), []s3layout.Input{input(t, root+"/ds", "s3://data/ds/")})
 	if err == nil || !strings.Contains(err.Error(), `refusing key "ds/sub//evil"`) {
 		t.Fatalf("err = %v", err)
 	}
@@ -328,7 +328,7 @@ func TestDownloadRetries503(t *testing.T) {
 	}
 	dest := filepath.Join(t.TempDir(), "big.bin")
 	var log bytes.Buffer
-	if err := f.stager(&log).Download(context.Background(), []staging.Input{input(t, dest, "s3://data/big.bin")}); err != nil {
+	if err := f.stager(&log).Download(context.Background(), []s3layout.Input{input(t, dest, "s3://data/big.bin")}); err != nil {
 		t.Fatalf("Download: %v", err)
 	}
 	if n := len(readFile(t, dest)); n != 1<<20 {
@@ -357,7 +357,7 @@ func TestDownloadRetriesABrokenBody(t *testing.T) {
 	}
 	dest := filepath.Join(t.TempDir(), "model.pth")
 	var log bytes.Buffer
-	if err := f.stager(&log).Download(context.Background(), []staging.Input{input(t, dest, "s3://data/model.pth")}); err != nil {
+	if err := f.stager(&log).Download(context.Background(), []s3layout.Input{input(t, dest, "s3://data/model.pth")}); err != nil {
 		t.Fatalf("Download: %v\n%s", err, log.String())
 	}
 	if readFile(t, dest) != data {
@@ -385,7 +385,7 @@ func TestDownloadGivesUpOnPersistent5xx(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := &Stager{Client: client, Attempts: 2, Backoff: time.Millisecond}
-	err = s.Download(context.Background(), []staging.Input{input(t, t.TempDir()+"/x", "s3://data/x")})
+	err = s.Download(context.Background(), []s3layout.Input{input(t, t.TempDir()+"/x", "s3://data/x")})
 	if err == nil || !strings.Contains(err.Error(), "stage in: downloading s3://data/x: S3 answered 500 InternalError: injected") {
 		t.Fatalf("err = %v", err)
 	}

@@ -1,4 +1,4 @@
-package transfer
+package s3
 
 import (
 	"context"
@@ -14,7 +14,7 @@ import (
 	"github.com/minio/minio-go/v7"
 
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/exitcode"
-	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/staging"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/s3layout"
 )
 
 // tempPrefix starts the names of the temporary files and directories downloads write to; they
@@ -24,7 +24,7 @@ const tempPrefix = ".tao-stage-"
 // download is one object to fetch into a staging area.
 type download struct {
 	input int // index into the inputs
-	src   staging.URL
+	src   s3layout.URL
 	dest  string // path of the file inside the input's staging area
 	final string // where the file ends up, for the log
 }
@@ -32,7 +32,7 @@ type download struct {
 // plan is one input prepared for download: where its objects go first, and how it is put in
 // place at the end.
 type plan struct {
-	in staging.Input
+	in s3layout.Input
 	// stage is the temporary file or directory the objects are written into.
 	stage string
 	// into is true when stage is a directory inside an existing destination directory whose
@@ -48,7 +48,7 @@ type plan struct {
 // names next to their destination and renamed into place only once every object of an input is
 // complete, so a failure leaves nothing partial at a destination path. All inputs are tried;
 // the error names each object that failed.
-func (s *Stager) Download(ctx context.Context, inputs []staging.Input) error {
+func (s *Stager) Download(ctx context.Context, inputs []s3layout.Input) error {
 	start := time.Now()
 	plans := make([]*plan, len(inputs))
 	var work []download
@@ -75,7 +75,7 @@ func (s *Stager) Download(ctx context.Context, inputs []staging.Input) error {
 		}
 		for _, o := range p.objects {
 			rel := filepath.FromSlash(strings.TrimPrefix(o.Key, p.in.Source.Key))
-			work = append(work, download{input: i, src: staging.URL{Bucket: p.in.Source.Bucket, Key: o.Key},
+			work = append(work, download{input: i, src: s3layout.URL{Bucket: p.in.Source.Bucket, Key: o.Key},
 				dest: filepath.Join(p.stage, rel), final: filepath.Join(filepath.FromSlash(p.in.Path), rel)})
 		}
 	}
@@ -115,7 +115,7 @@ func (s *Stager) Download(ctx context.Context, inputs []staging.Input) error {
 }
 
 // prepare checks the destination and makes the staging area of one input.
-func (s *Stager) prepare(in staging.Input) (*plan, error) {
+func (s *Stager) prepare(in s3layout.Input) (*plan, error) {
 	p := &plan{in: in}
 	dest := filepath.FromSlash(in.Path)
 	fi, err := os.Stat(dest)

@@ -1,4 +1,4 @@
-package transfer
+package s3
 
 import (
 	"context"
