@@ -5,7 +5,6 @@ package preflight
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"strings"
@@ -14,13 +13,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
-	"k8s.io/cli-runtime/pkg/printers"
 
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmdutil"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/defaults"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/exitcode"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/gpufit"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/jobspec"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/printer"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/submit"
 )
 
@@ -58,11 +57,11 @@ type Options struct {
 	ImagePullSecret string
 	Queue           string
 	Now             bool
-	Output          string
 
 	namespace string
 	request   gpufit.Request
 	defaults  DefaultsFile
+	out       *printer.Flags
 
 	factory cmdutil.Factory
 	// getenv locates the defaults file; nil reads none.
@@ -72,7 +71,7 @@ type Options struct {
 
 // NewCmd builds `kubectl tao preflight`.
 func NewCmd(f cmdutil.Factory, streams genericiooptions.IOStreams, getenv func(string) string) *cobra.Command {
-	o := &Options{GPUs: 1, Nodes: 1, factory: f, getenv: getenv, IOStreams: streams}
+	o := &Options{GPUs: 1, Nodes: 1, out: printer.NewFlags(printer.WithTable()), factory: f, getenv: getenv, IOStreams: streams}
 	cmd := &cobra.Command{
 		Use:                   "preflight [--gpus N] [--nodes N] [--image-pull-secret NAME] [--queue NAME] [--now] [-o json]",
 		DisableFlagsInUseLine: true,
@@ -90,7 +89,7 @@ func NewCmd(f cmdutil.Factory, streams genericiooptions.IOStreams, getenv func(s
 	fl.StringVar(&o.ImagePullSecret, "image-pull-secret", o.ImagePullSecret, "Check that this pull Secret exists and is of type kubernetes.io/dockerconfigjson.")
 	fl.StringVar(&o.Queue, "queue", o.Queue, "Check that this Kueue LocalQueue exists in the namespace (as submit --queue).")
 	fl.BoolVar(&o.Now, "now", o.Now, "Fail, instead of warning, when the job fits the cluster but not the GPUs free right now.")
-	fl.StringVarP(&o.Output, "output", "o", o.Output, "Output format: json (a list of checks), or empty for a table.")
+	o.out.AddFlags(fl, "a table of checks")
 	return cmd
 }
 
@@ -150,10 +149,8 @@ func (o *Options) Validate() error {
 		return exitcode.Usagef("invalid --gpus %d: must be 0 or more", o.GPUs)
 	case o.Nodes < 1:
 		return exitcode.Usagef("invalid --nodes %d: must be 1 or more", o.Nodes)
-	case o.Output != "" && o.Output != "json":
-		return exitcode.Usagef("invalid --output %q: must be json (or left out for a table)", o.Output)
 	}
-	return nil
+	return o.out.Validate()
 }
 
 // Run gathers, evaluates, prints, and fails when a check failed.
@@ -186,12 +183,10 @@ func (o *Options) Run(ctx context.Context) error {
 }
 
 func (o *Options) print(checks []Check) error {
-	if o.Output == "json" {
-		enc := json.NewEncoder(o.Out)
-		enc.SetIndent("", "    ")
-		return enc.Encode(checks)
+	if o.out.Human() {
+		return o.out.PrintTable(o.Out, Table(checks))
 	}
-	return printers.NewTablePrinter(printers.PrintOptions{}).PrintObj(Table(checks), o.Out)
+	return o.out.Print(o.Out, checks)
 }
 
 // Table renders the checks for the table printer.
