@@ -21,6 +21,7 @@ import (
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmdutil"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/exitcode"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/jobstatus"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/printer"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/s3"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/s3layout"
 )
@@ -29,11 +30,11 @@ import (
 type Options struct {
 	DryRunFlag string
 	Timeout    time.Duration
-	Output     string
 
 	name      string
 	namespace string
 	dryRun    cmdutil.DryRun
+	out       *printer.Flags
 	factory   cmdutil.Factory
 	getenv    func(string) string
 	genericiooptions.IOStreams
@@ -41,7 +42,7 @@ type Options struct {
 
 // NewCmd builds `kubectl tao delete-artifacts`. getenv is os.Getenv outside tests.
 func NewCmd(f cmdutil.Factory, streams genericiooptions.IOStreams, getenv func(string) string) *cobra.Command {
-	o := &Options{DryRunFlag: string(cmdutil.DryRunNone), Timeout: cancel.DefaultTimeout, factory: f, getenv: getenv, IOStreams: streams}
+	o := &Options{DryRunFlag: string(cmdutil.DryRunNone), Timeout: cancel.DefaultTimeout, out: printer.NewFlags(printer.WithNames()), factory: f, getenv: getenv, IOStreams: streams}
 	cmd := &cobra.Command{
 		Use:   "delete-artifacts JOB",
 		Short: "Delete a finished job and its results in S3",
@@ -67,7 +68,7 @@ Exit codes: 0 deleted, 1 refused or failed, 3 no such job or object, 6 denied (R
 	}
 	cmdutil.AddDryRunFlag(cmd, &o.DryRunFlag)
 	cmd.Flags().DurationVar(&o.Timeout, "timeout", o.Timeout, "How long to wait for the Job's pods to go; 0 waits forever.")
-	cmd.Flags().StringVarP(&o.Output, "output", "o", "", `Output format: "json" prints the report as a JSON object.`)
+	o.out.AddFlags(cmd.Flags(), "what was removed, as lines")
 	cmd.ValidArgsFunction = cmdutil.CompleteJobNames(f)
 	return cmd
 }
@@ -87,10 +88,7 @@ func (o *Options) Validate() error {
 	if err := cmdutil.ValidateTimeout(o.Timeout); err != nil {
 		return err
 	}
-	if o.Output != "" && o.Output != "json" {
-		return exitcode.Usagef(`invalid --output %q: the only format is "json"`, o.Output)
-	}
-	return nil
+	return o.out.Validate()
 }
 
 // Report is what was (or, in a dry run, would be) removed; -o json prints it.
@@ -233,10 +231,8 @@ func (o *Options) credentials(ctx context.Context, client kubernetes.Interface, 
 }
 
 func (o *Options) print(r Report) error {
-	if o.Output == "json" {
-		enc := json.NewEncoder(o.Out)
-		enc.SetIndent("", "    ")
-		return enc.Encode(r)
+	if !o.out.Human() {
+		return o.out.Print(o.Out, r, "job.batch/"+r.Job)
 	}
 	return printText(o.Out, r)
 }

@@ -175,7 +175,7 @@ func TestRefusals(t *testing.T) {
 		{[]string{"orphan"}, nil, 3, "secret/orphan-s3 with the S3 credentials of job.batch/orphan is gone: set ACCESS_KEY, SECRET_KEY, S3_BUCKET_NAME, S3_ENDPOINT_URL in the shell"},
 		{[]string{"missing"}, nil, 3, "job.batch/missing not found"},
 		{[]string{"train"}, map[string]string{"ACCESS_KEY": accessKey}, 2, "SECRET_KEY, S3_BUCKET_NAME not set in the environment"},
-		{[]string{"train", "-o", "yaml"}, nil, 2, `invalid --output "yaml"`},
+		{[]string{"train", "-o", "bogus"}, nil, 2, `unable to match a printer suitable for the output format "bogus"`},
 	} {
 		code, out, errOut := e.run(tc.env, append([]string{"delete-artifacts"}, tc.args...)...)
 		if code != tc.code || out != "" || !strings.Contains(errOut, tc.want) {

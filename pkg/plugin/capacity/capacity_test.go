@@ -122,8 +122,8 @@ func TestCapacityPages(t *testing.T) {
 }
 
 func TestCapacityErrors(t *testing.T) {
-	if code, _, _ := run(fake.NewClientset(), "-o", "yaml"); code != int(exitcode.Usage) {
-		t.Errorf("-o yaml: exit %d", code)
+	if code, _, _ := run(fake.NewClientset(), "-o", "bogus"); code != int(exitcode.Usage) {
+		t.Errorf("-o bogus: exit %d", code)
 	}
 	if code, _, _ := run(fake.NewClientset(), "-l", "a=(b"); code != int(exitcode.Usage) {
 		t.Errorf("bad selector: exit %d", code)

@@ -5,7 +5,6 @@ package preflight
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"strings"
@@ -13,13 +12,13 @@ import (
 	"github.com/spf13/cobra"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
-	"k8s.io/cli-runtime/pkg/printers"
 
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmdutil"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/defaults"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/exitcode"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/jobflags"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/jobspec"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/printer"
 )
 
 const example = `  # Is the cluster ready for one 8-GPU job in this namespace?
@@ -53,11 +52,11 @@ a check FAILs (then 11, PreflightFailed).`
 type Options struct {
 	// The job's shape, declared once with submit's: the same flags and defaults-file keys.
 	jobflags.Shape
-	Now    bool
-	Output string
+	Now bool
 
 	spec     jobspec.Spec
 	defaults DefaultsFile
+	out      *printer.Flags
 
 	factory cmdutil.Factory
 	// getenv locates the defaults file; nil reads none.
@@ -67,7 +66,7 @@ type Options struct {
 
 // NewCmd builds `kubectl tao preflight`.
 func NewCmd(f cmdutil.Factory, streams genericiooptions.IOStreams, getenv func(string) string) *cobra.Command {
-	o := &Options{Shape: jobflags.NewShape(), factory: f, getenv: getenv, IOStreams: streams}
+	o := &Options{Shape: jobflags.NewShape(), out: printer.NewFlags(printer.WithTable()), factory: f, getenv: getenv, IOStreams: streams}
 	cmd := &cobra.Command{
 		Use:                   "preflight [--gpus N] [--nodes N] [--image-pull-secret NAME] [--queue NAME] [--now] [-o json]",
 		DisableFlagsInUseLine: true,
@@ -80,7 +79,7 @@ func NewCmd(f cmdutil.Factory, streams genericiooptions.IOStreams, getenv func(s
 	fl := cmd.Flags()
 	o.AddFlags(fl) // jobflags.Shape: the shape flags, as submit declares them
 	fl.BoolVar(&o.Now, "now", o.Now, "Fail, instead of warning, when the job fits the cluster but not the GPUs free right now.")
-	fl.StringVarP(&o.Output, "output", "o", o.Output, "Output format: json (a list of checks), or empty for a table.")
+	o.out.AddFlags(fl, "a table of checks")
 	return cmd
 }
 
@@ -123,12 +122,12 @@ func (o *Options) Complete(cmd *cobra.Command, _ []string) error {
 
 // Validate checks the flags without contacting the server.
 func (o *Options) Validate() error {
-	if o.Output != "" && o.Output != "json" {
-		return exitcode.Usagef("invalid --output %q: must be json (or left out for a table)", o.Output)
-	}
 	// A shape submit would refuse (a bad quantity, say) is a usage error, as it is for submit;
 	// a shape set by the defaults file is already judged by the defaults file check.
-	return exitcode.WithCode(exitcode.Usage, o.spec.ValidateShape())
+	if err := o.spec.ValidateShape(); err != nil {
+		return exitcode.WithCode(exitcode.Usage, err)
+	}
+	return o.out.Validate()
 }
 
 // Run gathers, evaluates, prints, and fails when a check failed.
@@ -164,12 +163,10 @@ func (o *Options) Run(ctx context.Context) error {
 }
 
 func (o *Options) print(checks []Check) error {
-	if o.Output == "json" {
-		enc := json.NewEncoder(o.Out)
-		enc.SetIndent("", "    ")
-		return enc.Encode(checks)
+	if o.out.Human() {
+		return o.out.PrintTable(o.Out, Table(checks))
 	}
-	return printers.NewTablePrinter(printers.PrintOptions{}).PrintObj(Table(checks), o.Out)
+	return o.out.Print(o.Out, checks)
 }
 
 // Table renders the checks for the table printer.

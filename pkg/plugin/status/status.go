@@ -13,6 +13,7 @@ import (
 
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmdutil"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/exitcode"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/printer"
 )
 
 const example = `  # Human-readable status of a job
@@ -30,10 +31,8 @@ pod list). A missing Job is Unknown and exits with code 3.`
 
 // Options are the flags and arguments of `kubectl tao status`.
 type Options struct {
-	Output string
-
 	namespace, name string
-	printer         *Printer
+	out             *printer.Flags
 
 	factory cmdutil.Factory
 	clock   clock.PassiveClock
@@ -42,7 +41,7 @@ type Options struct {
 
 // NewCmd builds `kubectl tao status`.
 func NewCmd(f cmdutil.Factory, streams genericiooptions.IOStreams, clk clock.PassiveClock) *cobra.Command {
-	o := &Options{factory: f, clock: clk, IOStreams: streams}
+	o := &Options{out: printer.NewFlags(printer.WithNames(), printer.WithTable()), factory: f, clock: clk, IOStreams: streams}
 	cmd := &cobra.Command{
 		Use:                   "status JOB [-o FORMAT]",
 		DisableFlagsInUseLine: true,
@@ -52,7 +51,7 @@ func NewCmd(f cmdutil.Factory, streams genericiooptions.IOStreams, clk clock.Pas
 		Args:                  cmdutil.ExactlyOneJob,
 		RunE:                  cmdutil.RunE(o),
 	}
-	cmd.Flags().StringVarP(&o.Output, "output", "o", "", "Output format. One of: ("+Formats+").")
+	o.out.AddFlags(cmd.Flags(), "a table")
 	cmd.ValidArgsFunction = cmdutil.CompleteJobNames(f)
 	return cmd
 }
@@ -66,9 +65,7 @@ func (o *Options) Complete(_ *cobra.Command, args []string) error {
 
 // Validate checks the output format.
 func (o *Options) Validate() error {
-	var err error
-	o.printer, err = NewPrinter(o.Output)
-	return err
+	return o.out.Validate()
 }
 
 // Run reads the Job and its pods and prints the summary.
@@ -82,8 +79,8 @@ func (o *Options) Run(ctx context.Context) error {
 	case apierrors.IsNotFound(err) && job == nil:
 		s := Summarize(o.namespace, o.name, nil, nil)
 		// Scripts reading -o json get the Unknown object; people get only the error.
-		if !o.printer.Human() {
-			if perr := o.printer.Print(o.Out, s, o.clock.Now()); perr != nil {
+		if !o.out.Human() {
+			if perr := Print(o.Out, o.out, s, o.clock.Now()); perr != nil {
 				return perr
 			}
 		}
@@ -95,5 +92,5 @@ func (o *Options) Run(ctx context.Context) error {
 		fmt.Fprintf(o.ErrOut, "Warning: could not list the pods of job.batch/%s, using the Job's counters: %v\n", o.name, err)
 		pods = nil
 	}
-	return o.printer.Print(o.Out, Summarize(o.namespace, o.name, job, pods), o.clock.Now())
+	return Print(o.Out, o.out, Summarize(o.namespace, o.name, job, pods), o.clock.Now())
 }
