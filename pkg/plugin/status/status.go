@@ -13,6 +13,7 @@ import (
 
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmdutil"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/exitcode"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/jobpods"
 )
 
 const example = `  # Human-readable status of a job
@@ -77,7 +78,7 @@ func (o *Options) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	job, pods, err := Fetch(ctx, client, o.namespace, o.name)
+	job, pods, err := jobpods.Fetch(ctx, client, o.namespace, o.name)
 	switch {
 	case apierrors.IsNotFound(err) && job == nil:
 		s := Summarize(o.namespace, o.name, nil, nil)

@@ -9,6 +9,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/jobpods"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/jobstatus"
 )
 
@@ -26,7 +27,7 @@ func inspectAll(s *Snapshot) []inspected {
 	out := make([]inspected, len(s.Pods))
 	for i := range s.Pods {
 		pod := &s.Pods[i]
-		v := podView{s: s, pod: pod, rank: Rank(pod), events: evs[i]}
+		v := podView{s: s, pod: pod, rank: jobpods.Rank(pod), events: evs[i]}
 		out[i] = inspected{pod: pod, rank: v.rank, finding: v.inspect()}
 	}
 	sort.SliceStable(out, func(a, b int) bool {

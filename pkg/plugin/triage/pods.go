@@ -36,19 +36,6 @@ type podView struct {
 	events []corev1.Event
 }
 
-// Rank is the pod's completion index; pods of a non-indexed Job are rank 0.
-func Rank(pod *corev1.Pod) int {
-	v, ok := pod.Labels[batchv1.JobCompletionIndexAnnotation]
-	if !ok {
-		v = pod.Annotations[batchv1.JobCompletionIndexAnnotation]
-	}
-	r, err := strconv.Atoi(v)
-	if err != nil {
-		return 0
-	}
-	return r
-}
-
 // eventsByPod indexes events by the UID of the pod they are about, newest last. Events whose
 // UID is missing (some emitters omit it) match on the pod's name.
 func eventsByPod(s *Snapshot) map[int][]corev1.Event {
