@@ -11,10 +11,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/klog/v2"
-)
 
-// GPUResource is the extended resource NVIDIA's device plugin advertises.
-const GPUResource corev1.ResourceName = "nvidia.com/gpu"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/jobspec"
+)
 
 // ErrNoGPUs is the contract's message when no node advertises any GPU.
 var ErrNoGPUs = errors.New("No nvidia.com/gpu resources allocatable on the cluster: " +
@@ -33,7 +32,7 @@ type Request struct {
 
 // GPUsPerPod is the request's nvidia.com/gpu per rank.
 func (r Request) GPUsPerPod() int64 {
-	q := r.PerPod[GPUResource]
+	q := r.PerPod[jobspec.GPUResource]
 	return q.Value()
 }
 
@@ -83,7 +82,7 @@ func summarize(nodes []corev1.Node, r Request, avail func(*corev1.Node) corev1.R
 		n := &nodes[i]
 		s.Nodes++
 		have := avail(n)
-		q := have[GPUResource]
+		q := have[jobspec.GPUResource]
 		gpus := q.Value()
 		if gpus <= 0 && r.GPUsPerPod() > 0 {
 			continue
@@ -146,8 +145,8 @@ func podsOn(allocatable, perPod corev1.ResourceList) (int64, corev1.ResourceName
 	}
 	// GPUs first, so that a tie names the GPU: the others are only news when tighter.
 	sort.Slice(names, func(i, j int) bool {
-		if (names[i] == string(GPUResource)) != (names[j] == string(GPUResource)) {
-			return names[i] == string(GPUResource)
+		if (names[i] == string(jobspec.GPUResource)) != (names[j] == string(jobspec.GPUResource)) {
+			return names[i] == string(jobspec.GPUResource)
 		}
 		return names[i] < names[j]
 	})
@@ -204,7 +203,7 @@ func Check(s Summary, r Request) error {
 		"(%d GPUs in all, at most %d on one node)", r.Pods, gpus, where, s.PodsThatFit, s.MatchingGPUs, s.LargestNode)
 	var limits []string
 	for name, n := range s.Bound {
-		if name != GPUResource {
+		if name != jobspec.GPUResource {
 			limits = append(limits, fmt.Sprintf("on %d nodes the %s a rank asks for is the limit (%s)", n, name, flagFor(name)))
 		}
 	}

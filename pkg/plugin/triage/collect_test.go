@@ -17,6 +17,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/exitcode"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/jobspec"
 )
 
 func requests(c *fake.Clientset) []string {
@@ -148,7 +149,7 @@ func TestCollectReadsTaintsOnlyForATaintedRefusal(t *testing.T) {
 	p := testPod("t", 0, unschedulable("0/2 nodes are available: 2 node(s) had untolerated taint(s)."))
 	tainted := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "gpu-0", Labels: map[string]string{"pool": "a"}},
 		Spec:   corev1.NodeSpec{Taints: []corev1.Taint{{Key: "dedicated", Value: "ml", Effect: corev1.TaintEffectNoSchedule}}},
-		Status: corev1.NodeStatus{Allocatable: corev1.ResourceList{gpuResource: resource.MustParse("8")}}}
+		Status: corev1.NodeStatus{Allocatable: corev1.ResourceList{jobspec.GPUResource: resource.MustParse("8")}}}
 	plain := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "gpu-1"}}
 	c := fake.NewClientset(job, &p, tainted, plain)
 	s, warnings, err := Collect(context.Background(), c, "ml", "t", CollectOptions{Now: now})

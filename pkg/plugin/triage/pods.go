@@ -11,6 +11,8 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/jobspec"
 )
 
 // stuckAfter is how long past its deletion time a pod may linger before it counts as stuck:
@@ -422,10 +424,10 @@ func (v podView) unscheduled() *finding {
 			"(`kubectl describe pvc` says why it waits) or a matching PersistentVolume; a claim that does not exist "+
 			"must be created before the job (--volume mounts existing claims only).",
 			strings.Join(claims, ", "), strings.Join(claims, " "), pod.Namespace)
-	case sm.has("Insufficient " + gpuResource):
+	case sm.has("Insufficient " + string(jobspec.GPUResource)):
 		f.suggestion = fmt.Sprintf("No node has %s free %s for this rank. Wait for running jobs to finish, ask for "+
 			"fewer GPUs per node (--gpus) over more nodes (--nodes), or add GPU nodes. `kubectl tao submit` checks "+
-			"total capacity unless --no-capacity-check is given.", gpuRequest(pod), gpuResource)
+			"total capacity unless --no-capacity-check is given.", gpuRequest(pod), jobspec.GPUResource)
 	case sm.has("untolerated taint"):
 		f.name = "UntoleratedTaint"
 		f.suggestion = taintSuggestion(msg, pod, v.s.TaintedNodes)
@@ -435,14 +437,12 @@ func (v podView) unscheduled() *finding {
 	return f
 }
 
-const gpuResource = "nvidia.com/gpu"
-
 func gpuRequest(pod *corev1.Pod) string {
 	var n int64
 	for _, c := range pod.Spec.Containers {
-		if q, ok := c.Resources.Limits[gpuResource]; ok {
+		if q, ok := c.Resources.Limits[jobspec.GPUResource]; ok {
 			n += q.Value()
-		} else if q, ok := c.Resources.Requests[gpuResource]; ok {
+		} else if q, ok := c.Resources.Requests[jobspec.GPUResource]; ok {
 			n += q.Value()
 		}
 	}
@@ -625,9 +625,9 @@ func taintSuggestion(msg string, pod *corev1.Pod, nodes []corev1.Node) string {
 	} else {
 		s += " (use the taint's own effect, NoSchedule or NoExecute: " + see + ")."
 	}
-	if strings.Contains(" "+strings.Join(flags, " "), " --toleration "+gpuResource+":") ||
-		strings.Contains(strings.Join(flags, " "), " "+gpuResource+"=") {
-		s += " kubectl tao adds the " + gpuResource + " toleration itself to pods that ask for GPUs, unless --no-gpu-toleration is given."
+	if strings.Contains(" "+strings.Join(flags, " "), " --toleration "+string(jobspec.GPUResource)+":") ||
+		strings.Contains(strings.Join(flags, " "), " "+string(jobspec.GPUResource)+"=") {
+		s += " kubectl tao adds the " + string(jobspec.GPUResource) + " toleration itself to pods that ask for GPUs, unless --no-gpu-toleration is given."
 	}
 	return s
 }
@@ -651,7 +651,7 @@ func untoleratedFlags(pod *corev1.Pod, nodes []corev1.Node) []string {
 		if !labels.SelectorFromSet(pod.Spec.NodeSelector).Matches(labels.Set(n.Labels)) {
 			continue
 		}
-		if q, ok := n.Status.Allocatable[gpuResource]; wantsGPU && (!ok || q.IsZero()) {
+		if q, ok := n.Status.Allocatable[jobspec.GPUResource]; wantsGPU && (!ok || q.IsZero()) {
 			continue
 		}
 		for j := range n.Spec.Taints {
