@@ -1,5 +1,5 @@
 // Package status implements `kubectl tao status`: the status of one Job, from the Job and one
-// list of its pods, in the SDK's six words. The Summary and its printer are shared with wait.
+// list of its pods, in the SDK's six words. The Summary and its printer (jobsummary) are shared with wait.
 package status
 
 import (
@@ -14,6 +14,7 @@ import (
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmdutil"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/exitcode"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/jobpods"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/jobsummary"
 )
 
 const example = `  # Human-readable status of a job
@@ -34,7 +35,7 @@ type Options struct {
 	Output string
 
 	namespace, name string
-	printer         *Printer
+	printer         *jobsummary.Printer
 
 	factory cmdutil.Factory
 	clock   clock.PassiveClock
@@ -53,7 +54,7 @@ func NewCmd(f cmdutil.Factory, streams genericiooptions.IOStreams, clk clock.Pas
 		Args:                  cmdutil.ExactlyOneJob,
 		RunE:                  cmdutil.RunE(o),
 	}
-	cmd.Flags().StringVarP(&o.Output, "output", "o", "", "Output format. One of: ("+Formats+").")
+	cmd.Flags().StringVarP(&o.Output, "output", "o", "", "Output format. One of: ("+jobsummary.Formats+").")
 	cmd.ValidArgsFunction = cmdutil.CompleteJobNames(f)
 	return cmd
 }
@@ -68,7 +69,7 @@ func (o *Options) Complete(_ *cobra.Command, args []string) error {
 // Validate checks the output format.
 func (o *Options) Validate() error {
 	var err error
-	o.printer, err = NewPrinter(o.Output)
+	o.printer, err = jobsummary.NewPrinter(o.Output)
 	return err
 }
 
@@ -81,7 +82,7 @@ func (o *Options) Run(ctx context.Context) error {
 	job, pods, err := jobpods.Fetch(ctx, client, o.namespace, o.name)
 	switch {
 	case apierrors.IsNotFound(err) && job == nil:
-		s := Summarize(o.namespace, o.name, nil, nil)
+		s := jobsummary.Summarize(o.namespace, o.name, nil, nil)
 		// Scripts reading -o json get the Unknown object; people get only the error.
 		if !o.printer.Human() {
 			if perr := o.printer.Print(o.Out, s, o.clock.Now()); perr != nil {
@@ -96,5 +97,5 @@ func (o *Options) Run(ctx context.Context) error {
 		fmt.Fprintf(o.ErrOut, "Warning: could not list the pods of job.batch/%s, using the Job's counters: %v\n", o.name, err)
 		pods = nil
 	}
-	return o.printer.Print(o.Out, Summarize(o.namespace, o.name, job, pods), o.clock.Now())
+	return o.printer.Print(o.Out, jobsummary.Summarize(o.namespace, o.name, job, pods), o.clock.Now())
 }

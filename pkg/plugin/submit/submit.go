@@ -23,12 +23,12 @@ import (
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmdutil"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/exitcode"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/jobspec"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/jobwait"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/kueue"
-	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/logs"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/redact"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/staging"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/tail"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/version"
-	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/wait"
 )
 
 const example = `  # One node, 8 GPUs, a bash command string (run as /bin/bash -c, like the TAO SDK)
@@ -445,7 +445,7 @@ func (o *Options) Run(ctx context.Context) error {
 		if err := o.print(created); err != nil {
 			return err
 		}
-		return logs.FollowSubmitted(ctx, client, created.Job.Namespace, created.Job.Name, logStreams)
+		return tail.FollowSubmitted(ctx, client, created.Job.Namespace, created.Job.Name, logStreams)
 	}
 	if err := o.print(created); err != nil || !o.Wait {
 		return err
@@ -455,8 +455,8 @@ func (o *Options) Run(ctx context.Context) error {
 		// stdout already holds the requested -o output; a status line would corrupt it.
 		streams.Out = io.Discard
 	}
-	target := wait.Target{Namespace: created.Job.Namespace, Name: created.Job.Name, UID: created.Job.UID}
-	return wait.Wait(ctx, client, target, 0, nil, clock.RealClock{}, streams)
+	target := jobwait.Target{Namespace: created.Job.Namespace, Name: created.Job.Name, UID: created.Job.UID}
+	return jobwait.Wait(ctx, client, target, 0, nil, clock.RealClock{}, streams)
 }
 
 // secretValues are the credentials submit holds, to be scrubbed from any error.
