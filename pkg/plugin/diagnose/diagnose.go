@@ -64,7 +64,7 @@ func (o *Options) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	a := triage.Diagnose(snap)
+	a := triage.Analyze(snap)
 	if !o.out.human() {
 		return o.out.print(a, o.Out)
 	}

@@ -114,6 +114,18 @@ func summarize(nodes []corev1.Node, r Request, avail func(*corev1.Node) corev1.R
 	return s
 }
 
+// Tolerates reports whether tols tolerate taint, by the scheduler's own rule
+// (corev1.Toleration.ToleratesTaint, comparison operators included): the one toleration
+// semantics of the plugin, shared by the fit check and triage's taint suggestions.
+func Tolerates(tols []corev1.Toleration, taint *corev1.Taint) bool {
+	for i := range tols {
+		if tols[i].ToleratesTaint(klog.Background(), taint, true) {
+			return true
+		}
+	}
+	return false
+}
+
 // untolerated returns the first taint that keeps a pod off the node, if any. PreferNoSchedule
 // only steers the scheduler, so it never does.
 func untolerated(taints []corev1.Taint, tols []corev1.Toleration) *corev1.Taint {
@@ -122,14 +134,7 @@ func untolerated(taints []corev1.Taint, tols []corev1.Toleration) *corev1.Taint 
 		if t.Effect == corev1.TaintEffectPreferNoSchedule {
 			continue
 		}
-		tolerated := false
-		for j := range tols {
-			if tols[j].ToleratesTaint(klog.Background(), t, true) {
-				tolerated = true
-				break
-			}
-		}
-		if !tolerated {
+		if !Tolerates(tols, t) {
 			return t
 		}
 	}

@@ -157,10 +157,10 @@ func latestJobEvent(s *Snapshot, reason string) *corev1.Event {
 	return best
 }
 
-// Diagnose is the SDK's get_failure_analysis: what went wrong, where first, and what to do.
+// Analyze is the SDK's get_failure_analysis: what went wrong, where first, and what to do.
 // The class and suggestion are those of the earliest finding, the likeliest root cause: when
 // one rank dies, its peers usually fail after it with NCCL timeouts or SIGTERM.
-func Diagnose(s Snapshot) Analysis {
+func Analyze(s Snapshot) Analysis {
 	st := jobstatus.Of(s.Job, s.Pods)
 	a := Analysis{Status: string(st.Status), Message: st.Message, JobFailureByNodeEvent: []NodeEvent{}, Notes: []string{}}
 	if s.Job != nil {

@@ -70,7 +70,7 @@ func TestCollectA256PodJobInSixRequests(t *testing.T) {
 	if len(s.Pods) != ranks || len(s.Events) != ranks || len(s.Nodes) != ranks/2 || len(s.Logs["big-7-abcde"]) == 0 {
 		t.Errorf("snapshot: %d pods, %d events, %d nodes, logs %v", len(s.Pods), len(s.Events), len(s.Nodes), s.Logs)
 	}
-	a := Diagnose(s)
+	a := Analyze(s)
 	if len(a.JobFailureByNodeEvent) != ranks {
 		t.Errorf("%d findings for %d failed ranks", len(a.JobFailureByNodeEvent), ranks)
 	}
@@ -162,7 +162,7 @@ func TestCollectReadsTaintsOnlyForATaintedRefusal(t *testing.T) {
 	if len(s.TaintedNodes) != 1 || s.TaintedNodes[0].Name != "gpu-0" || s.TaintedNodes[0].Labels["pool"] != "a" {
 		t.Errorf("tainted nodes = %+v", s.TaintedNodes)
 	}
-	a := Diagnose(s)
+	a := Analyze(s)
 	if a.FirstFailure == nil || !strings.Contains(a.Suggestion, "--toleration dedicated=ml:NoSchedule") {
 		t.Errorf("diagnose: %+v", a)
 	}

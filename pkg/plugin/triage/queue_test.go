@@ -49,7 +49,7 @@ func TestDiagnoseQueued(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			a := Diagnose(Snapshot{Job: tc.job, Events: tc.events, Now: now})
+			a := Analyze(Snapshot{Job: tc.job, Events: tc.events, Now: now})
 			if a.Status != "Pending" || a.Message != "queued in team-a" {
 				t.Errorf("status %s %q, want Pending, queued in team-a", a.Status, a.Message)
 			}
@@ -75,7 +75,7 @@ func TestDiagnoseQueued(t *testing.T) {
 	// Once admitted (resumed), the queue is no longer the story.
 	admitted := queuedJob("ddp", "team-a", 1)
 	admitted.Spec.Suspend = ptr.To(false)
-	a := Diagnose(Snapshot{Job: admitted, Pods: []corev1.Pod{testPod("ddp", 0, running("gpu-node-0"))}, Now: now})
+	a := Analyze(Snapshot{Job: admitted, Pods: []corev1.Pod{testPod("ddp", 0, running("gpu-node-0"))}, Now: now})
 	if a.FirstFailure != nil || a.Status != "Running" {
 		t.Errorf("admitted, running job: %+v", a)
 	}
@@ -155,7 +155,7 @@ func TestSchedulingFixes(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			a := Diagnose(Snapshot{Job: testJob("t", 1), Pods: []corev1.Pod{tc.pod}, Now: now, TaintedNodes: tc.nodes})
+			a := Analyze(Snapshot{Job: testJob("t", 1), Pods: []corev1.Pod{tc.pod}, Now: now, TaintedNodes: tc.nodes})
 			if a.FirstFailure == nil || a.FirstFailure.NodeEventName != tc.reason {
 				t.Fatalf("first failure %+v, want %s", a.FirstFailure, tc.reason)
 			}
