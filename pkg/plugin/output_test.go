@@ -294,7 +294,7 @@ func runningJob() *batchv1.Job {
 func rank(name string, index int) *corev1.Pod {
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ml", Labels: map[string]string{
-			"batch.kubernetes.io/controller-uid": "uid-1", "job-name": "train", "batch.kubernetes.io/job-completion-index": fmt.Sprint(index)},
+			"batch.kubernetes.io/controller-uid": "uid-1", "job-name": "train", "batch.kubernetes.io/job-name": "train", "batch.kubernetes.io/job-completion-index": fmt.Sprint(index)},
 			OwnerReferences: []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: "train", UID: "uid-1", Controller: ptrTrue()}}},
 		Spec:   corev1.PodSpec{NodeName: "gpu-a"},
 		Status: corev1.PodStatus{Phase: corev1.PodRunning},

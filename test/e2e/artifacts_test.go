@@ -134,7 +134,7 @@ func TestDeleteArtifacts(t *testing.T) {
 	if _, err := client.BatchV1().Jobs(ns).Get(ctx, "trained", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("the job is still there: %v", err)
 	}
-	pods, err := client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: s3layout.ControllerUIDLabel + "=" + uid})
+	pods, err := client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: batchv1.ControllerUidLabel + "=" + uid})
 	if err != nil || len(pods.Items) != 0 {
 		t.Errorf("pods of the job remain: %v %v", pods, err)
 	}

@@ -17,9 +17,9 @@ import (
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cancel"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmdutil"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/exitcode"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/jobdelete"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/jobstatus"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/printer"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/s3"
@@ -42,7 +42,7 @@ type Options struct {
 
 // NewCmd builds `kubectl tao delete-artifacts`. getenv is os.Getenv outside tests.
 func NewCmd(f cmdutil.Factory, streams genericiooptions.IOStreams, getenv func(string) string) *cobra.Command {
-	o := &Options{DryRunFlag: string(cmdutil.DryRunNone), Timeout: cancel.DefaultTimeout, out: printer.NewFlags(printer.WithNames()), factory: f, getenv: getenv, IOStreams: streams}
+	o := &Options{DryRunFlag: string(cmdutil.DryRunNone), Timeout: jobdelete.DefaultTimeout, out: printer.NewFlags(printer.WithNames()), factory: f, getenv: getenv, IOStreams: streams}
 	cmd := &cobra.Command{
 		Use:   "delete-artifacts JOB",
 		Short: "Delete a finished job and its results in S3",
@@ -112,7 +112,7 @@ func (o *Options) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	job, err := cancel.GetJob(ctx, client, o.namespace, o.name)
+	job, err := jobdelete.GetJob(ctx, client, o.namespace, o.name)
 	if err != nil {
 		return err
 	}
@@ -149,7 +149,7 @@ func (o *Options) Run(ctx context.Context) error {
 			r.Keys = append(r.Keys, obj)
 		}
 		if o.dryRun == cmdutil.DryRunServer {
-			if err := cancel.DeleteJob(ctx, client, job, nil, true); err != nil {
+			if err := jobdelete.DeleteJob(ctx, client, job, nil, true); err != nil {
 				return err
 			}
 		}
@@ -157,14 +157,14 @@ func (o *Options) Run(ctx context.Context) error {
 	}
 
 	if job.DeletionTimestamp == nil {
-		err := cancel.DeleteJob(ctx, client, job, nil, false)
+		err := jobdelete.DeleteJob(ctx, client, job, nil, false)
 		// Gone or replaced meanwhile: this run's Job is gone either way, and its prefix is its own.
 		if err != nil && exitcode.Of(err) != exitcode.NotFound {
 			return err
 		}
 	}
 	fmt.Fprintf(o.ErrOut, "Waiting for the pods of job.batch/%s to stop...\n", job.Name)
-	if err := cancel.WaitGone(ctx, client, job, o.Timeout); err != nil {
+	if err := jobdelete.WaitGone(ctx, client, job, o.Timeout); err != nil {
 		return fmt.Errorf("%w; its results were not deleted", err)
 	}
 	fmt.Fprintf(o.ErrOut, "Deleting %d objects under %s...\n", len(objs), r.Prefix)

@@ -43,7 +43,7 @@ func uidOr(uid, name string) string {
 
 func pod(name string, owner *batchv1.Job) *corev1.Pod {
 	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", UID: ktypes.UID("pod-" + name),
-		Labels: map[string]string{"batch.kubernetes.io/controller-uid": string(owner.UID)}},
+		Labels: map[string]string{"batch.kubernetes.io/controller-uid": string(owner.UID), "batch.kubernetes.io/job-name": owner.Name}},
 		Spec: corev1.PodSpec{NodeName: "node-1"}, Status: corev1.PodStatus{Phase: corev1.PodRunning}}
 }
 

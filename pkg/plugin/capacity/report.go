@@ -8,6 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/gpufit"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/jobspec"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/nodeusage"
 )
 
@@ -48,9 +49,9 @@ func Row(n *corev1.Node, u *nodeusage.Usage) NodeRow {
 	}
 	alloc := n.Status.Allocatable
 	free := gpufit.Free(alloc, req)
-	r.Allocatable = value(alloc, gpufit.GPUResource)
-	r.Requested = value(req, gpufit.GPUResource)
-	r.Free = value(free, gpufit.GPUResource)
+	r.Allocatable = value(alloc, jobspec.GPUResource)
+	r.Requested = value(req, jobspec.GPUResource)
+	r.Free = value(free, jobspec.GPUResource)
 	r.cpuAlloc, r.cpuFree = alloc[corev1.ResourceCPU], free[corev1.ResourceCPU]
 	r.memAlloc, r.memFree = alloc[corev1.ResourceMemory], free[corev1.ResourceMemory]
 	return r

@@ -64,7 +64,7 @@ func (o *Options) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	a := triage.Diagnose(snap)
+	a := triage.Analyze(snap)
 	if !o.out.Human() {
 		return o.out.Print(o.Out, a, "job.batch/"+a.Job)
 	}

@@ -11,6 +11,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/jobspec"
 )
 
 func node(name string, gpus int64, lbls ...string) corev1.Node {
@@ -20,7 +22,7 @@ func node(name string, gpus int64, lbls ...string) corev1.Node {
 	}
 	n.Status.Allocatable = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("96")}
 	if gpus >= 0 {
-		n.Status.Allocatable[GPUResource] = *resource.NewQuantity(gpus, resource.DecimalSI)
+		n.Status.Allocatable[jobspec.GPUResource] = *resource.NewQuantity(gpus, resource.DecimalSI)
 	}
 	return n
 }
@@ -67,7 +69,7 @@ func TestCheck(t *testing.T) {
 }
 
 func req(gpus, pods int64) Request {
-	return Request{Pods: pods, PerPod: corev1.ResourceList{GPUResource: *resource.NewQuantity(gpus, resource.DecimalSI)}}
+	return Request{Pods: pods, PerPod: corev1.ResourceList{jobspec.GPUResource: *resource.NewQuantity(gpus, resource.DecimalSI)}}
 }
 
 func sel(r Request, s labels.Selector) Request { r.Selector = s; return r }
@@ -111,7 +113,7 @@ func TestSummarize(t *testing.T) {
 	nodes := []corev1.Node{node("a", 8), node("b", 3), node("c", -1)}
 	s := Summarize(nodes, req(2, 1))
 	want := Summary{Nodes: 3, GPUNodes: 2, TotalGPUs: 11, SelectedNodes: 2, MatchingNodes: 2, MatchingGPUs: 11, LargestNode: 8, PodsThatFit: 5,
-		Bound: map[corev1.ResourceName]int{GPUResource: 2}}
+		Bound: map[corev1.ResourceName]int{jobspec.GPUResource: 2}}
 	if !reflect.DeepEqual(s, want) {
 		t.Fatalf("Summarize() = %+v, want %+v", s, want)
 	}
@@ -134,7 +136,7 @@ func pod(name, nodeName string, phase corev1.PodPhase, gpus int64) corev1.Pod {
 	p.Spec.NodeName = nodeName
 	p.Status.Phase = phase
 	p.Spec.Containers = []corev1.Container{{Name: "c", Resources: corev1.ResourceRequirements{
-		Limits: corev1.ResourceList{GPUResource: *resource.NewQuantity(gpus, resource.DecimalSI)}}}}
+		Limits: corev1.ResourceList{jobspec.GPUResource: *resource.NewQuantity(gpus, resource.DecimalSI)}}}}
 	return p
 }
 
@@ -143,7 +145,7 @@ func TestRequested(t *testing.T) {
 	withInit := pod("init", "a", corev1.PodRunning, 1)
 	withInit.Spec.InitContainers = []corev1.Container{
 		{Name: "big-init", Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4")}}},
-		{Name: "sidecar", RestartPolicy: &always, Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{GPUResource: resource.MustParse("1")}}},
+		{Name: "sidecar", RestartPolicy: &always, Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{jobspec.GPUResource: resource.MustParse("1")}}},
 	}
 	withInit.Spec.Containers[0].Resources.Requests = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2")}
 	withInit.Spec.Overhead = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("500m")}
@@ -157,7 +159,7 @@ func TestRequested(t *testing.T) {
 		withInit,
 	}
 	got := Requested(pods)
-	gpus := func(n string) int64 { q := got[n][GPUResource]; return q.Value() }
+	gpus := func(n string) int64 { q := got[n][jobspec.GPUResource]; return q.Value() }
 	cpu := func(n string) string { q := got[n][corev1.ResourceCPU]; return q.String() }
 	// a: 4 + 2 + (1 container + 1 sidecar); b: 3; the ended and unbound pods hold nothing.
 	if gpus("a") != 8 || gpus("b") != 3 || len(got) != 2 {
@@ -192,8 +194,8 @@ func TestSummarizeFree(t *testing.T) {
 }
 
 func TestFreeNeverNegative(t *testing.T) {
-	f := Free(corev1.ResourceList{GPUResource: resource.MustParse("2")}, corev1.ResourceList{GPUResource: resource.MustParse("3")})
-	if q := f[GPUResource]; q.Value() != 0 {
+	f := Free(corev1.ResourceList{jobspec.GPUResource: resource.MustParse("2")}, corev1.ResourceList{jobspec.GPUResource: resource.MustParse("3")})
+	if q := f[jobspec.GPUResource]; q.Value() != 0 {
 		t.Fatalf("Free = %s, want 0", q.String())
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -217,7 +218,7 @@ func jobEnv(s Spec) []corev1.EnvVar {
 	return []corev1.EnvVar{
 		{Name: s3layout.EnvJobID, Value: s.Name},
 		{Name: s3layout.EnvJobUID, ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{
-			FieldPath: "metadata.labels['" + s3layout.ControllerUIDLabel + "']",
+			FieldPath: "metadata.labels['" + batchv1.ControllerUidLabel + "']",
 		}}},
 	}
 }

@@ -16,8 +16,9 @@ const (
 	ManagedByValue = "kubectl-tao"
 	// ContainerName is the training container's name in every pod.
 	ContainerName = "tao"
-	// GPUResource is the extended resource NVIDIA's device plugin advertises.
-	GPUResource = "nvidia.com/gpu"
+	// GPUResource is the extended resource NVIDIA's device plugin advertises: the one
+	// definition of it in the plugin (fit checks, status and triage read it from here).
+	GPUResource corev1.ResourceName = "nvidia.com/gpu"
 	// JobNameLabel is the pod label the Job controller sets; the rendezvous Service selects on it.
 	JobNameLabel = "job-name"
 	// DefaultMasterPort is torchrun's default rendezvous port.

@@ -7,16 +7,18 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/utils/ptr"
+
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/jobspec"
 )
 
 func withGPUs(limit, request string) func(*batchv1.Job) {
 	return func(j *batchv1.Job) {
 		c := corev1.Container{Name: "tao", Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{}, Requests: corev1.ResourceList{}}}
 		if limit != "" {
-			c.Resources.Limits[GPUResource] = resource.MustParse(limit)
+			c.Resources.Limits[jobspec.GPUResource] = resource.MustParse(limit)
 		}
 		if request != "" {
-			c.Resources.Requests[GPUResource] = resource.MustParse(request)
+			c.Resources.Requests[jobspec.GPUResource] = resource.MustParse(request)
 		}
 		j.Spec.Template.Spec.Containers = append(j.Spec.Template.Spec.Containers, c)
 	}

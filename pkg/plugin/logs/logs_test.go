@@ -32,7 +32,7 @@ func job(conds ...batchv1.JobConditionType) *batchv1.Job {
 func rankPod(rank int, running bool) *corev1.Pod {
 	p := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("train-%d-abcde", rank), Namespace: "ns", UID: k8stypes.UID(fmt.Sprint("pod-", rank)),
-			Labels:          map[string]string{"job-name": "train"},
+			Labels:          map[string]string{"batch.kubernetes.io/job-name": "train"},
 			Annotations:     map[string]string{batchv1.JobCompletionIndexAnnotation: fmt.Sprint(rank)},
 			OwnerReferences: []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: "train", UID: "job-uid", Controller: ptr.To(true)}}},
 		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "main"}}},

@@ -21,7 +21,7 @@ func pod(name string, rank int, phase corev1.PodPhase, age time.Duration, deleti
 	p := corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: name, Namespace: "ml", CreationTimestamp: metav1.NewTime(t0.Add(-age)),
-			Labels:      map[string]string{"batch.kubernetes.io/controller-uid": "uid-ddp", "job-name": "ddp"},
+			Labels:      map[string]string{"batch.kubernetes.io/controller-uid": "uid-ddp", "batch.kubernetes.io/job-name": "ddp"},
 			Annotations: map[string]string{},
 		},
 		Spec:   corev1.PodSpec{Containers: []corev1.Container{{Name: "tao"}}},

@@ -17,6 +17,7 @@ import (
 
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/defaults"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/gpufit"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/jobspec"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/kueue"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/permissions"
 )
@@ -274,7 +275,7 @@ func gpuCheck(f Facts) Check {
 	var gpus int64
 	var nodes int
 	for i := range f.Nodes {
-		q := f.Nodes[i].Status.Allocatable[gpufit.GPUResource]
+		q := f.Nodes[i].Status.Allocatable[jobspec.GPUResource]
 		if v := q.Value(); v > 0 {
 			gpus += v
 			nodes++
@@ -338,7 +339,7 @@ func selected(nodes []corev1.Node, r gpufit.Request) []*corev1.Node {
 	var out []*corev1.Node
 	for i := range nodes {
 		n := &nodes[i]
-		q := n.Status.Allocatable[gpufit.GPUResource]
+		q := n.Status.Allocatable[jobspec.GPUResource]
 		if q.Value() > 0 && sel.Matches(labels.Set(n.Labels)) {
 			out = append(out, n)
 		}

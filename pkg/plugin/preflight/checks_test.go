@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/version"
 
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/gpufit"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/jobspec"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/permissions"
 )
 
@@ -23,12 +24,12 @@ func gfdNode(name string, gpus int64, driver, cudaMaj, cudaMin string) corev1.No
 	if driver != "" {
 		n.Labels[LabelDriverMajor], n.Labels[LabelCUDAMajor], n.Labels[LabelCUDAMinor] = driver, cudaMaj, cudaMin
 	}
-	n.Status.Allocatable = corev1.ResourceList{gpufit.GPUResource: *resource.NewQuantity(gpus, resource.DecimalSI)}
+	n.Status.Allocatable = corev1.ResourceList{jobspec.GPUResource: *resource.NewQuantity(gpus, resource.DecimalSI)}
 	return n
 }
 
 func request(gpus, pods int64) gpufit.Request {
-	return gpufit.Request{Pods: pods, PerPod: corev1.ResourceList{gpufit.GPUResource: *resource.NewQuantity(gpus, resource.DecimalSI)}}
+	return gpufit.Request{Pods: pods, PerPod: corev1.ResourceList{jobspec.GPUResource: *resource.NewQuantity(gpus, resource.DecimalSI)}}
 }
 
 func allowAll() []Review {
@@ -65,7 +66,7 @@ var forbidden = apierrors.NewForbidden(schema.GroupResource{Resource: "nodes"}, 
 
 func TestEvaluate(t *testing.T) {
 	used := func(node string, gpus int64) map[string]corev1.ResourceList {
-		return map[string]corev1.ResourceList{node: {gpufit.GPUResource: *resource.NewQuantity(gpus, resource.DecimalSI)}}
+		return map[string]corev1.ResourceList{node: {jobspec.GPUResource: *resource.NewQuantity(gpus, resource.DecimalSI)}}
 	}
 	tests := []struct {
 		name   string

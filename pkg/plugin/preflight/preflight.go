@@ -16,6 +16,7 @@ import (
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmdutil"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/defaults"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/exitcode"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/gpufit"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/jobflags"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/jobspec"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/printer"
@@ -141,7 +142,7 @@ func (o *Options) Run(ctx context.Context) error {
 		return err
 	}
 	facts := Gather(ctx, Targets{
-		Client: client, Dynamic: dyn, Namespace: o.spec.Namespace, Request: o.spec.FitRequest(),
+		Client: client, Dynamic: dyn, Namespace: o.spec.Namespace, Request: gpufit.RequestFor(&o.spec),
 		PullSecrets: o.spec.ImagePullSecrets, Queue: o.spec.Queue,
 	})
 	facts.Now = o.Now

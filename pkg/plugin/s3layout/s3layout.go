@@ -34,10 +34,9 @@ const (
 	EnvOutputs = "TAO_STAGE_OUTPUTS"
 	// EnvJobID is the Job's name, as the SDK's TAO_JOB_ID.
 	EnvJobID = "TAO_JOB_ID"
-	// EnvJobUID is the Job's UID, read through the downward API from ControllerUIDLabel.
+	// EnvJobUID is the Job's UID, read through the downward API from the pod label the Job
+	// controller sets to it (batchv1.ControllerUidLabel).
 	EnvJobUID = "TAO_JOB_UID"
-	// ControllerUIDLabel is the pod label the Job controller sets to the Job's UID.
-	ControllerUIDLabel = "batch.kubernetes.io/controller-uid"
 )
 
 // The pod layout: an init container copies the static binary into a shared emptyDir, from

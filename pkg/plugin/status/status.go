@@ -1,5 +1,5 @@
 // Package status implements `kubectl tao status`: the status of one Job, from the Job and one
-// list of its pods, in the SDK's six words. The Summary and its printer are shared with wait.
+// list of its pods, in the SDK's six words. The Summary and its printer (jobsummary) are shared with wait.
 package status
 
 import (
@@ -13,6 +13,8 @@ import (
 
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmdutil"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/exitcode"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/jobpods"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/jobsummary"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/printer"
 )
 
@@ -74,13 +76,13 @@ func (o *Options) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	job, pods, err := Fetch(ctx, client, o.namespace, o.name)
+	job, pods, err := jobpods.Fetch(ctx, client, o.namespace, o.name)
 	switch {
 	case apierrors.IsNotFound(err) && job == nil:
-		s := Summarize(o.namespace, o.name, nil, nil)
+		s := jobsummary.Summarize(o.namespace, o.name, nil, nil)
 		// Scripts reading -o json get the Unknown object; people get only the error.
 		if !o.out.Human() {
-			if perr := Print(o.Out, o.out, s, o.clock.Now()); perr != nil {
+			if perr := jobsummary.Print(o.Out, o.out, s, o.clock.Now()); perr != nil {
 				return perr
 			}
 		}
@@ -92,5 +94,5 @@ func (o *Options) Run(ctx context.Context) error {
 		fmt.Fprintf(o.ErrOut, "Warning: could not list the pods of job.batch/%s, using the Job's counters: %v\n", o.name, err)
 		pods = nil
 	}
-	return Print(o.Out, o.out, Summarize(o.namespace, o.name, job, pods), o.clock.Now())
+	return jobsummary.Print(o.Out, o.out, jobsummary.Summarize(o.namespace, o.name, job, pods), o.clock.Now())
 }

@@ -44,7 +44,7 @@ func trainJob() *batchv1.Job {
 
 func pod(name, jobUID string, phase corev1.PodPhase) *corev1.Pod {
 	return &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ml", Labels: map[string]string{"batch.kubernetes.io/controller-uid": jobUID, "job-name": "train"}},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ml", Labels: map[string]string{"batch.kubernetes.io/controller-uid": jobUID, "batch.kubernetes.io/job-name": "train"}},
 		Status:     corev1.PodStatus{Phase: phase},
 	}
 }
@@ -80,7 +80,7 @@ func TestStatusRunningTable(t *testing.T) {
 	}
 	for _, a := range c.Actions() {
 		if list, ok := a.(k8stesting.ListAction); ok {
-			if sel := list.GetListRestrictions().Labels.String(); sel != "job-name=train" {
+			if sel := list.GetListRestrictions().Labels.String(); sel != "batch.kubernetes.io/job-name=train" {
 				t.Errorf("pod selector = %q", sel)
 			}
 		}

@@ -40,7 +40,7 @@ func checkCapacity(ctx context.Context, client kubernetes.Interface, s jobspec.S
 	if err != nil {
 		return fmt.Errorf("listing nodes for the capacity check (skip it with --no-capacity-check): %w", err)
 	}
-	req := s.FitRequest()
+	req := gpufit.RequestFor(&s)
 	if err := gpufit.Check(gpufit.Summarize(nodes, req), req); err != nil {
 		return exitcode.WithCode(exitcode.NoCapacity, err)
 	}

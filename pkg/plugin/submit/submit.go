@@ -21,11 +21,11 @@ import (
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/exitcode"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/jobflags"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/jobspec"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/jobwait"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/kueue"
-	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/logs"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/redact"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/s3layout"
-	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/wait"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/tail"
 )
 
 const example = `  # One node, 8 GPUs, a bash command string (run as /bin/bash -c, like the TAO SDK)
@@ -374,7 +374,7 @@ func (o *Options) Run(ctx context.Context) error {
 		if err := o.print(created); err != nil {
 			return err
 		}
-		return logs.FollowSubmitted(ctx, client, created.Job.Namespace, created.Job.Name, logStreams)
+		return tail.FollowSubmitted(ctx, client, created.Job.Namespace, created.Job.Name, logStreams)
 	}
 	if err := o.print(created); err != nil || !o.Wait {
 		return err
@@ -384,8 +384,8 @@ func (o *Options) Run(ctx context.Context) error {
 		// stdout already holds the requested -o output; a status line would corrupt it.
 		streams.Out = io.Discard
 	}
-	target := wait.Target{Namespace: created.Job.Namespace, Name: created.Job.Name, UID: created.Job.UID}
-	return wait.Wait(ctx, client, target, 0, nil, o.clock, streams)
+	target := jobwait.Target{Namespace: created.Job.Namespace, Name: created.Job.Name, UID: created.Job.UID}
+	return jobwait.Wait(ctx, client, target, 0, nil, o.clock, streams)
 }
 
 // secretValues are the credentials submit holds, to be scrubbed from any error.

@@ -194,7 +194,7 @@ func pod(name string, rank *int, created int, started, terminated bool) corev1.P
 	p := corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name, UID: types.UID("uid-" + name), Namespace: "ns",
 			CreationTimestamp: metav1.Unix(int64(created), 0), Annotations: map[string]string{},
-			Labels:          map[string]string{"job-name": "train"},
+			Labels:          map[string]string{"batch.kubernetes.io/job-name": "train"},
 			OwnerReferences: []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: "train", UID: "job-uid", Controller: ptr.To(true)}}},
 		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "main"}}},
 	}
@@ -270,16 +270,6 @@ func TestTargetOfContainerAndPrevious(t *testing.T) {
 	p.Status.ContainerStatuses[0].LastTerminationState.Terminated = &corev1.ContainerStateTerminated{}
 	if tg := TargetOf(&p, "", true); !tg.Started || !tg.Terminated {
 		t.Errorf("--previous with an earlier instance: %+v", tg)
-	}
-}
-
-func TestOwned(t *testing.T) {
-	mine := pod("mine", nil, 1, true, false)
-	other := pod("other", nil, 1, true, false)
-	other.OwnerReferences[0].UID = "old-job-uid"
-	got := Owned([]corev1.Pod{mine, other}, "job-uid")
-	if len(got) != 1 || got[0].Name != "mine" {
-		t.Fatalf("got %v", got)
 	}
 }
 

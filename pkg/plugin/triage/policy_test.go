@@ -126,7 +126,7 @@ func TestDiagnoseRetriesPolicy(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			a := Diagnose(Snapshot{Job: tc.job, Pods: tc.pods, Now: now})
+			a := Analyze(Snapshot{Job: tc.job, Pods: tc.pods, Now: now})
 			if tc.wantClass == "" {
 				if a.ErrClass != nil || len(a.JobFailureByNodeEvent) != 0 {
 					t.Fatalf("want no issue, got %v %+v", a.ErrClass, a.JobFailureByNodeEvent)

@@ -10,6 +10,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/jobspec"
 )
 
 func queuedJob(name, queue string, nodes int32) *batchv1.Job {
@@ -47,7 +49,7 @@ func TestDiagnoseQueued(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			a := Diagnose(Snapshot{Job: tc.job, Events: tc.events, Now: now})
+			a := Analyze(Snapshot{Job: tc.job, Events: tc.events, Now: now})
 			if a.Status != "Pending" || a.Message != "queued in team-a" {
 				t.Errorf("status %s %q, want Pending, queued in team-a", a.Status, a.Message)
 			}
@@ -73,7 +75,7 @@ func TestDiagnoseQueued(t *testing.T) {
 	// Once admitted (resumed), the queue is no longer the story.
 	admitted := queuedJob("ddp", "team-a", 1)
 	admitted.Spec.Suspend = ptr.To(false)
-	a := Diagnose(Snapshot{Job: admitted, Pods: []corev1.Pod{testPod("ddp", 0, running("gpu-node-0"))}, Now: now})
+	a := Analyze(Snapshot{Job: admitted, Pods: []corev1.Pod{testPod("ddp", 0, running("gpu-node-0"))}, Now: now})
 	if a.FirstFailure != nil || a.Status != "Running" {
 		t.Errorf("admitted, running job: %+v", a)
 	}
@@ -116,14 +118,14 @@ func TestSchedulingFixes(t *testing.T) {
 	const modern = "0/4 nodes are available: 4 node(s) had untolerated taint(s). preemption: 0/4 nodes are available: 4 Preemption is not helpful for scheduling."
 	gpuNode := func(name string, gpus int64, lbls map[string]string, taints ...corev1.Taint) corev1.Node {
 		return corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: lbls}, Spec: corev1.NodeSpec{Taints: taints},
-			Status: corev1.NodeStatus{Allocatable: corev1.ResourceList{gpuResource: *resource.NewQuantity(gpus, resource.DecimalSI)}}}
+			Status: corev1.NodeStatus{Allocatable: corev1.ResourceList{jobspec.GPUResource: *resource.NewQuantity(gpus, resource.DecimalSI)}}}
 	}
 	dedicated := corev1.Taint{Key: "dedicated", Value: "ml", Effect: corev1.TaintEffectNoExecute}
-	gpuTaint := corev1.Taint{Key: gpuResource, Effect: corev1.TaintEffectNoSchedule}
+	gpuTaint := corev1.Taint{Key: string(jobspec.GPUResource), Effect: corev1.TaintEffectNoSchedule}
 	controlPlane := corev1.Taint{Key: "node-role.kubernetes.io/control-plane", Effect: corev1.TaintEffectNoSchedule}
 	wantsGPU := func(p *corev1.Pod) {
-		p.Spec.Containers = []corev1.Container{{Name: "tao", Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{gpuResource: resource.MustParse("8")}}}}
-		p.Spec.Tolerations = []corev1.Toleration{{Key: gpuResource, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}}
+		p.Spec.Containers = []corev1.Container{{Name: "tao", Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{jobspec.GPUResource: resource.MustParse("8")}}}}
+		p.Spec.Tolerations = []corev1.Toleration{{Key: string(jobspec.GPUResource), Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}}
 		p.Spec.NodeSelector = map[string]string{"pool": "h100"}
 	}
 	tests := []struct {
@@ -153,7 +155,7 @@ func TestSchedulingFixes(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			a := Diagnose(Snapshot{Job: testJob("t", 1), Pods: []corev1.Pod{tc.pod}, Now: now, TaintedNodes: tc.nodes})
+			a := Analyze(Snapshot{Job: testJob("t", 1), Pods: []corev1.Pod{tc.pod}, Now: now, TaintedNodes: tc.nodes})
 			if a.FirstFailure == nil || a.FirstFailure.NodeEventName != tc.reason {
 				t.Fatalf("first failure %+v, want %s", a.FirstFailure, tc.reason)
 			}

@@ -1,22 +1,19 @@
-// Package wait implements `kubectl tao wait` and the waiting half of `submit --wait`: block
-// until a Job reaches a terminal status, following it with a watch, and turn the outcome into
-// an exit code.
+// Package wait implements `kubectl tao wait` over the jobwait engine (which `submit --wait`
+// shares): block until a Job reaches a terminal status, following it with a watch, and turn
+// the outcome into an exit code.
 package wait
 
 import (
 	"context"
-	"fmt"
-	"io"
 	"time"
 
 	"github.com/spf13/cobra"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/clock"
 
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmdutil"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/jobwait"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/printer"
-	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/status"
 )
 
 const example = `  # Block until the job ends; the exit code tells how (0 Complete, 9 Error, 10 Canceled)
@@ -93,29 +90,5 @@ func (o *Options) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	return Wait(ctx, client, Target{Namespace: o.namespace, Name: o.name}, o.Timeout, o.out, o.clock, o.IOStreams)
-}
-
-// Wait waits for t and reports like `kubectl tao wait`: progress on streams.ErrOut, the final
-// status on streams.Out (a line, or the status object when p is not human), and the exit code
-// of the outcome as the error. submit --wait calls it after creating the Job.
-func Wait(ctx context.Context, client kubernetes.Interface, t Target, timeout time.Duration, p *printer.Flags, clk clock.PassiveClock, streams genericiooptions.IOStreams) error {
-	out, err := Until(ctx, client, t, timeout, streams.ErrOut)
-	if err != nil {
-		return err
-	}
-	if perr := printFinal(streams.Out, t, out, p, clk); perr != nil {
-		return perr
-	}
-	return Err(t.Name, out.Result)
-}
-
-func printFinal(w io.Writer, t Target, out Outcome, p *printer.Flags, clk clock.PassiveClock) error {
-	if p == nil || p.Human() {
-		_, err := fmt.Fprintf(w, "job.batch/%s %s\n", t.Name, out.Result.Status)
-		return err
-	}
-	s := status.Summarize(t.Namespace, t.Name, out.Job, nil)
-	s.Status, s.Message = out.Result.Status, out.Result.Message
-	return status.Print(w, p, s, clk.Now())
+	return jobwait.Wait(ctx, client, jobwait.Target{Namespace: o.namespace, Name: o.name}, o.Timeout, o.out, o.clock, o.IOStreams)
 }

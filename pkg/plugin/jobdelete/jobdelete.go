@@ -1,6 +1,7 @@
-// Package cancel implements `kubectl tao cancel`, `delete` and `prune`: UID-bound foreground
-// deletes that report success only once the Job's pods, the writers, are gone.
-package cancel
+// Package jobdelete deletes a Job the way `cancel`, `delete`, `prune` and `delete-artifacts`
+// need: UID-bound foreground deletes that report success only once the Job's pods, the
+// writers, are gone.
+package jobdelete
 
 import (
 	"context"
@@ -14,16 +15,16 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/exitcode"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/jobpods"
 )
 
-// controllerUIDLabel is set by the Job controller on every pod with the owning Job's UID; it
-// tells a replaced Job's pods apart from ours.
-const controllerUIDLabel = "batch.kubernetes.io/controller-uid"
+// DefaultTimeout bounds how long cancel and delete wait for the pods to go. Pods get 30 s to
+// stop by default, so five minutes leaves room for slow nodes without hanging a script forever.
+const DefaultTimeout = 5 * time.Minute
 
 // DeleteJob deletes exactly the Job with uid, in the foreground (the garbage collector removes
 // its pods and owned children before the Job itself disappears). A same-name Job with another
@@ -48,9 +49,9 @@ func DeleteJob(ctx context.Context, client kubernetes.Interface, job *batchv1.Jo
 	if gracePeriod != nil {
 		// The Job's own grace period does not reach its pods: the garbage collector deletes them
 		// with theirs. Pass it on explicitly, pod by pod, selecting only this Job's pods by UID.
-		pods, err := podsOf(ctx, client, job)
+		pods, err := jobpods.ListOf(ctx, client, job)
 		if err != nil {
-			return err
+			return fmt.Errorf("listing the pods of job.batch/%s: %w", job.Name, err)
 		}
 		for _, p := range pods {
 			err := client.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{
@@ -64,15 +65,6 @@ func DeleteJob(ctx context.Context, client kubernetes.Interface, job *batchv1.Jo
 	return nil
 }
 
-func podsOf(ctx context.Context, client kubernetes.Interface, job *batchv1.Job) ([]corev1.Pod, error) {
-	sel := labels.Set{controllerUIDLabel: string(job.UID)}.AsSelector().String()
-	list, err := client.CoreV1().Pods(job.Namespace).List(ctx, metav1.ListOptions{LabelSelector: sel})
-	if err != nil {
-		return nil, fmt.Errorf("listing the pods of job.batch/%s: %w", job.Name, err)
-	}
-	return list.Items, nil
-}
-
 // WaitGone blocks until the Job with job's UID and all its pods are gone, following both with
 // watches (no polling). On timeout it names the pods that remain.
 func WaitGone(ctx context.Context, client kubernetes.Interface, job *batchv1.Job, timeout time.Duration) error {
@@ -83,7 +75,8 @@ func WaitGone(ctx context.Context, client kubernetes.Interface, job *batchv1.Job
 	}
 	jobs := client.BatchV1().Jobs(job.Namespace)
 	pods := client.CoreV1().Pods(job.Namespace)
-	podSel := labels.Set{controllerUIDLabel: string(job.UID)}.AsSelector().String()
+	// By UID, not name: a new Job of the same name must not hold up the wait for this one's pods.
+	podSel := jobpods.UIDSelector(job.UID)
 	jobSel := fields.OneTermEqualSelector("metadata.name", job.Name).String()
 	for {
 		jobList, err := jobs.List(ctx, metav1.ListOptions{FieldSelector: jobSel})

@@ -1,4 +1,7 @@
-package status
+// Package jobsummary is the one-line summary of a training job that `status` prints and
+// `wait -o` prints at the end (its JSON keys are a contract with users' scripts), and the
+// printer of that summary in every -o format the two accept.
+package jobsummary
 
 import (
 	"fmt"

@@ -1,4 +1,7 @@
-package wait
+// Package jobwait blocks until a Job reaches a terminal status (Complete, Error, Canceled),
+// following it with a watch, reports each change, and turns the outcome into an exit code:
+// the engine of `kubectl tao wait` and of `submit --wait`.
+package jobwait
 
 import (
 	"context"
