@@ -65,23 +65,14 @@ func runStaged(t *testing.T, s Spec, index string, extra map[string]string, duri
 	}
 	logPath := filepath.Join(dir, "log")
 	c := Build(s).Job.Spec.Template.Spec.Containers[0]
-	entries := append([]corev1.EnvVar{}, c.Env...)
-	if index != "" {
-		entries = append(entries, corev1.EnvVar{Name: EnvCompletionIndex, Value: index})
-	}
-	vars := map[string]string{}
-	environ := []string{"PATH=" + os.Getenv("PATH"), "LOG=" + logPath}
-	for _, e := range entries {
-		v := kubeletExpand(e.Value, vars)
-		if e.ValueFrom != nil {
-			v = secretValues[e.Name]
+	environ, vars := kubeletEnv(c, index, func(e corev1.EnvVar) string { return secretValues[e.Name] })
+	for i, kv := range environ {
+		if strings.HasPrefix(kv, EnvStager+"=") {
+			environ[i] = EnvStager + "=" + stager
+			vars[EnvStager] = stager
 		}
-		if e.Name == EnvStager {
-			v = stager
-		}
-		vars[e.Name] = v
-		environ = append(environ, e.Name+"="+v)
 	}
+	environ = append(environ, "PATH="+os.Getenv("PATH"), "LOG="+logPath)
 	for k, v := range extra {
 		environ = append(environ, k+"="+v)
 	}

@@ -111,7 +111,7 @@ func TestDiagnoseRetriesPolicy(t *testing.T) {
 				testPod("ddp", 1, exited("gpu-node-1", 127, "Error", 2*time.Minute)),
 			},
 			wantClass: ErrProgram, wantFirst: "Error", wantPod: "ddp-1-abcde", wantKind: RuleKindProgram,
-			wantRule: "FailJob on exit codes 2, 126, 127 of container tao", wantSugg: "The command was not found (exit code 127)", wantEvents: 2,
+			wantRule: "FailJob on exit codes 2, 126, 127, 128 of container tao", wantSugg: "The command was not found (exit code 127)", wantEvents: 2,
 			wantNotes: []string{"pod ddp-1-abcde exited with exit code 127, a program error that retrying cannot fix"},
 		},
 		{
