@@ -34,7 +34,7 @@ VERSITYGW         := $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/kubectl-tao/tools/ve
 
 .PHONY: help
 help: ## Show this help
-	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  \033[36m%-14s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {printf "  \033[36m%-14s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 .PHONY: toolchain
 toolchain: ## Fetch (once) and show the Go toolchain the targets use
@@ -53,14 +53,9 @@ unit: ## Run the unit tests
 
 .PHONY: e2e
 e2e: build $(LOCALCLUSTER) $(VERSITYGW) ## Bring the local cluster up, run the e2e suite against it, bring it down
-	@rc=0; \
-	$(LOCALCLUSTER) up --state-dir '$(CLUSTER_DIR)' --nodes $(GPU_NODES) --gpus-per-node $(GPUS_PER_NODE) || rc=$$?; \
-	if [ $$rc -eq 0 ]; then \
-	  KUBECONFIG='$(CLUSTER_DIR)/kubeconfig' KUBECTL_TAO='$(CURDIR)/bin/kubectl-tao' VERSITYGW='$(VERSITYGW)' \
-	    $(GO) test -tags e2e -count=1 -timeout 20m $(E2E_FLAGS) ./test/... || rc=$$?; \
-	fi; \
-	$(LOCALCLUSTER) down --state-dir '$(CLUSTER_DIR)' || true; \
-	exit $$rc
+	LOCALCLUSTER='$(LOCALCLUSTER)' hack/with-cluster.sh '$(CLUSTER_DIR)' --nodes $(GPU_NODES) --gpus-per-node $(GPUS_PER_NODE) -- \
+	  env KUBECTL_TAO='$(CURDIR)/bin/kubectl-tao' VERSITYGW='$(VERSITYGW)' \
+	  $(GO) test -tags e2e -count=1 -timeout 20m $(E2E_FLAGS) ./test/...
 
 # versitygw is built once per machine into the tools cache (about 4.5 minutes cold on 2 cores).
 $(VERSITYGW):
@@ -76,13 +71,8 @@ BENCH_FLAGS       ?=
 .PHONY: bench
 bench: build $(LOCALCLUSTER) ## Go benchmarks, kubectl vs kubectl-tao (logs, status) on the local cluster, then bench-capacity (docs/benchmarks.md)
 	$(GO) test -run '^$$' -bench . -benchmem ./...
-	@rc=0; \
-	$(LOCALCLUSTER) up --state-dir '$(BENCH_CLUSTER_DIR)' --nodes 8 --gpus-per-node 8 || rc=$$?; \
-	if [ $$rc -eq 0 ]; then \
-	  KUBECONFIG='$(BENCH_CLUSTER_DIR)/kubeconfig' $(GO) run ./test/bench/logsbench -tao '$(CURDIR)/bin/kubectl-tao' $(BENCH_FLAGS) || rc=$$?; \
-	fi; \
-	$(LOCALCLUSTER) down --state-dir '$(BENCH_CLUSTER_DIR)' || true; \
-	exit $$rc
+	LOCALCLUSTER='$(LOCALCLUSTER)' hack/with-cluster.sh '$(BENCH_CLUSTER_DIR)' --nodes 8 --gpus-per-node 8 -- \
+	  $(GO) run ./test/bench/logsbench -tao '$(CURDIR)/bin/kubectl-tao' $(BENCH_FLAGS)
 	$(MAKE) --no-print-directory bench-capacity
 
 # The capacity benchmark's cluster: 5,000 nodes take about a minute to come up, the 2,000 pods
@@ -94,14 +84,9 @@ BENCH_CAPACITY_FLAGS ?=
 
 .PHONY: bench-capacity
 bench-capacity: build $(LOCALCLUSTER) ## kubectl-tao capacity vs kubectl get nodes + get pods -A on 5,000 nodes and 2,000 GPU pods (a few minutes)
-	@rc=0; \
-	$(LOCALCLUSTER) up --state-dir '$(BENCH_CAPACITY_DIR)' --nodes $(CAPACITY_NODES) --gpus-per-node 8 --timeout 10m || rc=$$?; \
-	if [ $$rc -eq 0 ]; then \
-	  KUBECONFIG='$(BENCH_CAPACITY_DIR)/kubeconfig' $(GO) run ./test/bench/capacitybench -tao '$(CURDIR)/bin/kubectl-tao' \
-	    -nodes $(CAPACITY_NODES) -pods $(CAPACITY_PODS) $(BENCH_CAPACITY_FLAGS) || rc=$$?; \
-	fi; \
-	$(LOCALCLUSTER) down --state-dir '$(BENCH_CAPACITY_DIR)' || true; \
-	exit $$rc
+	LOCALCLUSTER='$(LOCALCLUSTER)' hack/with-cluster.sh '$(BENCH_CAPACITY_DIR)' --nodes $(CAPACITY_NODES) --gpus-per-node 8 --timeout 10m -- \
+	  $(GO) run ./test/bench/capacitybench -tao '$(CURDIR)/bin/kubectl-tao' \
+	  -nodes $(CAPACITY_NODES) -pods $(CAPACITY_PODS) $(BENCH_CAPACITY_FLAGS)
 
 .PHONY: lint
 lint: ## Check formatting and go vet
@@ -166,32 +151,19 @@ INDEXDB                := $(TOOLS_DIR)/indexdb-$(VULNDB_VERSION)/indexdb
 VULNDB_DIR             := $(TOOLS_DIR)/vulndb-$(VULNDB_VERSION)
 
 $(RELEASE_TOOL): FORCE
-	@$(GO) build -o $@ ./internal/release/cmd/release
+	@$(GO) build -o $@ ./hack/release/cmd/release
+
+# What hack/dist.sh and hack/stager-image.sh build with.
+RELEASE_ENV = GO='$(GO)' LDFLAGS='$(LDFLAGS)' VERSION='$(VERSION)' SOURCE_DATE_EPOCH='$(SOURCE_DATE_EPOCH)' \
+  RELEASE_TOOL='$(RELEASE_TOOL)' DIST_DIR='$(DIST_DIR)' DIST_PLATFORMS='$(DIST_PLATFORMS)'
 
 .PHONY: dist
 dist: $(RELEASE_TOOL) ## Cross-compile the release archives and sha256sums.txt into dist/ (reproducible)
-	@rm -rf '$(DIST_DIR)'; mkdir -p '$(DIST_DIR)/.build'
-	@for p in $(DIST_PLATFORMS); do \
-	  os=$${p%/*}; arch=$${p#*/}; exe=; script=pkg/plugin/completion/kubectl_complete-tao; sname=kubectl_complete-tao; \
-	  if [ "$$os" = windows ]; then exe=.exe; script=$$script.cmd; sname=$$sname.cmd; fi; \
-	  echo "dist: $$os/$$arch"; \
-	  CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch $(GO) build -trimpath -ldflags '$(LDFLAGS)' \
-	    -o '$(DIST_DIR)'/.build/$${os}_$$arch/kubectl-tao$$exe ./cmd/kubectl-tao; \
-	  $(RELEASE_TOOL) pack -out '$(DIST_DIR)'/kubectl-tao_$${os}_$$arch.tar.gz -mtime $(SOURCE_DATE_EPOCH) \
-	    kubectl-tao$$exe='$(DIST_DIR)'/.build/$${os}_$$arch/kubectl-tao$$exe:755 LICENSE=LICENSE:644 $$sname=$$script:755; \
-	done
-	@rm -rf '$(DIST_DIR)/.build'
-	$(RELEASE_TOOL) sums -dir '$(DIST_DIR)'
-	@cat '$(DIST_DIR)/sha256sums.txt'
+	$(RELEASE_ENV) hack/dist.sh
 
 .PHONY: dist-check
-dist-check: ## Build the archives twice and fail unless both builds are byte-identical
-	$(MAKE) --no-print-directory dist
-	@tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
-	$(MAKE) --no-print-directory dist DIST_DIR="$$tmp/dist" >/dev/null; \
-	if ! cmp -s '$(DIST_DIR)/sha256sums.txt' "$$tmp/dist/sha256sums.txt"; then \
-	  echo "dist is not reproducible:"; diff '$(DIST_DIR)/sha256sums.txt' "$$tmp/dist/sha256sums.txt"; exit 1; fi; \
-	echo "dist: reproducible (two builds, identical sha256sums.txt)"
+dist-check: $(RELEASE_TOOL) ## Build the archives twice and fail unless both builds are byte-identical
+	$(RELEASE_ENV) hack/dist-check.sh
 
 # The stager image (S3 staging's init container): FROM scratch, the static binary at /kubectl-tao.
 STAGER_IMAGE     ?= ghcr.io/kubectl-tao/kubectl-tao:$(VERSION)
@@ -200,20 +172,17 @@ STAGER_ARCHIVE   ?= bin/kubectl-tao-stager.oci.tar
 
 .PHONY: stager-image
 stager-image: $(RELEASE_TOOL) ## Build the stager image (FROM scratch, static binary at /kubectl-tao) as an OCI archive, without docker
-	@tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; bins=; \
-	for p in $(STAGER_PLATFORMS); do \
-	  os=$${p%/*}; arch=$${p#*/}; echo "stager-image: $$os/$$arch"; \
-	  CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o "$$tmp/$${os}_$$arch" ./cmd/kubectl-tao; \
-	  bins="$$bins $$p=$$tmp/$${os}_$$arch"; \
-	done; \
-	$(RELEASE_TOOL) oci-image -out '$(STAGER_ARCHIVE)' -ref '$(STAGER_IMAGE)' -version '$(VERSION)' -mtime $(SOURCE_DATE_EPOCH) $$bins
-	@echo "stager-image: $(STAGER_ARCHIVE) ($(STAGER_IMAGE), $(STAGER_PLATFORMS)); push it with"
-	@echo "  skopeo copy --all oci-archive:$(STAGER_ARCHIVE) docker://$(STAGER_IMAGE)"
+	$(RELEASE_ENV) STAGER_IMAGE='$(STAGER_IMAGE)' STAGER_PLATFORMS='$(STAGER_PLATFORMS)' STAGER_ARCHIVE='$(STAGER_ARCHIVE)' \
+	  hack/stager-image.sh
 
+# The committed krew manifest: krew/tao.yaml, for the release in krew/release-version.
 .PHONY: krew-manifest
-krew-manifest: $(RELEASE_TOOL) ## Render krew/tao.yaml from .krew.yaml for $(VERSION) and the archives in dist/
-	@test -f '$(DIST_DIR)/kubectl-tao_linux_amd64.tar.gz' || { echo "no archives in $(DIST_DIR)/: run 'make dist' first"; exit 1; }
-	$(RELEASE_TOOL) krew-manifest -template .krew.yaml -tag '$(VERSION)' -dist '$(DIST_DIR)' -out krew/tao.yaml
+krew-manifest: $(RELEASE_TOOL) ## Render the committed krew/tao.yaml from .krew.yaml for the version in krew/release-version
+	RELEASE_TOOL='$(RELEASE_TOOL)' hack/krew-manifest.sh
+
+.PHONY: krew-manifest-check
+krew-manifest-check: $(RELEASE_TOOL) ## Fail unless krew/tao.yaml is what .krew.yaml renders for krew/release-version
+	RELEASE_TOOL='$(RELEASE_TOOL)' hack/krew-manifest.sh -check
 
 $(KREW):
 	GOBIN='$(@D)' CGO_ENABLED=0 $(GO) install sigs.k8s.io/krew/cmd/krew@$(KREW_VERSION)
@@ -222,25 +191,13 @@ $(VALIDATE_KREW_MANIFEST):
 	GOBIN='$(@D)' CGO_ENABLED=0 $(GO) install sigs.k8s.io/krew/cmd/validate-krew-manifest@$(KREW_VERSION)
 
 .PHONY: krew-check
-krew-check: krew-manifest $(KREW) $(VALIDATE_KREW_MANIFEST) ## Validate krew/tao.yaml and install it offline with krew; run `kubectl tao version` through kubectl
-	$(VALIDATE_KREW_MANIFEST) -manifest krew/tao.yaml -skip-install
-	@root=$$(mktemp -d); trap 'rm -rf "$$root"' EXIT; \
-	git init -q "$$root/index/default"; \
-	mkdir -p "$$root/tools"; ln -s '$(KREW)' "$$root/tools/kubectl-krew"; \
-	export KREW_ROOT="$$root" KREW_NO_UPGRADE_CHECK=1 PATH="$$root/bin:$$root/tools:$$PATH"; \
-	$(KUBECTL) krew install --manifest=krew/tao.yaml --archive='$(DIST_DIR)/kubectl-tao_linux_amd64.tar.gz'; \
-	out=$$($(KUBECTL) tao version); echo "$$out"; \
-	case "$$out" in "kubectl-tao $(VERSION) "*) ;; *) echo "krew-check: want version $(VERSION)"; exit 1;; esac; \
-	eval "$$($(KUBECTL) tao completion kubectl)"; \
-	comp=$$($(KUBECTL) __complete tao vers 2>/dev/null); \
-	case "$$comp" in version*) ;; *) echo "krew-check: kubectl __complete tao vers answered: $$comp"; exit 1;; esac; \
-	$(KUBECTL) krew list | grep -Eqx '(detached/)?tao'; \
-	$(KUBECTL) krew uninstall tao; \
-	echo "krew-check: installed, ran and completed kubectl tao $(VERSION) through $$($(KUBECTL) version --client 2>/dev/null | head -1)"
+krew-check: $(RELEASE_TOOL) $(KREW) $(VALIDATE_KREW_MANIFEST) ## Render dist/krew/tao.yaml from .krew.yaml and dist/ (make dist first), validate it, install it offline with krew, run `kubectl tao version` through kubectl
+	VERSION='$(VERSION)' DIST_DIR='$(DIST_DIR)' RELEASE_TOOL='$(RELEASE_TOOL)' KREW='$(KREW)' \
+	  VALIDATE_KREW_MANIFEST='$(VALIDATE_KREW_MANIFEST)' KUBECTL='$(KUBECTL)' hack/krew-check.sh
 
 .PHONY: docs
 docs: ## Regenerate the command reference in docs/reference/
-	$(GO) test ./internal/docgen -run TestReferenceDocs -count=1 -update
+	$(GO) test ./hack/docgen -run TestReferenceDocs -count=1 -update
 
 $(GOLANGCI_LINT):
 	GOBIN='$(@D)' CGO_ENABLED=0 $(GO) install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION)
@@ -252,10 +209,7 @@ $(INDEXDB):
 	GOBIN='$(@D)' CGO_ENABLED=0 $(GO) install golang.org/x/vulndb/cmd/indexdb@$(VULNDB_VERSION)
 
 $(VULNDB_DIR)/index/db.json: | $(INDEXDB)
-	@src=$$($(GO) mod download -json golang.org/x/vulndb@$(VULNDB_VERSION) | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$$/\1/p'); \
-	test -d "$$src/data/osv" || { echo "golang.org/x/vulndb@$(VULNDB_VERSION) has no data/osv"; exit 1; }; \
-	rm -rf '$(VULNDB_DIR).tmp'; $(INDEXDB) -vulns "$$src/data/osv" -out '$(VULNDB_DIR).tmp'; \
-	rm -rf '$(VULNDB_DIR)'; mv '$(VULNDB_DIR).tmp' '$(VULNDB_DIR)'
+	GO='$(GO)' INDEXDB='$(INDEXDB)' VULNDB_VERSION='$(VULNDB_VERSION)' VULNDB_DIR='$(VULNDB_DIR)' hack/vulndb.sh
 
 .PHONY: golangci-lint
 golangci-lint: $(GOLANGCI_LINT) ## Run golangci-lint (.golangci.yml)
@@ -267,12 +221,19 @@ tidy-check: ## Fail if `go mod tidy` would change go.mod or go.sum
 
 .PHONY: vulncheck
 vulncheck: $(GOVULNCHECK) $(VULNDB_DIR)/index/db.json ## govulncheck (offline database from golang.org/x/vulndb); fails on called vulnerabilities in required modules
-	@$(GO) build -o bin/vulngate ./internal/vulngate
+	@$(GO) build -o bin/vulngate ./hack/vulngate
 	$(GOVULNCHECK) -db 'file://$(VULNDB_DIR)' -format json ./... | bin/vulngate
 
 .PHONY: race
 race: ## Run the unit tests with the race detector
-	CGO_ENABLED=1 $(GO) test -race ./pkg/... ./internal/...
+	CGO_ENABLED=1 $(GO) test -race ./pkg/... ./internal/... ./hack/...
+
+# The README is for users; the rest is in docs/ (hack/readme-check.sh).
+README_MAX_BYTES ?= 16384
+
+.PHONY: readme-check
+readme-check: ## Fail if README.md is larger than README_MAX_BYTES (16 KB)
+	README_MAX_BYTES='$(README_MAX_BYTES)' hack/readme-check.sh
 
 .PHONY: ci-checks
-ci-checks: lint golangci-lint tidy-check vulncheck race ## The CI quality gates: gofmt, vet, golangci-lint, go mod tidy, govulncheck, race
+ci-checks: lint golangci-lint tidy-check vulncheck race krew-manifest-check readme-check ## The CI quality gates: gofmt, vet, golangci-lint, go mod tidy, govulncheck, race, krew/tao.yaml, README size

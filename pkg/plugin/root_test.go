@@ -52,7 +52,7 @@ func TestVersion(t *testing.T) {
 	if code != 0 || errOut != "" || json.Unmarshal([]byte(out), &info) != nil || info.Version == "" || info.GoVersion == "" {
 		t.Fatalf("exit %d, stdout %q, stderr %q", code, out, errOut)
 	}
-	if code, _, errOut := execute("version", "-o", "xml"); code != 2 || !strings.Contains(errOut, `invalid --output "xml"`) {
+	if code, _, errOut := execute("version", "-o", "xml"); code != 2 || !strings.Contains(errOut, `unable to match a printer suitable for the output format "xml"`) {
 		t.Fatalf("version -o xml: exit %d, %q", code, errOut)
 	}
 	if code, out, _ := execute("version"); code != 0 || !strings.HasPrefix(out, "kubectl-tao v") {

@@ -15,7 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
-	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/staging"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/s3layout"
 	"github.com/kubectl-tao/kubectl-tao/test/s3server"
 )
 
@@ -27,7 +27,7 @@ func stagedJob(t *testing.T, ns, name, fate string, srv *s3server.Server, bucket
 	outs, _ := json.Marshal([]string{"/results"})
 	job := &batchv1.Job{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Annotations: map[string]string{
-			staging.AnnotationOutputs: string(outs), staging.AnnotationS3Secret: staging.SecretName(name),
+			s3layout.AnnotationOutputs: string(outs), s3layout.AnnotationS3Secret: s3layout.SecretName(name),
 		}},
 		Spec: batchv1.JobSpec{
 			BackoffLimit: ptr.To(int32(0)),
@@ -53,7 +53,7 @@ func stagedJob(t *testing.T, ns, name, fate string, srv *s3server.Server, bucket
 		data[k] = []byte(v)
 	}
 	sec := &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Name: staging.SecretName(name), Namespace: ns, OwnerReferences: []metav1.OwnerReference{{
+		ObjectMeta: metav1.ObjectMeta{Name: s3layout.SecretName(name), Namespace: ns, OwnerReferences: []metav1.OwnerReference{{
 			APIVersion: "batch/v1", Kind: "Job", Name: job.Name, UID: job.UID, Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true),
 		}}},
 		Data: data,
@@ -134,7 +134,7 @@ func TestDeleteArtifacts(t *testing.T) {
 	if _, err := client.BatchV1().Jobs(ns).Get(ctx, "trained", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("the job is still there: %v", err)
 	}
-	pods, err := client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: staging.ControllerUIDLabel + "=" + uid})
+	pods, err := client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: batchv1.ControllerUidLabel + "=" + uid})
 	if err != nil || len(pods.Items) != 0 {
 		t.Errorf("pods of the job remain: %v %v", pods, err)
 	}

@@ -29,7 +29,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/kubectl-tao/kubectl-tao/internal/testbuf"
+	"github.com/kubectl-tao/kubectl-tao/test/testbuf"
 )
 
 // rankPod waits until the job's rank has a pod in phase and returns its name.
@@ -180,24 +180,31 @@ func TestPortForwardRoundTrip(t *testing.T) {
 	}
 }
 
-func TestDefaultsFileSetsSubmitFlags(t *testing.T) {
-	ns := namespace(t)
+// defaultsFile writes a defaults file holding config and returns the environment that makes
+// kubectl tao read it, and the file's path.
+func defaultsFile(t *testing.T, config string) (env []string, path string) {
+	t.Helper()
 	xdg := t.TempDir()
-	path := filepath.Join(xdg, "kubectl-tao", "config.yaml")
+	path = filepath.Join(xdg, "kubectl-tao", "config.yaml")
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(path, []byte(`apiVersion: kubectl-tao.dev/v1alpha1
+	if err := os.WriteFile(path, []byte(config), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return []string{"XDG_CONFIG_HOME=" + xdg}, path
+}
+
+func TestDefaultsFileSetsSubmitFlags(t *testing.T) {
+	ns := namespace(t)
+	env, path := defaultsFile(t, `apiVersion: kubectl-tao.dev/v1alpha1
 kind: Config
 submit:
   image: nvcr.io/nvidia/tao/tao-toolkit:6.0.0-pyt
   shm-size: 32Gi
   toleration: [dedicated=ml:NoSchedule]
   gpus: 2
-`), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	env := []string{"XDG_CONFIG_HOME=" + xdg}
+`)
 	job := func(r result) batchv1.Job {
 		t.Helper()
 		var list struct{ Items []json.RawMessage }

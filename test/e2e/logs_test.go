@@ -15,7 +15,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/kubectl-tao/kubectl-tao/internal/testbuf"
+	"github.com/kubectl-tao/kubectl-tao/test/testbuf"
 )
 
 const sim = "sim.kubectl-tao.dev/"

@@ -24,7 +24,13 @@ type check struct{ Name, Result, Message, Fix string }
 
 func preflightJSON(t *testing.T, args ...string) (map[string]check, result) {
 	t.Helper()
-	r := tao(t, nil, append([]string{"preflight", "-o", "json"}, args...)...)
+	return preflightJSONWith(t, nil, args...)
+}
+
+// preflightJSONWith is preflightJSON with env added to the command's environment.
+func preflightJSONWith(t *testing.T, env []string, args ...string) (map[string]check, result) {
+	t.Helper()
+	r := tao(t, env, append([]string{"preflight", "-o", "json"}, args...)...)
 	var list []check
 	if err := json.Unmarshal([]byte(r.stdout), &list); err != nil {
 		t.Fatalf("preflight -o json: %v\n%s", err, r)
@@ -216,4 +222,30 @@ func TestLeastPrivilegeUserRunsTheFlow(t *testing.T) {
 	poll(t, 60*time.Second, "the long job to run", statusIs(t, ns, "long", "Running"))
 	contains(t, tao(t, nil, append(as, "cancel", "long")...), 0)
 	contains(t, tao(t, nil, append(as, "capacity")...), 0, "TOTAL")
+}
+
+// A defaults file is read the same way by submit and preflight: a memory no node of the local
+// cluster holds makes submit refuse the job (NoCapacity) and preflight FAIL its fit, both naming
+// memory. preflight once dropped the keys it had no flag for and said fit PASS.
+func TestPreflightDefaultsFileFailsLikeSubmit(t *testing.T) {
+	ns := namespace(t)
+	env, _ := defaultsFile(t, "apiVersion: kubectl-tao.dev/v1alpha1\nkind: Config\nsubmit:\n  image: busybox\n  memory: 2Ti\n")
+
+	r := tao(t, env, "submit", "too-big", "-n", ns, "--", "true")
+	contains(t, r, 7, "memory", "--memory")
+	if _, err := client.BatchV1().Jobs(ns).Get(context.Background(), "too-big", metav1.GetOptions{}); err == nil {
+		t.Fatal("submit refused the job but created it")
+	}
+
+	checks, r := preflightJSONWith(t, env, "-n", ns)
+	if fit := checks["fit"]; r.code != 11 || fit.Result != "FAIL" || !strings.Contains(fit.Message, "memory") {
+		t.Fatalf("want exit 11 and fit FAIL naming memory, got fit %+v\n%s", fit, r)
+	}
+	if d := checks["defaults file"]; d.Result != "PASS" || !strings.Contains(d.Message, "--memory") {
+		t.Errorf("defaults file %+v, want PASS naming --memory", d)
+	}
+	// The same job without the file's memory fits, so the FAIL above is the memory's.
+	if r := tao(t, env, "preflight", "-n", ns, "--memory", "1Gi"); r.code != 0 {
+		t.Errorf("with --memory 1Gi: %s", r)
+	}
 }

@@ -1,7 +1,7 @@
 //go:build e2e
 
 // Package s3staging tests S3 staging against a real S3 server (versitygw on loopback, which
-// checks signatures): the transfer engine in-process, and the built binary's `stage in/out`
+// checks signatures): the S3 client package in-process, and the built binary's `stage in/out`
 // as the pod's wrapper runs them. No Kubernetes cluster is needed.
 package s3staging
 
@@ -21,11 +21,11 @@ import (
 
 	"github.com/minio/minio-go/v7"
 
-	"github.com/kubectl-tao/kubectl-tao/internal/testbuf"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/exitcode"
-	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/stage/transfer"
-	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/staging"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/s3"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/s3layout"
 	"github.com/kubectl-tao/kubectl-tao/test/s3server"
+	"github.com/kubectl-tao/kubectl-tao/test/testbuf"
 )
 
 // binary is $KUBECTL_TAO, or a build of ./cmd/kubectl-tao made for this run.
@@ -53,18 +53,18 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-func stager(t *testing.T, srv *s3server.Server, secret string, log *testbuf.Buffer) *transfer.Stager {
+func stager(t *testing.T, srv *s3server.Server, secret string, log *testbuf.Buffer) *s3.Stager {
 	t.Helper()
-	c, err := transfer.NewClient(transfer.Config{AccessKey: srv.AccessKey, SecretKey: secret, Endpoint: srv.Endpoint}, nil)
+	c, err := s3.NewClient(s3.Config{AccessKey: srv.AccessKey, SecretKey: secret, Endpoint: srv.Endpoint}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &transfer.Stager{Client: c, Log: log, Backoff: 10 * time.Millisecond}
+	return &s3.Stager{Client: c, Log: log, Backoff: 10 * time.Millisecond}
 }
 
-func mustInput(t *testing.T, s string) staging.Input {
+func mustInput(t *testing.T, s string) s3layout.Input {
 	t.Helper()
-	in, err := staging.ParseInput(s)
+	in, err := s3layout.ParseInput(s)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,7 +101,7 @@ func TestStageInFileAndPrefix(t *testing.T) {
 
 	root := t.TempDir()
 	var log testbuf.Buffer
-	err := stager(t, srv, srv.SecretKey, &log).Download(context.Background(), []staging.Input{
+	err := stager(t, srv, srv.SecretKey, &log).Download(context.Background(), []s3layout.Input{
 		mustInput(t, root+"/data/train=s3://datasets/coco/train/"),
 		mustInput(t, root+"/specs/train.yaml=s3://datasets/specs/train.yaml"),
 	})
@@ -149,7 +149,7 @@ func TestStageOutTreeAndFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	var log testbuf.Buffer
-	run := transfer.Run{Bucket: "results", JobID: "train-1", JobUID: "6b0e3f1c-uid"}
+	run := s3.Run{Bucket: "results", JobID: "train-1", JobUID: "6b0e3f1c-uid"}
 	err := stager(t, srv, srv.SecretKey, &log).Upload(context.Background(), run, []string{root + "/results", root + "/summary.txt"})
 	if err != nil {
 		t.Fatalf("Upload: %v\n%s", err, log.String())
@@ -176,7 +176,7 @@ func TestWrongSecretKey(t *testing.T) {
 	root := t.TempDir()
 	var log testbuf.Buffer
 	s := stager(t, srv, "not-the-secret", &log)
-	err := s.Download(context.Background(), []staging.Input{mustInput(t, root+"/a.txt=s3://datasets/a.txt")})
+	err := s.Download(context.Background(), []s3layout.Input{mustInput(t, root+"/a.txt=s3://datasets/a.txt")})
 	if err == nil || exitcode.Of(err) != exitcode.Forbidden ||
 		!strings.Contains(err.Error(), "s3://datasets/a.txt: S3 rejected the credentials (SignatureDoesNotMatch): check ACCESS_KEY and SECRET_KEY") {
 		t.Fatalf("err = %v (code %d)", err, exitcode.Of(err))
@@ -185,9 +185,9 @@ func TestWrongSecretKey(t *testing.T) {
 		t.Error("a failed download left files")
 	}
 	// An unknown access key is named as such.
-	c, _ := transfer.NewClient(transfer.Config{AccessKey: "AKIAUNKNOWN", SecretKey: srv.SecretKey, Endpoint: srv.Endpoint}, nil)
-	_, err = transfer.List(context.Background(), c, "datasets", "")
-	if err = transfer.Describe(err, "listing", "s3://datasets/"); !strings.Contains(fmt.Sprint(err), "S3 rejected the credentials (") {
+	c, _ := s3.NewClient(s3.Config{AccessKey: "AKIAUNKNOWN", SecretKey: srv.SecretKey, Endpoint: srv.Endpoint}, nil)
+	_, err = s3.List(context.Background(), c, "datasets", "")
+	if err = s3.Describe(err, "listing", "s3://datasets/"); !strings.Contains(fmt.Sprint(err), "S3 rejected the credentials (") {
 		t.Errorf("unknown access key: %v", err)
 	}
 }
@@ -197,7 +197,7 @@ func TestMissingObjectIsNamed(t *testing.T) {
 	srv.MakeBucket(t, "datasets")
 	root := t.TempDir()
 	var log testbuf.Buffer
-	err := stager(t, srv, srv.SecretKey, &log).Download(context.Background(), []staging.Input{
+	err := stager(t, srv, srv.SecretKey, &log).Download(context.Background(), []s3layout.Input{
 		mustInput(t, root+"/a.txt=s3://datasets/no/such/key.txt"),
 		mustInput(t, root+"/b=s3://no-such-bucket/x"),
 	})
@@ -223,18 +223,18 @@ func TestDeletePrefix1500(t *testing.T) {
 	srv.Put(t, "results", "results/train-2/uid-a/model.pth", []byte("another job"))
 	t.Logf("put %d objects in %s", n+3, time.Since(start).Round(time.Millisecond))
 
-	c, _ := transfer.NewClient(transfer.Config{AccessKey: srv.AccessKey, SecretKey: srv.SecretKey, Endpoint: srv.Endpoint}, nil)
-	prefix, err := staging.ResultsPrefix("train", "uid-a")
+	c, _ := s3.NewClient(s3.Config{AccessKey: srv.AccessKey, SecretKey: srv.SecretKey, Endpoint: srv.Endpoint}, nil)
+	prefix, err := s3layout.ResultsPrefix("train", "uid-a")
 	if err != nil {
 		t.Fatal(err)
 	}
 	start = time.Now()
-	rm, err := transfer.DeletePrefix(context.Background(), c, "results", prefix)
+	rm, err := s3.DeletePrefix(context.Background(), c, "results", prefix)
 	took := time.Since(start)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("MEASURED: deleted %d objects (%s) under %s in %s", rm.Objects, transfer.HumanBytes(rm.Bytes), prefix, took.Round(time.Millisecond))
+	t.Logf("MEASURED: deleted %d objects (%s) under %s in %s", rm.Objects, s3.HumanBytes(rm.Bytes), prefix, took.Round(time.Millisecond))
 	if rm.Objects != n || rm.Bytes != int64(n*len("object-0000")) {
 		t.Errorf("removed %+v", rm)
 	}

@@ -17,23 +17,24 @@ import (
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cancel"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmdutil"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/exitcode"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/jobdelete"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/jobstatus"
-	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/stage/transfer"
-	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/staging"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/printer"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/s3"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/s3layout"
 )
 
 // Options are the flags of `kubectl tao delete-artifacts`.
 type Options struct {
 	DryRunFlag string
 	Timeout    time.Duration
-	Output     string
 
 	name      string
 	namespace string
 	dryRun    cmdutil.DryRun
+	out       *printer.Flags
 	factory   cmdutil.Factory
 	getenv    func(string) string
 	genericiooptions.IOStreams
@@ -41,7 +42,7 @@ type Options struct {
 
 // NewCmd builds `kubectl tao delete-artifacts`. getenv is os.Getenv outside tests.
 func NewCmd(f cmdutil.Factory, streams genericiooptions.IOStreams, getenv func(string) string) *cobra.Command {
-	o := &Options{DryRunFlag: string(cmdutil.DryRunNone), Timeout: cancel.DefaultTimeout, factory: f, getenv: getenv, IOStreams: streams}
+	o := &Options{DryRunFlag: string(cmdutil.DryRunNone), Timeout: jobdelete.DefaultTimeout, out: printer.NewFlags(printer.WithNames()), factory: f, getenv: getenv, IOStreams: streams}
 	cmd := &cobra.Command{
 		Use:   "delete-artifacts JOB",
 		Short: "Delete a finished job and its results in S3",
@@ -67,7 +68,7 @@ Exit codes: 0 deleted, 1 refused or failed, 3 no such job or object, 6 denied (R
 	}
 	cmdutil.AddDryRunFlag(cmd, &o.DryRunFlag)
 	cmd.Flags().DurationVar(&o.Timeout, "timeout", o.Timeout, "How long to wait for the Job's pods to go; 0 waits forever.")
-	cmd.Flags().StringVarP(&o.Output, "output", "o", "", `Output format: "json" prints the report as a JSON object.`)
+	o.out.AddFlags(cmd.Flags(), "what was removed, as lines")
 	cmd.ValidArgsFunction = cmdutil.CompleteJobNames(f)
 	return cmd
 }
@@ -87,10 +88,7 @@ func (o *Options) Validate() error {
 	if err := cmdutil.ValidateTimeout(o.Timeout); err != nil {
 		return err
 	}
-	if o.Output != "" && o.Output != "json" {
-		return exitcode.Usagef(`invalid --output %q: the only format is "json"`, o.Output)
-	}
-	return nil
+	return o.out.Validate()
 }
 
 // Report is what was (or, in a dry run, would be) removed; -o json prints it.
@@ -105,7 +103,7 @@ type Report struct {
 	Bytes   int64  `json:"bytes"`
 	DryRun  bool   `json:"dryRun"`
 	// Keys lists the objects, in a dry run.
-	Keys []transfer.Object `json:"keys,omitempty"`
+	Keys []s3.Object `json:"keys,omitempty"`
 }
 
 // Run refuses what it must, then deletes the Job, then its prefix.
@@ -114,7 +112,7 @@ func (o *Options) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	job, err := cancel.GetJob(ctx, client, o.namespace, o.name)
+	job, err := jobdelete.GetJob(ctx, client, o.namespace, o.name)
 	if err != nil {
 		return err
 	}
@@ -128,11 +126,11 @@ func (o *Options) Run(ctx context.Context) error {
 	if err := cfg.Check(true, from); err != nil {
 		return err
 	}
-	s3, err := transfer.NewClient(cfg, nil)
+	store, err := s3.NewClient(cfg, nil)
 	if err != nil {
 		return err
 	}
-	prefix, err := staging.ResultsPrefix(job.Name, string(job.UID))
+	prefix, err := s3layout.ResultsPrefix(job.Name, string(job.UID))
 	if err != nil {
 		return err
 	}
@@ -140,9 +138,9 @@ func (o *Options) Run(ctx context.Context) error {
 		DryRun: o.dryRun != cmdutil.DryRunNone}
 	// List first: it proves the credentials work before the Job (and with it the NAME-s3
 	// Secret holding them) is deleted, and gives the dry run its answer.
-	objs, err := transfer.List(ctx, s3, cfg.Bucket, prefix)
+	objs, err := s3.List(ctx, store, cfg.Bucket, prefix)
 	if err != nil {
-		return transfer.Describe(err, "listing", r.Prefix+" (nothing was deleted)")
+		return s3.Describe(err, "listing", r.Prefix+" (nothing was deleted)")
 	}
 	if r.DryRun {
 		for _, obj := range objs {
@@ -151,7 +149,7 @@ func (o *Options) Run(ctx context.Context) error {
 			r.Keys = append(r.Keys, obj)
 		}
 		if o.dryRun == cmdutil.DryRunServer {
-			if err := cancel.DeleteJob(ctx, client, job, nil, true); err != nil {
+			if err := jobdelete.DeleteJob(ctx, client, job, nil, true); err != nil {
 				return err
 			}
 		}
@@ -159,18 +157,18 @@ func (o *Options) Run(ctx context.Context) error {
 	}
 
 	if job.DeletionTimestamp == nil {
-		err := cancel.DeleteJob(ctx, client, job, nil, false)
+		err := jobdelete.DeleteJob(ctx, client, job, nil, false)
 		// Gone or replaced meanwhile: this run's Job is gone either way, and its prefix is its own.
 		if err != nil && exitcode.Of(err) != exitcode.NotFound {
 			return err
 		}
 	}
 	fmt.Fprintf(o.ErrOut, "Waiting for the pods of job.batch/%s to stop...\n", job.Name)
-	if err := cancel.WaitGone(ctx, client, job, o.Timeout); err != nil {
+	if err := jobdelete.WaitGone(ctx, client, job, o.Timeout); err != nil {
 		return fmt.Errorf("%w; its results were not deleted", err)
 	}
 	fmt.Fprintf(o.ErrOut, "Deleting %d objects under %s...\n", len(objs), r.Prefix)
-	rm, err := transfer.DeletePrefix(ctx, s3, cfg.Bucket, prefix)
+	rm, err := s3.DeletePrefix(ctx, store, cfg.Bucket, prefix)
 	r.Objects, r.Bytes = rm.Objects, rm.Bytes
 	if err != nil {
 		return fmt.Errorf("job.batch/%s deleted, but its results were not all removed (%d objects removed): %w\n"+
@@ -199,44 +197,42 @@ func Eligible(job *batchv1.Job) error {
 
 // Outputs reads the Job's outputs annotation (nil when absent).
 func Outputs(job *batchv1.Job) ([]string, error) {
-	v, ok := job.Annotations[staging.AnnotationOutputs]
+	v, ok := job.Annotations[s3layout.AnnotationOutputs]
 	if !ok {
 		return nil, nil
 	}
 	var outs []string
 	if err := json.Unmarshal([]byte(v), &outs); err != nil {
-		return nil, fmt.Errorf("job.batch/%s: annotation %s is not a JSON array of paths: %w", job.Name, staging.AnnotationOutputs, err)
+		return nil, fmt.Errorf("job.batch/%s: annotation %s is not a JSON array of paths: %w", job.Name, s3layout.AnnotationOutputs, err)
 	}
 	return outs, nil
 }
 
 // credentials come from the shell when it sets either key, else from the Job's Secret.
-func (o *Options) credentials(ctx context.Context, client kubernetes.Interface, job *batchv1.Job) (transfer.Config, string, error) {
-	if o.getenv(staging.EnvAccessKey) != "" || o.getenv(staging.EnvSecretKey) != "" {
-		return transfer.ConfigFromEnv(o.getenv), "the environment", nil
+func (o *Options) credentials(ctx context.Context, client kubernetes.Interface, job *batchv1.Job) (s3.Config, string, error) {
+	if o.getenv(s3layout.EnvAccessKey) != "" || o.getenv(s3layout.EnvSecretKey) != "" {
+		return s3.ConfigFromEnv(o.getenv), "the environment", nil
 	}
-	envHint := fmt.Sprintf("set %s in the shell", strings.Join(staging.CredentialKeys, ", "))
-	name := job.Annotations[staging.AnnotationS3Secret]
+	envHint := fmt.Sprintf("set %s in the shell", strings.Join(s3layout.CredentialKeys, ", "))
+	name := job.Annotations[s3layout.AnnotationS3Secret]
 	if name == "" {
-		return transfer.Config{}, "", exitcode.Usagef("job.batch/%s names no S3 Secret (annotation %s): %s", job.Name, staging.AnnotationS3Secret, envHint)
+		return s3.Config{}, "", exitcode.Usagef("job.batch/%s names no S3 Secret (annotation %s): %s", job.Name, s3layout.AnnotationS3Secret, envHint)
 	}
 	sec, err := client.CoreV1().Secrets(job.Namespace).Get(ctx, name, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
-		return transfer.Config{}, "", exitcode.WithCode(exitcode.NotFound, fmt.Errorf("secret/%s with the S3 credentials of job.batch/%s is gone: %s", name, job.Name, envHint))
+		return s3.Config{}, "", exitcode.WithCode(exitcode.NotFound, fmt.Errorf("secret/%s with the S3 credentials of job.batch/%s is gone: %s", name, job.Name, envHint))
 	case apierrors.IsForbidden(err):
-		return transfer.Config{}, "", exitcode.WithCode(exitcode.Forbidden, fmt.Errorf("reading secret/%s with the S3 credentials of job.batch/%s: %w\n(or %s)", name, job.Name, err, envHint))
+		return s3.Config{}, "", exitcode.WithCode(exitcode.Forbidden, fmt.Errorf("reading secret/%s with the S3 credentials of job.batch/%s: %w\n(or %s)", name, job.Name, err, envHint))
 	case err != nil:
-		return transfer.Config{}, "", fmt.Errorf("reading secret/%s: %w", name, err)
+		return s3.Config{}, "", fmt.Errorf("reading secret/%s: %w", name, err)
 	}
-	return transfer.ConfigFromSecretData(sec.Data), "secret/" + name, nil
+	return s3.ConfigFromSecretData(sec.Data), "secret/" + name, nil
 }
 
 func (o *Options) print(r Report) error {
-	if o.Output == "json" {
-		enc := json.NewEncoder(o.Out)
-		enc.SetIndent("", "    ")
-		return enc.Encode(r)
+	if !o.out.Human() {
+		return o.out.Print(o.Out, r, "job.batch/"+r.Job)
 	}
 	return printText(o.Out, r)
 }
@@ -246,9 +242,9 @@ func printText(w io.Writer, r Report) error {
 	if r.DryRun {
 		suffix = " (dry run)"
 		for _, k := range r.Keys {
-			fmt.Fprintf(w, "s3://%s/%s (%s)\n", r.Bucket, k.Key, transfer.HumanBytes(k.Size))
+			fmt.Fprintf(w, "s3://%s/%s (%s)\n", r.Bucket, k.Key, s3.HumanBytes(k.Size))
 		}
 	}
-	_, err := fmt.Fprintf(w, "job.batch/%s deleted; %d objects (%s) removed from %s%s\n", r.Job, r.Objects, transfer.HumanBytes(r.Bytes), r.Prefix, suffix)
+	_, err := fmt.Fprintf(w, "job.batch/%s deleted; %d objects (%s) removed from %s%s\n", r.Job, r.Objects, s3.HumanBytes(r.Bytes), r.Prefix, suffix)
 	return err
 }

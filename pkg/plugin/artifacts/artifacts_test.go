@@ -20,8 +20,8 @@ import (
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmdutil"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/internal/cmdtest"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/internal/fixture"
-	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/stage/transfer"
-	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/staging"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/s3"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/s3layout"
 )
 
 const (
@@ -42,7 +42,7 @@ func setup(t *testing.T, objs ...runtime.Object) *env {
 	t.Cleanup(srv.Close)
 	e := &env{t: t, url: srv.URL, client: fake.NewClientset(objs...)}
 	var err error
-	e.s3, err = transfer.NewClient(transfer.Config{AccessKey: accessKey, SecretKey: secretKey, Endpoint: srv.URL}, nil)
+	e.s3, err = s3.NewClient(s3.Config{AccessKey: accessKey, SecretKey: secretKey, Endpoint: srv.URL}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +68,7 @@ func (e *env) secret(name string) *corev1.Secret {
 }
 
 func (e *env) keys() []string {
-	objs, err := transfer.List(context.Background(), e.s3, "results-bucket", "")
+	objs, err := s3.List(context.Background(), e.s3, "results-bucket", "")
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -88,7 +88,7 @@ func (e *env) run(getenv map[string]string, args ...string) (int, string, string
 }
 
 func TestDeletesTheJobThenOnlyItsPrefix(t *testing.T) {
-	e := setup(t, fixture.Job("train").Namespace("default").UID("uid-1").Condition(batchv1.JobComplete, "", "").Annotation(staging.AnnotationOutputs, `["/results"]`).Annotation(staging.AnnotationS3Secret, staging.SecretName("train")).Obj())
+	e := setup(t, fixture.Job("train").Namespace("default").UID("uid-1").Condition(batchv1.JobComplete, "", "").Annotation(s3layout.AnnotationOutputs, `["/results"]`).Annotation(s3layout.AnnotationS3Secret, s3layout.SecretName("train")).Obj())
 	if _, err := e.client.CoreV1().Secrets("default").Create(context.Background(), e.secret("train-s3"), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -105,7 +105,7 @@ func TestDeletesTheJobThenOnlyItsPrefix(t *testing.T) {
 }
 
 func TestDryRunRemovesNothing(t *testing.T) {
-	e := setup(t, fixture.Job("train").Namespace("default").UID("uid-1").Condition(batchv1.JobFailed, "", "").Annotation(staging.AnnotationOutputs, `["/results"]`).Annotation(staging.AnnotationS3Secret, staging.SecretName("train")).Obj())
+	e := setup(t, fixture.Job("train").Namespace("default").UID("uid-1").Condition(batchv1.JobFailed, "", "").Annotation(s3layout.AnnotationOutputs, `["/results"]`).Annotation(s3layout.AnnotationS3Secret, s3layout.SecretName("train")).Obj())
 	if _, err := e.client.CoreV1().Secrets("default").Create(context.Background(), e.secret("train-s3"), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -131,7 +131,7 @@ func TestDryRunRemovesNothing(t *testing.T) {
 }
 
 func TestShellCredentialsNeedNoSecret(t *testing.T) {
-	e := setup(t, fixture.Job("train").Namespace("default").UID("uid-1").Condition(batchv1.JobComplete, "", "").Annotation(staging.AnnotationOutputs, `["/results"]`).Annotation(staging.AnnotationS3Secret, staging.SecretName("train")).Obj())
+	e := setup(t, fixture.Job("train").Namespace("default").UID("uid-1").Condition(batchv1.JobComplete, "", "").Annotation(s3layout.AnnotationOutputs, `["/results"]`).Annotation(s3layout.AnnotationS3Secret, s3layout.SecretName("train")).Obj())
 	env := map[string]string{"ACCESS_KEY": accessKey, "SECRET_KEY": secretKey, "S3_BUCKET_NAME": "results-bucket", "S3_ENDPOINT_URL": e.url}
 	code, out, errOut := e.run(env, "delete-artifacts", "job/train")
 	if code != 0 || !strings.Contains(out, "2 objects (20 B) removed") {
@@ -146,10 +146,10 @@ func TestShellCredentialsNeedNoSecret(t *testing.T) {
 
 func TestRefusals(t *testing.T) {
 	e := setup(t,
-		fixture.Job("running").Namespace("default").UID("uid-1").Annotation(staging.AnnotationOutputs, `["/results"]`).Annotation(staging.AnnotationS3Secret, staging.SecretName("running")).Obj(),
+		fixture.Job("running").Namespace("default").UID("uid-1").Annotation(s3layout.AnnotationOutputs, `["/results"]`).Annotation(s3layout.AnnotationS3Secret, s3layout.SecretName("running")).Obj(),
 		fixture.Job("plain").Namespace("default").UID("uid-2").Condition(batchv1.JobComplete, "", "").Obj(),
-		fixture.Job("orphan").Namespace("default").UID("uid-3").Condition(batchv1.JobComplete, "", "").Annotation(staging.AnnotationOutputs, `["/results"]`).Annotation(staging.AnnotationS3Secret, staging.SecretName("orphan")).Obj(),
-		fixture.Job("train").Namespace("default").UID("uid-1").Condition(batchv1.JobComplete, "", "").Annotation(staging.AnnotationOutputs, `["/results"]`).Annotation(staging.AnnotationS3Secret, staging.SecretName("train")).Obj(),
+		fixture.Job("orphan").Namespace("default").UID("uid-3").Condition(batchv1.JobComplete, "", "").Annotation(s3layout.AnnotationOutputs, `["/results"]`).Annotation(s3layout.AnnotationS3Secret, s3layout.SecretName("orphan")).Obj(),
+		fixture.Job("train").Namespace("default").UID("uid-1").Condition(batchv1.JobComplete, "", "").Annotation(s3layout.AnnotationOutputs, `["/results"]`).Annotation(s3layout.AnnotationS3Secret, s3layout.SecretName("train")).Obj(),
 	)
 	before := len(e.keys())
 	for _, tc := range []struct {
@@ -163,7 +163,7 @@ func TestRefusals(t *testing.T) {
 		{[]string{"orphan"}, nil, 3, "secret/orphan-s3 with the S3 credentials of job.batch/orphan is gone: set ACCESS_KEY, SECRET_KEY, S3_BUCKET_NAME, S3_ENDPOINT_URL in the shell"},
 		{[]string{"missing"}, nil, 3, "job.batch/missing not found"},
 		{[]string{"train"}, map[string]string{"ACCESS_KEY": accessKey}, 2, "SECRET_KEY, S3_BUCKET_NAME not set in the environment"},
-		{[]string{"train", "-o", "yaml"}, nil, 2, `invalid --output "yaml"`},
+		{[]string{"train", "-o", "bogus"}, nil, 2, `unable to match a printer suitable for the output format "bogus"`},
 	} {
 		code, out, errOut := e.run(tc.env, append([]string{"delete-artifacts"}, tc.args...)...)
 		if code != tc.code || out != "" || !strings.Contains(errOut, tc.want) {
@@ -182,7 +182,7 @@ func TestRefusals(t *testing.T) {
 // Wrong credentials are found by the listing, before the Job (and its Secret) is deleted. The
 // fake S3 does not check signatures, so the bucket is missing instead: the same path.
 func TestS3FailureKeepsTheJob(t *testing.T) {
-	e := setup(t, fixture.Job("train").Namespace("default").UID("uid-1").Condition(batchv1.JobComplete, "", "").Annotation(staging.AnnotationOutputs, `["/results"]`).Annotation(staging.AnnotationS3Secret, staging.SecretName("train")).Obj())
+	e := setup(t, fixture.Job("train").Namespace("default").UID("uid-1").Condition(batchv1.JobComplete, "", "").Annotation(s3layout.AnnotationOutputs, `["/results"]`).Annotation(s3layout.AnnotationS3Secret, s3layout.SecretName("train")).Obj())
 	env := map[string]string{"ACCESS_KEY": accessKey, "SECRET_KEY": secretKey, "S3_BUCKET_NAME": "no-such-bucket", "S3_ENDPOINT_URL": e.url}
 	code, _, errOut := e.run(env, "delete-artifacts", "train")
 	if code != 3 || !strings.Contains(errOut, "s3://no-such-bucket/results/train/uid-1/ (nothing was deleted)") {

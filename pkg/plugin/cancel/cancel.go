@@ -1,3 +1,5 @@
+// Package cancel implements `kubectl tao cancel`, `delete` and `prune` over the jobdelete engine:
+// UID-bound foreground deletes that report success only once the Job's pods, the writers, are gone.
 package cancel
 
 import (
@@ -11,12 +13,9 @@ import (
 
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmdutil"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/exitcode"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/jobdelete"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/jobstatus"
 )
-
-// DefaultTimeout bounds how long cancel and delete wait for the pods to go. Pods get 30 s to
-// stop by default, so five minutes leaves room for slow nodes without hanging a script forever.
-const DefaultTimeout = 5 * time.Minute
 
 // Options are the flags of `kubectl tao cancel` and `kubectl tao delete`.
 type Options struct {
@@ -34,7 +33,7 @@ type Options struct {
 
 // NewCmd builds `kubectl tao cancel`.
 func NewCmd(f cmdutil.Factory, streams genericiooptions.IOStreams) *cobra.Command {
-	o := &Options{Wait: true, Timeout: DefaultTimeout, GracePeriod: -1, factory: f, IOStreams: streams}
+	o := &Options{Wait: true, Timeout: jobdelete.DefaultTimeout, GracePeriod: -1, factory: f, IOStreams: streams}
 	cmd := &cobra.Command{
 		Use:   "cancel JOB",
 		Short: "Cancel a job and wait until its pods are gone",
@@ -63,7 +62,7 @@ Exit codes: 0 canceled, 3 no such job, 8 pods still there after --timeout (they 
 // NewDeleteCmd builds `kubectl tao delete`: the same UID-safe foreground delete, for finished
 // Jobs (kept by default, so users need a way to remove them).
 func NewDeleteCmd(f cmdutil.Factory, streams genericiooptions.IOStreams) *cobra.Command {
-	o := &Options{Wait: true, Timeout: DefaultTimeout, GracePeriod: -1, onlyFinished: true, factory: f, IOStreams: streams}
+	o := &Options{Wait: true, Timeout: jobdelete.DefaultTimeout, GracePeriod: -1, onlyFinished: true, factory: f, IOStreams: streams}
 	cmd := &cobra.Command{
 		Use:   "delete JOB...",
 		Short: "Delete finished jobs (use cancel for running ones)",
@@ -115,7 +114,7 @@ func (o *Options) Run(ctx context.Context) error {
 		grace = ptr.To(int64(o.GracePeriod))
 	}
 	for _, name := range o.names {
-		job, err := GetJob(ctx, client, o.namespace, name)
+		job, err := jobdelete.GetJob(ctx, client, o.namespace, name)
 		if err != nil {
 			return err
 		}
@@ -129,7 +128,7 @@ func (o *Options) Run(ctx context.Context) error {
 			continue
 		}
 		if job.DeletionTimestamp == nil {
-			if err := DeleteJob(ctx, client, job, grace, false); err != nil {
+			if err := jobdelete.DeleteJob(ctx, client, job, grace, false); err != nil {
 				return err
 			}
 		}
@@ -142,7 +141,7 @@ func (o *Options) Run(ctx context.Context) error {
 			continue
 		}
 		fmt.Fprintf(o.ErrOut, "Waiting for the pods of job.batch/%s to stop...\n", name)
-		if err := WaitGone(ctx, client, job, o.Timeout); err != nil {
+		if err := jobdelete.WaitGone(ctx, client, job, o.Timeout); err != nil {
 			return err
 		}
 		fmt.Fprintf(o.Out, "job.batch/%s %s\n", name, verb)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmdutil"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/exitcode"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/jobdelete"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/jobspec"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/jobstatus"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/pages"
@@ -90,7 +91,7 @@ func (o *PruneOptions) Run(ctx context.Context) error {
 	}
 	for _, job := range Expired(jobs, o.clock.Now(), o.OlderThan) {
 		if o.dryRun != cmdutil.DryRunClient {
-			err := DeleteJob(ctx, client, &job, nil, o.dryRun == cmdutil.DryRunServer)
+			err := jobdelete.DeleteJob(ctx, client, &job, nil, o.dryRun == cmdutil.DryRunServer)
 			if exitcode.Of(err) == exitcode.NotFound {
 				continue // deleted or replaced meanwhile: not ours to prune any more
 			}

@@ -16,6 +16,7 @@ import (
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/exitcode"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/internal/cmdtest"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/internal/fixture"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/nodeusage"
 )
 
 func objects() []runtime.Object {
@@ -98,8 +99,8 @@ func TestCapacityPages(t *testing.T) {
 }
 
 func TestCapacityErrors(t *testing.T) {
-	if code, _, _ := run(fake.NewClientset(), "-o", "yaml"); code != int(exitcode.Usage) {
-		t.Errorf("-o yaml: exit %d", code)
+	if code, _, _ := run(fake.NewClientset(), "-o", "bogus"); code != int(exitcode.Usage) {
+		t.Errorf("-o bogus: exit %d", code)
 	}
 	if code, _, _ := run(fake.NewClientset(), "-l", "a=(b"); code != int(exitcode.Usage) {
 		t.Errorf("bad selector: exit %d", code)
@@ -117,8 +118,8 @@ func BenchmarkCapacityReport5000Nodes(b *testing.B) {
 	}
 	b.ReportAllocs()
 	for b.Loop() {
-		usage := map[string]*capacity.Usage{}
-		capacity.AddPods(usage, pods)
+		usage := map[string]*nodeusage.Usage{}
+		nodeusage.AddPods(usage, pods)
 		rows := make([]capacity.NodeRow, 0, len(nodes))
 		for i := range nodes {
 			rows = append(rows, capacity.Row(&nodes[i], usage[nodes[i].Name]))

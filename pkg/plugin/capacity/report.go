@@ -8,6 +8,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/gpufit"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/jobspec"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/nodeusage"
 )
 
 // ProductLabel is the GPU model GPU Feature Discovery puts on a node.
@@ -38,45 +40,8 @@ type Total struct {
 	Free        int64 `json:"free"`
 }
 
-// Usage is what the non-terminal pods bound to one node request, and how many they are.
-type Usage struct {
-	Requested corev1.ResourceList
-	Pods      int
-}
-
-// AddPods folds pods into usage per node name; pods not bound, or ended, are skipped (see
-// gpufit.Requested). Called once per page, so pods need not be kept.
-func AddPods(usage map[string]*Usage, pods []corev1.Pod) {
-	for i := range pods {
-		p := &pods[i]
-		if p.Spec.NodeName == "" || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
-			continue
-		}
-		u := usage[p.Spec.NodeName]
-		if u == nil {
-			u = &Usage{Requested: corev1.ResourceList{}}
-			usage[p.Spec.NodeName] = u
-		}
-		u.Pods++
-		for name, q := range gpufit.PodRequests(p) {
-			cur := u.Requested[name]
-			cur.Add(q)
-			u.Requested[name] = cur
-		}
-	}
-}
-
-// Requested is usage as gpufit.SummarizeFree takes it.
-func Requested(usage map[string]*Usage) map[string]corev1.ResourceList {
-	out := make(map[string]corev1.ResourceList, len(usage))
-	for node, u := range usage {
-		out[node] = u.Requested
-	}
-	return out
-}
-
 // Row is one node's line. Requested can exceed allocatable (a node that shrank); free is then 0.
-func Row(n *corev1.Node, u *Usage) NodeRow {
+func Row(n *corev1.Node, u *nodeusage.Usage) NodeRow {
 	var req corev1.ResourceList
 	r := NodeRow{Name: n.Name, Product: n.Labels[ProductLabel]}
 	if u != nil {
@@ -84,9 +49,9 @@ func Row(n *corev1.Node, u *Usage) NodeRow {
 	}
 	alloc := n.Status.Allocatable
 	free := gpufit.Free(alloc, req)
-	r.Allocatable = value(alloc, gpufit.GPUResource)
-	r.Requested = value(req, gpufit.GPUResource)
-	r.Free = value(free, gpufit.GPUResource)
+	r.Allocatable = value(alloc, jobspec.GPUResource)
+	r.Requested = value(req, jobspec.GPUResource)
+	r.Free = value(free, jobspec.GPUResource)
 	r.cpuAlloc, r.cpuFree = alloc[corev1.ResourceCPU], free[corev1.ResourceCPU]
 	r.memAlloc, r.memFree = alloc[corev1.ResourceMemory], free[corev1.ResourceMemory]
 	return r

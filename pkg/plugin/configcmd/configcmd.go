@@ -3,20 +3,22 @@
 package configcmd
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 
 	"github.com/spf13/cobra"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"sigs.k8s.io/yaml"
 
-	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmdutil"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/defaults"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/exitcode"
-	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/submit"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/jobflags"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/printer"
 )
 
 // NewCmd builds `kubectl tao config` and its `view` subcommand. getenv locates the file.
-func NewCmd(f cmdutil.Factory, streams genericiooptions.IOStreams, getenv func(string) string) *cobra.Command {
+func NewCmd(streams genericiooptions.IOStreams, getenv func(string) string) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "config",
 		Short: "Show the defaults file that kubectl tao submit reads",
@@ -27,6 +29,7 @@ pull secrets, tolerations, /dev/shm, ...). See "kubectl tao submit --help" and R
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return cmd.Help() },
 	}
+	out := printer.NewFlags()
 	view := &cobra.Command{
 		Use:   "view",
 		Short: "Print the defaults file, checked as submit checks it",
@@ -35,17 +38,24 @@ $XDG_CONFIG_HOME/kubectl-tao/config.yaml, else ~/.config/kubectl-tao/config.yaml
 it exactly as submit does. The file's path goes to stderr, its content to stdout. No file is not
 an error; a broken one exits 2 and names the file and line.`,
 		Example: `  kubectl tao config view
-  TAO_CONFIG=./team-defaults.yaml kubectl tao config view`,
+  TAO_CONFIG=./team-defaults.yaml kubectl tao config view
+
+  # The file's values as JSON, for scripts
+  kubectl tao config view -o jsonpath='{.submit.image}'`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return view(f, streams, getenv)
+			if err := out.Validate(); err != nil {
+				return err
+			}
+			return view(streams, getenv, out)
 		},
 	}
+	out.AddFlags(view.Flags(), "the file as YAML, in its own order")
 	cmd.AddCommand(view)
 	return cmd
 }
 
-func view(f cmdutil.Factory, streams genericiooptions.IOStreams, getenv func(string) string) error {
+func view(streams genericiooptions.IOStreams, getenv func(string) string, p *printer.Flags) error {
 	file, err := defaults.Load(getenv, os.ReadFile)
 	if err != nil {
 		return exitcode.WithCode(exitcode.Usage, err)
@@ -55,8 +65,8 @@ func view(f cmdutil.Factory, streams genericiooptions.IOStreams, getenv func(str
 		fmt.Fprintf(streams.ErrOut, "no defaults file at %s: submit uses only its flags\n", path)
 		return nil
 	}
-	// Submit's own flag set, so the check is the one submit makes.
-	if err := defaults.Check(file, submit.NewCmd(f, streams, nil, nil).LocalFlags()); err != nil {
+	// Submit's job flags, declared once in jobflags, so the check is the one submit makes.
+	if err := defaults.Check(file, jobflags.FlagSet()); err != nil {
 		return exitcode.WithCode(exitcode.Usage, err)
 	}
 	out, err := defaults.Render(file)
@@ -64,6 +74,14 @@ func view(f cmdutil.Factory, streams genericiooptions.IOStreams, getenv func(str
 		return err
 	}
 	fmt.Fprintf(streams.ErrOut, "# %s\n", file.Path)
+	if !p.Human() {
+		// The document the file means: YAML's numbers and booleans, not the strings it was read as.
+		doc, err := yaml.YAMLToJSON(out)
+		if err != nil {
+			return err
+		}
+		return p.Print(streams.Out, json.RawMessage(doc))
+	}
 	_, err = streams.Out.Write(out)
 	return err
 }

@@ -11,7 +11,7 @@ import (
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/internal/cmdtest"
 )
 
-func view(t *testing.T, file string) (int, string, string) {
+func view(t *testing.T, file string, args ...string) (int, string, string) {
 	t.Helper()
 	dir := t.TempDir()
 	path := filepath.Join(dir, "tao.yaml")
@@ -24,7 +24,7 @@ func view(t *testing.T, file string) (int, string, string) {
 	if file != "" {
 		env["TAO_CONFIG"] = path
 	}
-	r := cmdtest.Cmd{Factory: &cmdutil.FakeFactory{}, Env: env}.Run(context.Background(), "config", "view")
+	r := cmdtest.Cmd{Factory: &cmdutil.FakeFactory{}, Env: env}.Run(context.Background(), append([]string{"config", "view"}, args...)...)
 	return r.Code, r.Stdout, r.Stderr
 }
 
@@ -41,5 +41,19 @@ func TestConfigView(t *testing.T) {
 	code, out, errOut = view(t, "")
 	if code != 0 || out != "" || !strings.Contains(errOut, "no defaults file at ") || !strings.Contains(errOut, ".config/kubectl-tao/config.yaml") {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+	}
+}
+
+// -o prints what the file means: numbers and booleans as YAML reads them, not as strings.
+func TestConfigViewJSON(t *testing.T) {
+	file := "apiVersion: kubectl-tao.dev/v1alpha1\nkind: Config\nsubmit:\n  image: img\n  gpus: 8\n"
+	code, out, errOut := view(t, file, "-o", "json")
+	want := "{\n    \"apiVersion\": \"kubectl-tao.dev/v1alpha1\",\n    \"kind\": \"Config\",\n    \"submit\": {\n        \"gpus\": 8,\n        \"image\": \"img\"\n    }\n}\n"
+	if code != 0 || out != want {
+		t.Fatalf("exit %d\nstdout:\n%s\nwant:\n%s\nstderr:\n%s", code, out, want, errOut)
+	}
+	code, out, _ = view(t, file, "-o", "jsonpath={.submit.gpus}")
+	if code != 0 || out != "8" {
+		t.Fatalf("jsonpath: exit %d, %q", code, out)
 	}
 }

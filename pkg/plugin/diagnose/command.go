@@ -9,13 +9,14 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmdutil"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/printer"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/triage"
 )
 
 // jobCommand is what replicas and diagnose share: one JOB, the -o flag, and one read of the
 // Job's evidence through triage.Collect. Each command adds its own Validate and Run.
 type jobCommand struct {
-	out *output
+	out *printer.Flags
 
 	namespace, name string
 
@@ -24,12 +25,14 @@ type jobCommand struct {
 	genericiooptions.IOStreams
 }
 
-func newJobCommand(f cmdutil.Factory, streams genericiooptions.IOStreams, clk clock.PassiveClock) jobCommand {
-	return jobCommand{out: newOutput(), factory: f, clock: clk, IOStreams: streams}
+// The results of both name objects (the Job, its pods) for -o name.
+func newJobCommand(f cmdutil.Factory, streams genericiooptions.IOStreams, clk clock.PassiveClock, opts ...printer.Option) jobCommand {
+	return jobCommand{out: printer.NewFlags(append([]printer.Option{printer.WithNames()}, opts...)...), factory: f, clock: clk, IOStreams: streams}
 }
 
 // cobraCommand builds the command around o, the Options that embed c.
-func (c *jobCommand) cobraCommand(o cmdutil.Runner, use, short, long, example string) *cobra.Command {
+// human says what it prints without -o.
+func (c *jobCommand) cobraCommand(o cmdutil.Runner, use, short, long, example, human string) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:                   use,
 		DisableFlagsInUseLine: true,
@@ -39,7 +42,7 @@ func (c *jobCommand) cobraCommand(o cmdutil.Runner, use, short, long, example st
 		Args:                  oneJob,
 		RunE:                  cmdutil.RunE(o),
 	}
-	c.out.addFlags(cmd)
+	c.out.AddFlags(cmd.Flags(), human)
 	cmd.ValidArgsFunction = cmdutil.CompleteJobNames(c.factory)
 	return cmd
 }

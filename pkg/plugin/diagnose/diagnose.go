@@ -51,11 +51,11 @@ type Options struct{ jobCommand }
 // NewCmd builds `kubectl tao diagnose`.
 func NewCmd(f cmdutil.Factory, streams genericiooptions.IOStreams, clk clock.PassiveClock) *cobra.Command {
 	o := &Options{newJobCommand(f, streams, clk)}
-	return o.cobraCommand(o, "diagnose JOB [-o FORMAT]", "Explain why a job failed or is stuck, and what to do", long, example)
+	return o.cobraCommand(o, "diagnose JOB [-o FORMAT]", "Explain why a job failed or is stuck, and what to do", long, example, "the report")
 }
 
 // Validate checks the output format without contacting the server.
-func (o *Options) Validate() error { return o.out.complete() }
+func (o *Options) Validate() error { return o.out.Validate() }
 
 // Run collects the evidence, analyses it and prints the report.
 func (o *Options) Run(ctx context.Context) error {
@@ -64,9 +64,9 @@ func (o *Options) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	a := triage.Diagnose(snap)
-	if !o.out.human() {
-		return o.out.print(a, o.Out)
+	a := triage.Analyze(snap)
+	if !o.out.Human() {
+		return o.out.Print(o.Out, a, "job.batch/"+a.Job)
 	}
 	return Report(o.Out, a, now)
 }

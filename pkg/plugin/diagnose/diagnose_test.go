@@ -175,7 +175,7 @@ func TestJobNotFound(t *testing.T) {
 
 func TestUsageErrors(t *testing.T) {
 	for _, args := range [][]string{
-		{"replicas"}, {"diagnose", "a", "b"}, {"diagnose", "pod/x"}, {"diagnose", "oom", "-o", "wide"}, {"diagnose", "oom", "-o", "name"},
+		{"replicas"}, {"diagnose", "a", "b"}, {"diagnose", "pod/x"}, {"diagnose", "oom", "-o", "wide"}, {"diagnose", "oom", "-o", "bogus"},
 	} {
 		r := run(t, fake.NewClientset(), args...)
 		if r.Code != int(exitcode.Usage) || r.Stdout != "" {

@@ -10,10 +10,10 @@ import (
 	"github.com/spf13/cobra"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
-	"k8s.io/cli-runtime/pkg/printers"
 	"k8s.io/utils/clock"
 
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmdutil"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/printer"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/triage"
 )
 
@@ -41,15 +41,13 @@ type ReplicasOptions struct{ jobCommand }
 
 // NewReplicasCmd builds `kubectl tao replicas`.
 func NewReplicasCmd(f cmdutil.Factory, streams genericiooptions.IOStreams, clk clock.PassiveClock) *cobra.Command {
-	o := &ReplicasOptions{newJobCommand(f, streams, clk)}
-	cmd := o.cobraCommand(o, "replicas JOB [-o FORMAT]", "Show a job's pods, one per rank, and why any is stuck", replicasLong, replicasExample)
-	cmd.Flags().Lookup("output").Usage = "Output format. One of: (json, yaml, name, jsonpath, jsonpath-as-json, jsonpath-file, go-template, go-template-file)."
-	return cmd
+	o := &ReplicasOptions{newJobCommand(f, streams, clk, printer.WithTable())}
+	return o.cobraCommand(o, "replicas JOB [-o FORMAT]", "Show a job's pods, one per rank, and why any is stuck", replicasLong, replicasExample, "a table, one row per pod")
 }
 
 // Validate checks the output format without contacting the server.
 func (o *ReplicasOptions) Validate() error {
-	return o.out.complete("name")
+	return o.out.Validate()
 }
 
 // Run reads the Job, its pods and their events, and prints one row per pod.
@@ -63,20 +61,18 @@ func (o *ReplicasOptions) Run(ctx context.Context) error {
 	for _, n := range notes {
 		fmt.Fprintf(o.ErrOut, "Warning: job %s: %s\n", o.name, n)
 	}
-	switch {
-	case o.out.format() == "name":
-		for _, r := range reps {
-			fmt.Fprintf(o.Out, "pod/%s\n", r.Name)
+	if !o.out.Human() {
+		names := make([]string, len(reps))
+		for i, r := range reps {
+			names[i] = "pod/" + r.Name
 		}
-		return nil
-	case !o.out.human():
-		return o.out.print(reps, o.Out)
+		return o.out.Print(o.Out, reps, names...)
 	}
 	if len(reps) == 0 {
 		fmt.Fprintf(o.ErrOut, "No pods found for job %s in namespace %s.\n", o.name, o.namespace)
 		return nil
 	}
-	return printers.NewTablePrinter(printers.PrintOptions{}).PrintObj(ReplicasTable(reps), o.Out)
+	return o.out.PrintTable(o.Out, ReplicasTable(reps))
 }
 
 // ReplicasTable is the human view: kubectl's table, one row per pod.

@@ -11,10 +11,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/klog/v2"
-)
 
-// GPUResource is the extended resource NVIDIA's device plugin advertises.
-const GPUResource corev1.ResourceName = "nvidia.com/gpu"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/jobspec"
+)
 
 // ErrNoGPUs is the contract's message when no node advertises any GPU.
 var ErrNoGPUs = errors.New("No nvidia.com/gpu resources allocatable on the cluster: " +
@@ -33,7 +32,7 @@ type Request struct {
 
 // GPUsPerPod is the request's nvidia.com/gpu per rank.
 func (r Request) GPUsPerPod() int64 {
-	q := r.PerPod[GPUResource]
+	q := r.PerPod[jobspec.GPUResource]
 	return q.Value()
 }
 
@@ -83,7 +82,7 @@ func summarize(nodes []corev1.Node, r Request, avail func(*corev1.Node) corev1.R
 		n := &nodes[i]
 		s.Nodes++
 		have := avail(n)
-		q := have[GPUResource]
+		q := have[jobspec.GPUResource]
 		gpus := q.Value()
 		if gpus <= 0 && r.GPUsPerPod() > 0 {
 			continue
@@ -115,6 +114,18 @@ func summarize(nodes []corev1.Node, r Request, avail func(*corev1.Node) corev1.R
 	return s
 }
 
+// Tolerates reports whether tols tolerate taint, by the scheduler's own rule
+// (corev1.Toleration.ToleratesTaint, comparison operators included): the one toleration
+// semantics of the plugin, shared by the fit check and triage's taint suggestions.
+func Tolerates(tols []corev1.Toleration, taint *corev1.Taint) bool {
+	for i := range tols {
+		if tols[i].ToleratesTaint(klog.Background(), taint, true) {
+			return true
+		}
+	}
+	return false
+}
+
 // untolerated returns the first taint that keeps a pod off the node, if any. PreferNoSchedule
 // only steers the scheduler, so it never does.
 func untolerated(taints []corev1.Taint, tols []corev1.Toleration) *corev1.Taint {
@@ -123,14 +134,7 @@ func untolerated(taints []corev1.Taint, tols []corev1.Toleration) *corev1.Taint 
 		if t.Effect == corev1.TaintEffectPreferNoSchedule {
 			continue
 		}
-		tolerated := false
-		for j := range tols {
-			if tols[j].ToleratesTaint(klog.Background(), t, true) {
-				tolerated = true
-				break
-			}
-		}
-		if !tolerated {
+		if !Tolerates(tols, t) {
 			return t
 		}
 	}
@@ -146,8 +150,8 @@ func podsOn(allocatable, perPod corev1.ResourceList) (int64, corev1.ResourceName
 	}
 	// GPUs first, so that a tie names the GPU: the others are only news when tighter.
 	sort.Slice(names, func(i, j int) bool {
-		if (names[i] == string(GPUResource)) != (names[j] == string(GPUResource)) {
-			return names[i] == string(GPUResource)
+		if (names[i] == string(jobspec.GPUResource)) != (names[j] == string(jobspec.GPUResource)) {
+			return names[i] == string(jobspec.GPUResource)
 		}
 		return names[i] < names[j]
 	})
@@ -204,7 +208,7 @@ func Check(s Summary, r Request) error {
 		"(%d GPUs in all, at most %d on one node)", r.Pods, gpus, where, s.PodsThatFit, s.MatchingGPUs, s.LargestNode)
 	var limits []string
 	for name, n := range s.Bound {
-		if name != GPUResource {
+		if name != jobspec.GPUResource {
 			limits = append(limits, fmt.Sprintf("on %d nodes the %s a rank asks for is the limit (%s)", n, name, flagFor(name)))
 		}
 	}

@@ -58,9 +58,12 @@ func Build(s Spec) Objects {
 						EnvFrom:   envFrom(s.EnvFromSecrets),
 						Resources: s.resources(),
 					}},
-					Tolerations:        s.tolerations(),
-					PriorityClassName:  s.PriorityClass,
-					ServiceAccountName: s.ServiceAccount,
+					// The pause container becomes PID 1, so the training process is not, and
+					// SIGTERM ends a program that installed no handler (see ContainerCommand).
+					ShareProcessNamespace: ptr.To(true),
+					Tolerations:           s.tolerations(),
+					PriorityClassName:     s.PriorityClass,
+					ServiceAccountName:    s.ServiceAccount,
 				},
 			},
 		},
@@ -178,10 +181,16 @@ func objectLabels(s Spec) map[string]string {
 func containerEnv(s Spec) []corev1.EnvVar {
 	env := jobEnv(s)
 	if s.MultiNode() {
-		// NODE_RANK is derived from JOB_COMPLETION_INDEX by the wrapper at run time: the Job
-		// controller appends that variable last, so a $(JOB_COMPLETION_INDEX) reference here
-		// would stay literal.
+		// NODE_RANK is the pod's completion index, read through the downward API from the
+		// annotation the Job controller puts on every pod of an Indexed Job. A
+		// $(JOB_COMPLETION_INDEX) reference would stay literal: the controller appends that
+		// variable after ours.
 		env = append(env,
+			corev1.EnvVar{Name: EnvNodeRank, ValueFrom: &corev1.EnvVarSource{
+				FieldRef: &corev1.ObjectFieldSelector{
+					FieldPath: "metadata.annotations['" + batchv1.JobCompletionIndexAnnotation + "']",
+				},
+			}},
 			corev1.EnvVar{Name: EnvWorldSize, Value: strconv.Itoa(s.Nodes)},
 			corev1.EnvVar{Name: EnvNumGPUPerNode, Value: strconv.Itoa(s.GPUs)},
 			corev1.EnvVar{Name: EnvNNodes, Value: strconv.Itoa(s.Nodes)},

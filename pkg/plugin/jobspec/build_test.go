@@ -8,7 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
 
-	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/staging"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/s3layout"
 	"github.com/kubectl-tao/kubectl-tao/test/golden"
 )
 
@@ -23,15 +23,15 @@ func stagedSpec() Spec {
 	s := validSpec()
 	s.Command = []string{"dino train -e /specs/train.yaml results_dir=/results"}
 	s.Staging = &Staging{
-		Inputs: []staging.Input{
-			{Path: "/data/train", Source: staging.URL{Bucket: "datasets", Key: "coco/train/"}},
-			{Path: "/specs/train.yaml", Source: staging.URL{Bucket: "datasets", Key: "specs/$(dino).yaml"}},
+		Inputs: []s3layout.Input{
+			{Path: "/data/train", Source: s3layout.URL{Bucket: "datasets", Key: "coco/train/"}},
+			{Path: "/specs/train.yaml", Source: s3layout.URL{Bucket: "datasets", Key: "specs/$(dino).yaml"}},
 		},
 		Outputs:     []string{"/results"},
 		StagerImage: "ghcr.io/kubectl-tao/kubectl-tao:v1.2.3",
 		Credentials: map[string]string{
-			staging.EnvAccessKey: testAccessKey, staging.EnvSecretKey: testSecretKey,
-			staging.EnvBucket: "results-bucket", staging.EnvEndpoint: "https://s3.example.com",
+			s3layout.EnvAccessKey: testAccessKey, s3layout.EnvSecretKey: testSecretKey,
+			s3layout.EnvBucket: "results-bucket", s3layout.EnvEndpoint: "https://s3.example.com",
 		},
 	}
 	return s

@@ -1,31 +1,38 @@
 package jobspec
 
-// The wrapper scripts. They run as `/bin/bash -c SCRIPT kubectl-tao ARG...`, so the user's
-// command travels as positional parameters and is never re-parsed or re-quoted: arguments with
-// spaces, quotes, "$", ";", newlines or any unicode arrive byte for byte. Without staging each
-// script ends in `exec`, so SIGTERM on cancel or preemption reaches the training process itself.
-const (
-	// scriptArgv runs an argv as given.
-	scriptArgv = `exec "$@"`
-	// rankPrelude exports NODE_RANK from the index the Job controller gives each pod. It fails
-	// loudly outside an Indexed Job instead of letting every rank believe it is rank 0.
-	rankPrelude = `export ` + EnvNodeRank + `="${` + EnvCompletionIndex + `:?is not set: multi-node pods must run in an Indexed Job}"` + "\n"
-	// scriptShell runs one bash command string, as the SDK does, after the prelude.
-	scriptShell = `exec ` + Shell + ` -c "$1"`
-)
+import "strings"
+
+// How the user's command becomes the container's command. No shell is put in front of it unless
+// the command needs one:
+//
+//   - an argv runs as the container's command itself (every "$" escaped against the kubelet's
+//     $(VAR) expansion), so images without any shell (distroless, scratch) run it, and nothing
+//     re-parses or re-quotes it: spaces, quotes, "$", ";", newlines and any unicode arrive byte
+//     for byte;
+//   - one string is a bash command string, as in the SDK: `/bin/bash -c STRING`;
+//   - NODE_RANK of a multi-node job comes from the downward API (the pod's completion-index
+//     annotation, see containerEnv), not from a shell prelude;
+//   - only staging needs a wrapper script (see stagedPrelude and WrapperShell for why it is
+//     bash).
+//
+// The user's program is therefore often the container's main process. Were it PID 1 of its PID
+// namespace, the kernel would drop every signal it has no handler for, and a plain
+// `python train.py` would ignore SIGTERM on cancel until the grace period ends in SIGKILL. The
+// pod shares one PID namespace (shareProcessNamespace, see Build) so that the pause container is
+// PID 1 and SIGTERM keeps its default meaning, while a program that handles it still gets it.
 
 // With staging the wrapper cannot exec the command: it must still be there afterwards to run
-// `stage out`. So it runs each step as a child and stays PID 1 of the container:
+// `stage out`. So it runs each step as a child and stays the container's main process:
 //
-//   - SIGTERM and SIGINT are trapped (PID 1 without a handler would ignore them) and forwarded
+//   - SIGTERM and SIGINT are trapped and forwarded
 //     to the running child, the command or `stage in`, so a training process can checkpoint
 //     exactly as it would under exec;
 //   - `wait` returns early when a trapped signal arrives, so the wrapper waits again until the
-//     child has really exited, and keeps the child's own status (127 is what an old bash says
-//     for a child already waited for: the status from before is kept then);
+//     child has really exited, and keeps the child's own status (127 is what a shell says for a
+//     child already waited for: the status from before is kept then);
 //   - a signal that came between two steps is sent to the next child as soon as it exists;
-//   - the child resets SIGINT and SIGQUIT, which bash ignores in background jobs, and keeps the
-//     container's stdin (bash would give a background job /dev/null).
+//   - the child resets SIGINT and SIGQUIT, which a shell ignores in background jobs, and keeps
+//     the container's stdin (a shell would give a background job /dev/null).
 //
 // The steps and their exit codes:
 //
@@ -89,39 +96,50 @@ exit "$rc"
 // ContainerCommand is the container's command, before the kubelet's $(VAR) expansion (every
 // part is escaped against it).
 //
-//   - single node, one string:  /bin/bash -c COMMAND              (exactly the SDK's form)
-//   - single node, argv:        /bin/bash -c 'exec "$@"' kubectl-tao ARG...
-//   - multi-node, one string:   /bin/bash -c 'export NODE_RANK=...; exec /bin/bash -c "$1"' kubectl-tao COMMAND
-//   - multi-node, argv:         /bin/bash -c 'export NODE_RANK=...; exec "$@"' kubectl-tao ARG...
-//   - with staging:             /bin/bash -c STAGED_SCRIPT kubectl-tao ARG... (see stagedPrelude)
+//   - one string:    /bin/bash -c STRING                       (exactly the SDK's form)
+//   - argv:          ARG...                                    (no shell at all)
+//   - with staging:  /bin/bash -c STAGED_SCRIPT kubectl-tao ARG... (see stagedPrelude)
 func ContainerCommand(s Spec) []string {
-	var script string
-	switch {
-	case s.Staging != nil:
-		script = stagedScript(s)
-	case !s.MultiNode() && len(s.Command) == 1:
-		return []string{Shell, "-c", EscapeKubelet(s.Command[0])}
-	case !s.MultiNode():
-		script = scriptArgv
-	case len(s.Command) == 1:
-		script = rankPrelude + scriptShell
-	default:
-		script = rankPrelude + scriptArgv
+	if s.Staging == nil {
+		if len(s.Command) == 1 {
+			return []string{Shell, "-c", EscapeKubelet(s.Command[0])}
+		}
+		out := make([]string, len(s.Command))
+		for i, a := range s.Command {
+			out[i] = EscapeKubelet(a)
+		}
+		return out
 	}
-	out := []string{Shell, "-c", EscapeKubelet(script), argv0}
+	out := []string{WrapperShell, "-c", EscapeKubelet(stagedScript(s)), argv0}
 	for _, a := range s.Command {
 		out = append(out, EscapeKubelet(a))
 	}
 	return out
 }
 
+// UserCommand recovers the command the user typed from a container's command and args, the
+// inverse of ContainerCommand: the staging wrapper is dropped and the kubelet's "$$" escape is
+// undone. It returns the argv (one element for a bash string) and whether it was a bash string.
+// A container that submit did not make comes back as its full argv.
+func UserCommand(command, args []string) (argv []string, bashString bool) {
+	all := append(append([]string{}, command...), args...)
+	switch {
+	case len(all) == 3 && all[0] == Shell && all[1] == "-c":
+		all, bashString = all[2:], true
+	case len(all) >= 4 && all[0] == WrapperShell && all[1] == "-c" && all[3] == argv0:
+		all = all[4:]
+		bashString = len(all) == 1
+	}
+	out := make([]string, len(all))
+	for i, a := range all {
+		out[i] = strings.ReplaceAll(a, "$$", "$")
+	}
+	return out, bashString
+}
+
 // stagedScript assembles the wrapper for a staged job from the parts above.
 func stagedScript(s Spec) string {
-	script := ""
-	if s.MultiNode() {
-		script = rankPrelude
-	}
-	script += stagedPrelude
+	script := stagedPrelude
 	if len(s.Staging.Inputs) > 0 {
 		script += stagedIn
 	}

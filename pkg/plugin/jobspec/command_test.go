@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 )
 
@@ -70,25 +71,41 @@ type echoed struct {
 	Env  map[string]string
 }
 
-// runContainer runs the container's command the way the kubelet and the Job controller would:
-// env entries expanded in order, JOB_COMPLETION_INDEX appended last (as the Job controller
-// does) for indexed pods, the command expanded against them, then exec'd with /bin/bash.
-func runContainer(t *testing.T, c corev1.Container, index string) echoed {
-	t.Helper()
-	if _, err := os.Stat(Shell); err != nil {
-		t.Skipf("%s is not on this machine", Shell)
-	}
-	vars := map[string]string{}
-	environ := []string{"PATH=" + os.Getenv("PATH"), echoEnv + "=1"}
-	entries := c.Env
+// kubeletEnv builds a container's environment the way the kubelet and the Job controller would:
+// JOB_COMPLETION_INDEX appended last for indexed pods (index != ""), entries expanded in order,
+// the downward API's completion-index annotation resolved to index, and other valueFrom entries
+// (secrets, other fields) resolved by valueFrom.
+func kubeletEnv(c corev1.Container, index string, valueFrom func(corev1.EnvVar) string) (environ []string, vars map[string]string) {
+	vars = map[string]string{}
+	entries := append([]corev1.EnvVar{}, c.Env...)
 	if index != "" {
 		entries = append(entries, corev1.EnvVar{Name: EnvCompletionIndex, Value: index})
 	}
 	for _, e := range entries {
 		v := kubeletExpand(e.Value, vars)
+		switch f := e.ValueFrom; {
+		case f != nil && f.FieldRef != nil && f.FieldRef.FieldPath == "metadata.annotations['"+batchv1.JobCompletionIndexAnnotation+"']":
+			v = index
+		case f != nil:
+			v = valueFrom(e)
+		}
 		vars[e.Name] = v
 		environ = append(environ, e.Name+"="+v)
 	}
+	return environ, vars
+}
+
+// runContainer runs the container's command with the environment kubeletEnv gives it, the
+// command expanded against it, exec'd as the container's command.
+func runContainer(t *testing.T, c corev1.Container, index string) echoed {
+	t.Helper()
+	if c.Command[0] == Shell {
+		if _, err := os.Stat(Shell); err != nil {
+			t.Skipf("%s is not on this machine", Shell)
+		}
+	}
+	environ, vars := kubeletEnv(c, index, func(corev1.EnvVar) string { return "" })
+	environ = append(environ, "PATH="+os.Getenv("PATH"), echoEnv+"=1")
 	argv := make([]string, len(c.Command))
 	for i, a := range c.Command {
 		argv[i] = kubeletExpand(a, vars)
@@ -187,21 +204,51 @@ func TestWrapperSingleNodeStringIsTheSDKForm(t *testing.T) {
 	}
 }
 
-func TestWrapperRefusesToRunOutsideAnIndexedJob(t *testing.T) {
-	if _, err := os.Stat(Shell); err != nil {
-		t.Skipf("%s is not on this machine", Shell)
+func TestArgvRunsWithoutAShell(t *testing.T) {
+	for _, nodes := range []int{1, 2} {
+		s := validSpec()
+		s.Nodes = nodes
+		s.Command = []string{"/trainer", "--lr", "$(LR)"}
+		got := Build(s).Job.Spec.Template.Spec.Containers[0].Command
+		want := []string{"/trainer", "--lr", "$$(LR)"}
+		if strings.Join(got, "|") != strings.Join(want, "|") {
+			t.Errorf("nodes=%d: command = %q, want %q (no shell in front of an argv)", nodes, got, want)
+		}
 	}
-	s := validSpec()
-	s.Nodes = 2
-	s.Command = []string{"true"}
-	c := Build(s).Job.Spec.Template.Spec.Containers[0]
-	argv := make([]string, len(c.Command))
-	for i, a := range c.Command {
-		argv[i] = kubeletExpand(a, nil)
+}
+
+func TestPodSharesItsPIDNamespace(t *testing.T) {
+	// The training process must not be PID 1, which ignores SIGTERM without a handler.
+	spec := Build(validSpec()).Job.Spec.Template.Spec
+	if spec.ShareProcessNamespace == nil || !*spec.ShareProcessNamespace {
+		t.Fatalf("shareProcessNamespace = %v, want true", spec.ShareProcessNamespace)
 	}
-	out, err := exec.Command(argv[0], argv[1:]...).CombinedOutput()
-	if err == nil || !strings.Contains(string(out), "JOB_COMPLETION_INDEX") {
-		t.Fatalf("wrapper without JOB_COMPLETION_INDEX: err=%v out=%q, want a failure naming the variable", err, out)
+}
+
+func TestUserCommandInvertsContainerCommand(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		command []string
+		staged  bool
+		bash    bool
+	}{
+		{"argv", append([]string{"python"}, tricky...), false, false},
+		{"string", []string{`torchrun --node_rank $NODE_RANK "$(date)"`}, false, true},
+		{"staged argv", append([]string{"python"}, tricky...), true, false},
+		{"staged string", []string{`echo $(A) $$`}, true, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := validSpec()
+			s.Command = tc.command
+			if tc.staged {
+				s.Staging = &Staging{Outputs: []string{"/results"}}
+			}
+			c := ContainerCommand(s)
+			got, bash := UserCommand(c, nil)
+			if strings.Join(got, "\x00") != strings.Join(tc.command, "\x00") || bash != tc.bash {
+				t.Errorf("UserCommand(%q) = %q, %v; want %q, %v", c, got, bash, tc.command, tc.bash)
+			}
+		})
 	}
 }
 

@@ -11,7 +11,7 @@ import (
 
 // GPUToleration tolerates the taint GPU Operator installs and cloud GPU node pools carry, so a
 // pod that asks for GPUs can land on the nodes that have them.
-var GPUToleration = corev1.Toleration{Key: GPUResource, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}
+var GPUToleration = corev1.Toleration{Key: string(GPUResource), Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}
 
 // ParseToleration reads KEY[=VALUE]:EFFECT, as kubectl taint writes taints. Without a value
 // the toleration matches any value of KEY (operator Exists). EFFECT may be empty ("KEY:") to
@@ -97,7 +97,7 @@ func (s *Spec) validateResources() []error {
 	for _, kv := range s.Resources {
 		name := corev1.ResourceName(kv.Key)
 		switch {
-		case name == corev1.ResourceCPU || name == corev1.ResourceMemory || kv.Key == GPUResource:
+		case name == corev1.ResourceCPU || name == corev1.ResourceMemory || kv.Key == string(GPUResource):
 			errs = append(errs, fmt.Errorf("invalid --resource %q: use --cpu, --memory or --gpus for it", kv.Key))
 			continue
 		case !strings.Contains(kv.Key, "/"):
@@ -170,7 +170,7 @@ func (s *Spec) tolerations() []corev1.Toleration {
 	out := append([]corev1.Toleration(nil), s.Tolerations...)
 	if s.GPUs > 0 && !s.NoGPUToleration {
 		for _, t := range out {
-			if t.Key == GPUResource && (t.Effect == "" || t.Effect == corev1.TaintEffectNoSchedule) {
+			if t.Key == string(GPUResource) && (t.Effect == "" || t.Effect == corev1.TaintEffectNoSchedule) {
 				return out
 			}
 		}

@@ -26,13 +26,15 @@ var (
 	// limit with the same batch size runs out of memory again.
 	ExitOOM int32 = 137
 	// ExitProgram are the codes of a command that cannot run as given: 2 (bash's and
-	// argparse's usage errors, python's "can't open file"), 126 (not executable) and 127 (not
-	// found: the image lacks the program). Exit code 1 is not here on purpose: it is what a
+	// argparse's usage errors, python's "can't open file"), 126 (not executable), 127 (not
+	// found: the image lacks the program) and 128 (the runtime could not start the container's
+	// process at all: containerd's StartError, e.g. a bash command string on an image without
+	// /bin/bash). Exit code 1 is not here on purpose: it is what a
 	// Python traceback, a torchrun worker failure and TAO's launcher (which turns every failure
 	// into 1) return, and on GPU clusters it often means an NCCL timeout, a lost peer, a GPU Xid
 	// error or a storage hiccup, which a retry does fix. --retries N bounds those, and a real
 	// bug that exits 1 costs at most N restarts.
-	ExitProgram = []int32{2, 126, 127}
+	ExitProgram = []int32{2, 126, 127, 128}
 )
 
 // Indexes of the pod failure policy's rules. diagnose reads a FailJob rule's index back from the

@@ -57,7 +57,7 @@ func TestRetriesContract(t *testing.T) {
 			if d.Action != batchv1.PodFailurePolicyActionIgnore || len(d.OnPodConditions) != 1 || d.OnPodConditions[0].Type != corev1.DisruptionTarget {
 				t.Errorf("rule %d = %+v, want Ignore on DisruptionTarget first", RuleDisruption, d)
 			}
-			for i, codes := range map[int][]int32{RuleOOM: {137}, RuleProgram: {2, 126, 127}} {
+			for i, codes := range map[int][]int32{RuleOOM: {137}, RuleProgram: {2, 126, 127, 128}} {
 				r := rules[i]
 				if r.Action != batchv1.PodFailurePolicyActionFailJob || r.OnExitCodes == nil || *r.OnExitCodes.ContainerName != ContainerName ||
 					r.OnExitCodes.Operator != batchv1.PodFailurePolicyOnExitCodesOpIn || !slices.Equal(r.OnExitCodes.Values, codes) {

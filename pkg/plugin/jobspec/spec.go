@@ -16,8 +16,9 @@ const (
 	ManagedByValue = "kubectl-tao"
 	// ContainerName is the training container's name in every pod.
 	ContainerName = "tao"
-	// GPUResource is the extended resource NVIDIA's device plugin advertises.
-	GPUResource = "nvidia.com/gpu"
+	// GPUResource is the extended resource NVIDIA's device plugin advertises: the one
+	// definition of it in the plugin (fit checks, status and triage read it from here).
+	GPUResource corev1.ResourceName = "nvidia.com/gpu"
 	// JobNameLabel is the pod label the Job controller sets; the rendezvous Service selects on it.
 	JobNameLabel = "job-name"
 	// DefaultMasterPort is torchrun's default rendezvous port.
@@ -39,8 +40,14 @@ const (
 	EnvResultsRoot = "TAO_RESULTS_ROOT"
 	// MaxFilesBytes is the ConfigMap size limit (etcd's 1 MiB object limit).
 	MaxFilesBytes = 1 << 20
-	// Shell runs the user's command, as the SDK does.
+	// Shell runs the user's command when it is one string, as the SDK does.
 	Shell = "/bin/bash"
+	// WrapperShell runs the staging wrapper. It stays bash: the wrapper runs the command as a
+	// background child so that a trapped signal interrupts its wait, and dash (Debian's and
+	// Ubuntu's /bin/sh) marks SIGINT and SIGQUIT of a background child as ignored for good, so
+	// `trap - INT` cannot give the command its Ctrl-C back there. Non-staged jobs need no shell
+	// for an argv (see ContainerCommand).
+	WrapperShell = "/bin/bash"
 	// argv0 names the wrapper script in `bash -c SCRIPT argv0 ARG...`; it shows up in ps.
 	argv0 = "kubectl-tao"
 )

@@ -10,7 +10,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/validation"
 
-	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/staging"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/s3layout"
 )
 
 // maxNameLength is the Job name limit: the Job controller copies the name into the pods'
@@ -70,12 +70,7 @@ func (s *Spec) Validate() error {
 	case len(s.Command) == 1 && strings.TrimSpace(s.Command[0]) == "":
 		add("the command after \"--\" is empty")
 	}
-	if s.GPUs < 0 {
-		add("invalid --gpus %d: must be 0 or more", s.GPUs)
-	}
-	if s.Nodes < 1 {
-		add("invalid --nodes %d: must be 1 or more", s.Nodes)
-	}
+	errs = append(errs, s.validateCounts()...)
 	if s.Retries < 0 || s.Retries > MaxRetries {
 		add("invalid --retries %d: must be between 0 and %d (evictions and preemptions do not count against it)", s.Retries, MaxRetries)
 	}
@@ -96,7 +91,7 @@ func (s *Spec) Validate() error {
 		if msgs := validation.IsEnvVarName(kv.Key); len(msgs) > 0 {
 			add("invalid --env %q: %s", kv.Key, strings.Join(msgs, "; "))
 		}
-		if kv.Key == staging.EnvJobID || kv.Key == staging.EnvJobUID {
+		if kv.Key == s3layout.EnvJobID || kv.Key == s3layout.EnvJobUID {
 			add("invalid --env %q: kubectl-tao sets it to the Job's name and UID", kv.Key)
 		}
 		if s.MultiNode() && slices.Contains(reservedEnv, kv.Key) {
@@ -108,11 +103,7 @@ func (s *Spec) Validate() error {
 			add("invalid --env-from-secret %q: %s", name, strings.Join(msgs, "; "))
 		}
 	}
-	for _, name := range s.ImagePullSecrets {
-		if msgs := validation.IsDNS1123Subdomain(name); len(msgs) > 0 {
-			add("invalid --image-pull-secret %q: %s", name, strings.Join(msgs, "; "))
-		}
-	}
+	errs = append(errs, s.validatePullSecrets()...)
 	errs = append(errs, validateLabels("node-selector", s.NodeSelector)...)
 	errs = append(errs, validateLabels("label", s.Labels)...)
 	for _, kv := range s.Labels {
@@ -125,13 +116,7 @@ func (s *Spec) Validate() error {
 			add("invalid --label %q: use --queue NAME to submit to a Kueue LocalQueue", kv.Key)
 		}
 	}
-	if s.Queue != "" {
-		// A LocalQueue name is an object name, and it is carried as a label value.
-		msgs := append(validation.IsDNS1123Subdomain(s.Queue), validation.IsValidLabelValue(s.Queue)...)
-		if len(msgs) > 0 {
-			add("invalid --queue %q: %s", s.Queue, strings.Join(msgs, "; "))
-		}
-	}
+	errs = append(errs, s.validateQueue()...)
 	total := 0
 	for _, kv := range s.Annotations {
 		if msgs := validation.IsQualifiedName(strings.ToLower(kv.Key)); len(msgs) > 0 {
@@ -146,6 +131,40 @@ func (s *Spec) Validate() error {
 	errs = append(errs, s.validateMounts()...)
 	errs = append(errs, s.validateStaging()...)
 	return errors.Join(errs...)
+}
+
+// validateCounts checks --gpus and --nodes; it is part of Validate and ValidateShape.
+func (s *Spec) validateCounts() []error {
+	var errs []error
+	if s.GPUs < 0 {
+		errs = append(errs, fmt.Errorf("invalid --gpus %d: must be 0 or more", s.GPUs))
+	}
+	if s.Nodes < 1 {
+		errs = append(errs, fmt.Errorf("invalid --nodes %d: must be 1 or more", s.Nodes))
+	}
+	return errs
+}
+
+func (s *Spec) validatePullSecrets() []error {
+	var errs []error
+	for _, name := range s.ImagePullSecrets {
+		if msgs := validation.IsDNS1123Subdomain(name); len(msgs) > 0 {
+			errs = append(errs, fmt.Errorf("invalid --image-pull-secret %q: %s", name, strings.Join(msgs, "; ")))
+		}
+	}
+	return errs
+}
+
+func (s *Spec) validateQueue() []error {
+	if s.Queue == "" {
+		return nil
+	}
+	// A LocalQueue name is an object name, and it is carried as a label value.
+	msgs := append(validation.IsDNS1123Subdomain(s.Queue), validation.IsValidLabelValue(s.Queue)...)
+	if len(msgs) > 0 {
+		return []error{fmt.Errorf("invalid --queue %q: %s", s.Queue, strings.Join(msgs, "; "))}
+	}
+	return nil
 }
 
 func (s *Spec) validateName() []error {

@@ -221,7 +221,7 @@ func TestGPUToleration(t *testing.T) {
 		t.Errorf("CPU-only pod tolerates %v", got)
 	}
 	s = validSpec()
-	s.Tolerations = []corev1.Toleration{{Key: GPUResource, Operator: corev1.TolerationOpExists}}
+	s.Tolerations = []corev1.Toleration{{Key: string(GPUResource), Operator: corev1.TolerationOpExists}}
 	if got := s.tolerations(); len(got) != 1 {
 		t.Errorf("user's own nvidia.com/gpu toleration duplicated: %v", got)
 	}

@@ -4,12 +4,9 @@ import (
 	"fmt"
 
 	batchv1 "k8s.io/api/batch/v1"
-	corev1 "k8s.io/api/core/v1"
-)
 
-// GPUResource is the extended resource NVIDIA's device plugin advertises. It is repeated here
-// (jobspec owns the original) so that readers of Jobs need not import the builder.
-const GPUResource corev1.ResourceName = "nvidia.com/gpu"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/jobspec"
+)
 
 // QueueLabel names the Kueue LocalQueue of a Job (jobspec owns the original).
 const QueueLabel = "kueue.x-k8s.io/queue-name"
@@ -27,10 +24,10 @@ func GPUsPerNode(job *batchv1.Job) int64 {
 	if len(cs) == 0 {
 		return 0
 	}
-	if q, ok := cs[0].Resources.Limits[GPUResource]; ok {
+	if q, ok := cs[0].Resources.Limits[jobspec.GPUResource]; ok {
 		return q.Value()
 	}
-	if q, ok := cs[0].Resources.Requests[GPUResource]; ok {
+	if q, ok := cs[0].Resources.Requests[jobspec.GPUResource]; ok {
 		return q.Value()
 	}
 	return 0

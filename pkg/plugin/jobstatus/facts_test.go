@@ -9,16 +9,17 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/internal/fixture"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/jobspec"
 )
 
 // gpus is the container of a Job asking for GPUs by limit and by request ("" for none).
 func gpus(limit, request string) corev1.Container {
 	c := corev1.Container{Name: "tao", Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{}, Requests: corev1.ResourceList{}}}
 	if limit != "" {
-		c.Resources.Limits[GPUResource] = resource.MustParse(limit)
+		c.Resources.Limits[jobspec.GPUResource] = resource.MustParse(limit)
 	}
 	if request != "" {
-		c.Resources.Requests[GPUResource] = resource.MustParse(request)
+		c.Resources.Requests[jobspec.GPUResource] = resource.MustParse(request)
 	}
 	return c
 }

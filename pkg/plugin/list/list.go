@@ -119,7 +119,8 @@ func (o *Options) Validate() error {
 	o.human = format == "" || format == "wide"
 	p, err := o.PrintFlags.ToPrinter()
 	if err != nil {
-		return exitcode.WithCode(exitcode.Usage, fmt.Errorf("-o %s: %w", format, err))
+		// kubectl's text as is: every command says the same about an unknown -o.
+		return exitcode.WithCode(exitcode.Usage, err)
 	}
 	o.printer = p
 	return nil

@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmdutil"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/jobspec"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/jobstatus"
 )
 
@@ -53,32 +54,17 @@ func Row(job *batchv1.Job, now time.Time) metav1.TableRow {
 	}
 }
 
-// argv0 is the $0 jobspec gives its wrapper scripts (`/bin/bash -c SCRIPT kubectl-tao ARG...`).
-const argv0 = "kubectl-tao"
-
-// UserCommand recovers the command the user typed from a container's command and args: the
-// wrapper scripts of submit are dropped and the kubelet's "$$" escape is undone. Any other
-// container shows its full argv.
+// UserCommand shows the command the user typed (jobspec.UserCommand) on one line: an argv with
+// its elements quoted where a shell would split or expand them.
 func UserCommand(command, args []string) string {
-	all := append(append([]string{}, command...), args...)
-	var parts []string
-	switch {
-	case len(all) == 3 && all[0] == "/bin/bash" && all[1] == "-c":
-		parts = all[2:]
-	case len(all) >= 4 && all[0] == "/bin/bash" && all[1] == "-c" && all[3] == argv0:
-		parts = all[4:]
-	default:
-		parts = all
-	}
+	parts, _ := jobspec.UserCommand(command, args)
 	if len(parts) > 1 {
 		for i, p := range parts {
 			parts[i] = quote(p)
 		}
 	}
-	s := strings.Join(parts, " ")
-	s = strings.ReplaceAll(s, "$$", "$")
 	// A table cell must stay on one line.
-	return strings.NewReplacer("\r\n", " ", "\n", " ", "\t", " ").Replace(s)
+	return strings.NewReplacer("\r\n", " ", "\n", " ", "\t", " ").Replace(strings.Join(parts, " "))
 }
 
 // quote single-quotes an argv element when a shell would split or expand it, so the wide

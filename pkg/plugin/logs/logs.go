@@ -10,12 +10,11 @@ import (
 
 	"github.com/spf13/cobra"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmdutil"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/exitcode"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/jobwait"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/tail"
-	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/wait"
 )
 
 const example = `  # Every rank's log, in rank order, each line prefixed with its rank
@@ -174,20 +173,5 @@ func (o *Options) Run(ctx context.Context) error {
 		}
 		return err
 	}
-	return wait.Err(o.Job, res)
-}
-
-// FollowSubmitted is `submit --follow`: it follows every rank of the job just created, as
-// `logs -f` does, with default flags. Ctrl-C detaches and leaves the job running, and says how
-// to cancel it.
-func FollowSubmitted(ctx context.Context, client kubernetes.Interface, namespace, job string, streams genericiooptions.IOStreams) error {
-	e := &tail.Engine{Client: client, Out: streams.Out, ErrOut: streams.ErrOut}
-	res, err := e.Follow(ctx, tail.Config{Namespace: namespace, Job: job, Prefix: tail.PrefixRank, MaxLogRequests: tail.DefaultMaxLogRequests})
-	if err != nil {
-		if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
-			return exitcode.WithCode(exitcode.Error, fmt.Errorf("detached from job.batch/%s: it keeps running; cancel it with: kubectl tao cancel %s -n %s", job, job, namespace))
-		}
-		return err
-	}
-	return wait.Err(job, res)
+	return jobwait.Err(o.Job, res)
 }

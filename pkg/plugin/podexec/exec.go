@@ -20,7 +20,7 @@ import (
 
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmdutil"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/exitcode"
-	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/status"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/jobpods"
 )
 
 const execLong = `Run a command in the container of one rank of a job, as kubectl exec does.
@@ -181,7 +181,7 @@ func findRank(ctx context.Context, f cmdutil.Factory, ns, job string, rank int) 
 	if err != nil {
 		return rankTarget{}, err
 	}
-	j, pods, err := status.Fetch(ctx, client, ns, job)
+	j, pods, err := jobpods.Fetch(ctx, client, ns, job)
 	if err != nil {
 		return rankTarget{}, err
 	}

@@ -13,7 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/exitcode"
-	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/tail"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/jobpods"
 )
 
 // maxRanksListed bounds the rank list in an error: a 256-rank job should not print 256 lines.
@@ -36,7 +36,7 @@ func Ranks(job *batchv1.Job) int {
 func Resolve(job string, ranks int, pods []corev1.Pod, rank int) (*corev1.Pod, error) {
 	byRank := map[int][]*corev1.Pod{}
 	for i := range pods {
-		r := tail.Rank(&pods[i])
+		r := jobpods.Rank(&pods[i])
 		byRank[r] = append(byRank[r], &pods[i])
 	}
 	if rank < 0 || rank >= ranks {

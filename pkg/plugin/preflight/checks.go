@@ -17,8 +17,9 @@ import (
 
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/defaults"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/gpufit"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/jobspec"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/kueue"
-	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/rbac"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/permissions"
 )
 
 // Result is a check's outcome. INFO is for what cannot be checked through the API.
@@ -58,7 +59,7 @@ const (
 
 // Review is the answer to one SelfSubjectAccessReview.
 type Review struct {
-	Access  rbac.Access
+	Access  permissions.Access
 	Allowed bool
 	Err     error
 }
@@ -83,9 +84,8 @@ type Facts struct {
 	DaemonSets    []appsv1.DaemonSet
 	DaemonSetsErr error
 
-	PullSecretName string
-	PullSecret     *corev1.Secret
-	PullSecretErr  error
+	// PullSecrets are the --image-pull-secret Secrets, in flag order.
+	PullSecrets []PullSecret
 
 	// Queue is --queue, "" when not given. KueueVersion is the kueue.x-k8s.io version that
 	// serves LocalQueues, "" when Kueue is not installed (KueueErr: discovery failed). Queues are
@@ -102,6 +102,13 @@ type Facts struct {
 
 	// Defaults is what the defaults file did to the flags.
 	Defaults DefaultsFile
+}
+
+// PullSecret is one --image-pull-secret as read: Secret, or Err.
+type PullSecret struct {
+	Name   string
+	Secret *corev1.Secret
+	Err    error
 }
 
 // DefaultsFile is what preflight made of the user's defaults file: Path is "" when there is
@@ -132,8 +139,8 @@ func Evaluate(f Facts) []Check {
 	if f.NodesErr == nil && f.Request.GPUsPerPod() > 0 {
 		checks = append(checks, fitCheck(f))
 	}
-	if f.PullSecretName != "" {
-		checks = append(checks, pullSecretCheck(f))
+	for _, p := range f.PullSecrets {
+		checks = append(checks, pullSecretCheck(f.Namespace, p))
 	}
 	if c, ok := queueCheck(f); ok {
 		checks = append(checks, c)
@@ -268,7 +275,7 @@ func gpuCheck(f Facts) Check {
 	var gpus int64
 	var nodes int
 	for i := range f.Nodes {
-		q := f.Nodes[i].Status.Allocatable[gpufit.GPUResource]
+		q := f.Nodes[i].Status.Allocatable[jobspec.GPUResource]
 		if v := q.Value(); v > 0 {
 			gpus += v
 			nodes++
@@ -332,7 +339,7 @@ func selected(nodes []corev1.Node, r gpufit.Request) []*corev1.Node {
 	var out []*corev1.Node
 	for i := range nodes {
 		n := &nodes[i]
-		q := n.Status.Allocatable[gpufit.GPUResource]
+		q := n.Status.Allocatable[jobspec.GPUResource]
 		if q.Value() > 0 && sel.Matches(labels.Set(n.Labels)) {
 			out = append(out, n)
 		}
@@ -433,7 +440,7 @@ func fitCheck(f Facts) Check {
 	all := gpufit.Summarize(f.Nodes, r)
 	if err := gpufit.Check(all, r); err != nil {
 		c.Result, c.Message = Fail, err.Error()
-		c.Fix = "lower --gpus or --nodes, or add GPU nodes"
+		c.Fix = "lower --gpus or --nodes or what each rank asks (--cpu, --memory, --shm-size, --resource), or add GPU nodes"
 		if errors.Is(err, gpufit.ErrNoGPUs) {
 			c.Fix = operatorHint
 		}
@@ -462,20 +469,20 @@ func fitCheck(f Facts) Check {
 	return c
 }
 
-func pullSecretCheck(f Facts) Check {
+func pullSecretCheck(ns string, p PullSecret) Check {
 	c := Check{Name: "pull-secret"}
-	name := f.PullSecretName
-	switch err := f.PullSecretErr; {
+	name := p.Name
+	switch err := p.Err; {
 	case apierrors.IsNotFound(err):
-		c.Result, c.Message = Fail, fmt.Sprintf("secret %s not found in namespace %s", name, f.Namespace)
-		c.Fix = fmt.Sprintf("NGC_KEY=... kubectl tao create-pull-secret %s -n %s (or pipe the key with --from-stdin)", name, f.Namespace)
+		c.Result, c.Message = Fail, fmt.Sprintf("secret %s not found in namespace %s", name, ns)
+		c.Fix = fmt.Sprintf("NGC_KEY=... kubectl tao create-pull-secret %s -n %s (or pipe the key with --from-stdin)", name, ns)
 	case apierrors.IsForbidden(err):
 		c.Result, c.Message = Warn, fmt.Sprintf("cannot read secret %s: you may not get secrets (the kubelet still can)", name)
 	case err != nil:
 		c.Result, c.Message = Fail, fmt.Sprintf("reading secret %s: %v", name, err)
-	case f.PullSecret.Type != corev1.SecretTypeDockerConfigJson:
+	case p.Secret.Type != corev1.SecretTypeDockerConfigJson:
 		c.Result = Fail
-		c.Message = fmt.Sprintf("secret %s is of type %s, not %s: the kubelet ignores it for image pulls", name, f.PullSecret.Type, corev1.SecretTypeDockerConfigJson)
+		c.Message = fmt.Sprintf("secret %s is of type %s, not %s: the kubelet ignores it for image pulls", name, p.Secret.Type, corev1.SecretTypeDockerConfigJson)
 		c.Fix = fmt.Sprintf("recreate it: kubectl tao create-pull-secret %s --overwrite", name)
 	default:
 		c.Result, c.Message = Pass, fmt.Sprintf("secret %s is a %s secret", name, corev1.SecretTypeDockerConfigJson)

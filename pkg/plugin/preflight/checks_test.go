@@ -16,16 +16,17 @@ import (
 
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/gpufit"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/internal/fixture"
-	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/rbac"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/jobspec"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/permissions"
 )
 
 func request(gpus, pods int64) gpufit.Request {
-	return gpufit.Request{Pods: pods, PerPod: corev1.ResourceList{gpufit.GPUResource: *resource.NewQuantity(gpus, resource.DecimalSI)}}
+	return gpufit.Request{Pods: pods, PerPod: corev1.ResourceList{jobspec.GPUResource: *resource.NewQuantity(gpus, resource.DecimalSI)}}
 }
 
 func allowAll() []Review {
 	var rs []Review
-	for _, a := range rbac.Needed {
+	for _, a := range permissions.Needed {
 		rs = append(rs, Review{Access: a, Allowed: true})
 	}
 	return rs
@@ -57,7 +58,7 @@ var forbidden = apierrors.NewForbidden(schema.GroupResource{Resource: "nodes"}, 
 
 func TestEvaluate(t *testing.T) {
 	used := func(node string, gpus int64) map[string]corev1.ResourceList {
-		return map[string]corev1.ResourceList{node: {gpufit.GPUResource: *resource.NewQuantity(gpus, resource.DecimalSI)}}
+		return map[string]corev1.ResourceList{node: {jobspec.GPUResource: *resource.NewQuantity(gpus, resource.DecimalSI)}}
 	}
 	tests := []struct {
 		name   string
@@ -76,7 +77,7 @@ func TestEvaluate(t *testing.T) {
 		{"namespace unreadable", func(f *Facts) { f.NamespaceErr = forbidden }, "namespace", Warn, []string{"you may not get it"}},
 		{"all permissions", func(*Facts) {}, "permissions", Pass, []string{"permissions kubectl tao needs in namespace ml are granted"}},
 		{"a denied verb is named", func(f *Facts) {
-			// By what they are, not where: rbac.Needed grows.
+			// By what they are, not where: permissions.Needed grows.
 			for i, r := range f.Reviews {
 				a := r.Access
 				if a.Verb == "create" && a.Resource == "jobs" || a.Verb == "get" && a.Resource == "pods" && a.Subresource == "" && !a.Cluster {
@@ -127,16 +128,13 @@ func TestEvaluate(t *testing.T) {
 		{"--now makes it a failure", func(f *Facts) { f.Request = request(8, 2); f.Requested = used("b", 8); f.Now = true }, "fit", Fail, []string{"does not fit now (--now)"}},
 		{"pods unreadable", func(f *Facts) { f.PodsErr = forbidden; f.Requested = nil }, "fit", Warn, []string{"free GPUs not checked"}},
 		{"pull secret ok", func(f *Facts) {
-			f.PullSecretName = "ngc"
-			f.PullSecret = &corev1.Secret{Type: corev1.SecretTypeDockerConfigJson}
+			f.PullSecrets = []PullSecret{{Name: "ngc", Secret: &corev1.Secret{Type: corev1.SecretTypeDockerConfigJson}}}
 		}, "pull-secret", Pass, []string{"secret ngc is a kubernetes.io/dockerconfigjson"}},
 		{"pull secret wrong type", func(f *Facts) {
-			f.PullSecretName = "ngc"
-			f.PullSecret = &corev1.Secret{Type: corev1.SecretTypeOpaque}
+			f.PullSecrets = []PullSecret{{Name: "ngc", Secret: &corev1.Secret{Type: corev1.SecretTypeOpaque}}}
 		}, "pull-secret", Fail, []string{"of type Opaque"}},
 		{"pull secret missing", func(f *Facts) {
-			f.PullSecretName = "ngc"
-			f.PullSecretErr = apierrors.NewNotFound(schema.GroupResource{Resource: "secrets"}, "ngc")
+			f.PullSecrets = []PullSecret{{Name: "ngc", Err: apierrors.NewNotFound(schema.GroupResource{Resource: "secrets"}, "ngc")}}
 		}, "pull-secret", Fail, []string{"secret ngc not found in namespace ml", "create-pull-secret ngc"}},
 		{"queue exists", func(f *Facts) { f.Queue, f.KueueVersion, f.Queues = "team-a", "v1beta2", []string{"team-a", "team-b"} }, "queue", Pass,
 			[]string{"LocalQueue team-a exists in namespace ml (kueue.x-k8s.io/v1beta2)"}},
@@ -225,7 +223,7 @@ func TestQueueLineOnlyWhenItSaysSomething(t *testing.T) {
 		}
 	}
 	f := healthy()
-	f.Reviews = append(f.Reviews, Review{Access: rbac.Access{Verb: "list", Group: "kueue.x-k8s.io", Resource: "localqueues", Optional: true}})
+	f.Reviews = append(f.Reviews, Review{Access: permissions.Access{Verb: "list", Group: "kueue.x-k8s.io", Resource: "localqueues", Optional: true}})
 	if c := byName(Evaluate(f))["cluster-reads"]; c.Result != Pass {
 		t.Errorf("a denied localqueues read is not a cluster read: %+v", c)
 	}

@@ -75,3 +75,50 @@ func TestDefaultsFileSubmitWouldRefuseFails(t *testing.T) {
 		})
 	}
 }
+
+// The nodes hold 1Ti of memory each: a rank asking 2Ti fits nowhere, whatever its GPUs. submit's
+// capacity guard refuses such a job, so preflight must FAIL it too, whether --memory is typed or
+// comes from the defaults file.
+func TestMemoryNoNodeHoldsFailsTheFit(t *testing.T) {
+	check := func(t *testing.T, code int, fit preflight.Check) {
+		t.Helper()
+		if code != int(exitcode.PreflightFailed) || fit.Result != preflight.Fail || !strings.Contains(fit.Message, "memory") {
+			t.Errorf("exit %d, fit %+v; want FAIL naming memory (exit %d)", code, fit, exitcode.PreflightFailed)
+		}
+	}
+	t.Run("flag", func(t *testing.T) {
+		r := run(newClient(nil, cluster()...), "--gpus", "1", "--memory", "2Ti", "-o", "json")
+		var checks []preflight.Check
+		if err := json.Unmarshal([]byte(r.Stdout), &checks); err != nil {
+			t.Fatalf("stdout is not a list of checks: %v\n%s", err, r.Stdout)
+		}
+		for _, c := range checks {
+			if c.Name == "fit" {
+				check(t, r.Code, c)
+				return
+			}
+		}
+		t.Fatalf("no fit check in %s", r.Stdout)
+	})
+	t.Run("defaults file", func(t *testing.T) {
+		code, checks := runWithDefaults(t, newClient(nil, cluster()...), header+"  memory: 2Ti\n")
+		check(t, code, checks["fit"])
+		if d := checks["defaults file"]; d.Result != preflight.Pass || !strings.Contains(d.Message, "--memory") {
+			t.Errorf("defaults file check %+v; want PASS naming --memory", d)
+		}
+	})
+	t.Run("flag wins over the file", func(t *testing.T) {
+		code, checks := runWithDefaults(t, newClient(nil, cluster()...), header+"  memory: 2Ti\n", "--memory", "64Gi")
+		if code != 0 || checks["fit"].Result != preflight.Pass {
+			t.Errorf("exit %d, fit %+v; want --memory 64Gi to win and fit", code, checks["fit"])
+		}
+	})
+}
+
+func TestBadShapeIsAUsageError(t *testing.T) {
+	for _, args := range [][]string{{"--memory", "lots"}, {"--resource", "rdma/ib"}, {"--toleration", "a:Sometimes"}, {"--queue", "Q_1"}} {
+		if r := run(newClient(nil, cluster()...), args...); r.Code != int(exitcode.Usage) || !strings.Contains(r.Stderr, args[0]) {
+			t.Errorf("%v: exit %d, stderr %q; want a usage error naming %s", args, r.Code, r.Stderr, args[0])
+		}
+	}
+}

@@ -11,34 +11,48 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/capacity"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/gpufit"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/kueue"
-	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/rbac"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/nodeusage"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/permissions"
 )
+
+// Targets are what Gather reads from and what it asks about: the cluster's clients, the
+// namespace, the job to fit, the pull secrets and the LocalQueue it names ("" for none).
+type Targets struct {
+	Client kubernetes.Interface
+	// Dynamic may be nil when Kueue is not to be looked at.
+	Dynamic     dynamic.Interface
+	Namespace   string
+	Request     gpufit.Request
+	PullSecrets []string
+	Queue       string
+}
 
 // Gather reads what the checks need. The server version comes first: if the cluster cannot be
 // reached nothing else is tried. Then every read and access review runs at once.
 //
 // Kueue costs one discovery request (two on an older Kueue or none) and, where it is installed,
-// one list of the namespace's LocalQueues; dyn may be nil when Kueue is not to be looked at.
-func Gather(ctx context.Context, client kubernetes.Interface, dyn dynamic.Interface, ns string, r gpufit.Request, pullSecret, queue string) Facts {
-	f := Facts{Namespace: ns, Request: r, PullSecretName: pullSecret, Queue: queue}
+// one list of the namespace's LocalQueues.
+func Gather(ctx context.Context, t Targets) Facts {
+	client, dyn, ns, r := t.Client, t.Dynamic, t.Namespace, t.Request
+	f := Facts{Namespace: ns, Request: r, Queue: t.Queue}
+	f.PullSecrets = make([]PullSecret, len(t.PullSecrets))
 	f.Version, f.VersionErr = discovery.ToDiscoveryInterfaceWithContext(client.Discovery()).ServerVersionWithContext(ctx)
 	if f.VersionErr != nil {
 		return f
 	}
 	var wg sync.WaitGroup
-	f.Reviews = make([]Review, len(rbac.Needed))
-	for i, a := range rbac.Needed {
+	f.Reviews = make([]Review, len(permissions.Needed))
+	for i, a := range permissions.Needed {
 		wg.Go(func() { f.Reviews[i] = review(ctx, client, ns, a) })
 	}
 	wg.Go(func() { _, f.NamespaceErr = client.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{}) })
-	wg.Go(func() { f.Nodes, f.NodesErr = capacity.ListNodes(ctx, client, "") })
+	wg.Go(func() { f.Nodes, f.NodesErr = nodeusage.ListNodes(ctx, client, "") })
 	if r.GPUsPerPod() > 0 {
 		wg.Go(func() {
-			usage, err := capacity.Usages(ctx, client)
-			f.Requested, f.PodsErr = capacity.Requested(usage), err
+			usage, err := nodeusage.Usages(ctx, client)
+			f.Requested, f.PodsErr = nodeusage.Requested(usage), err
 		})
 	}
 	wg.Go(func() { f.DaemonSets, f.DaemonSetsErr = gpuDaemonSets(ctx, client) })
@@ -50,16 +64,17 @@ func Gather(ctx context.Context, client kubernetes.Interface, dyn dynamic.Interf
 			}
 		})
 	}
-	if pullSecret != "" {
+	for i, name := range t.PullSecrets {
 		wg.Go(func() {
-			f.PullSecret, f.PullSecretErr = client.CoreV1().Secrets(ns).Get(ctx, pullSecret, metav1.GetOptions{})
+			f.PullSecrets[i].Name = name
+			f.PullSecrets[i].Secret, f.PullSecrets[i].Err = client.CoreV1().Secrets(ns).Get(ctx, name, metav1.GetOptions{})
 		})
 	}
 	wg.Wait()
 	return f
 }
 
-func review(ctx context.Context, client kubernetes.Interface, ns string, a rbac.Access) Review {
+func review(ctx context.Context, client kubernetes.Interface, ns string, a permissions.Access) Review {
 	ssar := &authv1.SelfSubjectAccessReview{Spec: authv1.SelfSubjectAccessReviewSpec{ResourceAttributes: a.Attributes(ns)}}
 	got, err := client.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, ssar, metav1.CreateOptions{})
 	if err != nil {
@@ -72,7 +87,7 @@ func review(ctx context.Context, client kubernetes.Interface, ns string, a rbac.
 // device plugin ones, and stops at the first page that has one.
 func gpuDaemonSets(ctx context.Context, client kubernetes.Interface) ([]appsv1.DaemonSet, error) {
 	var found []appsv1.DaemonSet
-	opts := metav1.ListOptions{Limit: capacity.PageSize}
+	opts := metav1.ListOptions{Limit: nodeusage.PageSize}
 	for {
 		page, err := client.AppsV1().DaemonSets(metav1.NamespaceAll).List(ctx, opts)
 		if err != nil {

@@ -5,23 +5,21 @@ package preflight
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"strings"
 
 	"github.com/spf13/cobra"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
-	"k8s.io/cli-runtime/pkg/printers"
 
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmdutil"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/defaults"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/exitcode"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/gpufit"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/jobflags"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/jobspec"
-	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/submit"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/printer"
 )
 
 const example = `  # Is the cluster ready for one 8-GPU job in this namespace?
@@ -41,8 +39,10 @@ Discovery labels) meet the minimums, the server is new enough for multi-node job
 the pull secret exists, and with --queue that Kueue is installed and the LocalQueue exists
 (without --queue, where Kueue is installed, the namespace's LocalQueues are listed).
 
-The fit takes the flags submit takes (--gpus, --nodes, --node-selector, --toleration): a job that
-the allocatable GPUs can never hold FAILs; one that fits only once other pods finish WARNs, or
+The job is described by the flags submit takes for its shape (--gpus, --nodes, --cpu, --memory,
+--shm-size, --resource, --node-selector, --toleration, --no-gpu-toleration, --image-pull-secret,
+--queue), and the fit is the check submit's capacity guard makes: a job that the nodes'
+allocatable resources can never hold FAILs; one that fits only once other pods finish WARNs, or
 FAILs with --now. Where a defaults file exists (see kubectl tao config view), its values for
 these flags apply as they do to submit (flags given win), and a file submit would refuse FAILs.
 
@@ -51,18 +51,13 @@ a check FAILs (then 11, PreflightFailed).`
 
 // Options are the flags of `kubectl tao preflight`.
 type Options struct {
-	GPUs            int
-	Nodes           int
-	NodeSelector    []string
-	Tolerations     []string
-	ImagePullSecret string
-	Queue           string
-	Now             bool
-	Output          string
+	// The job's shape, declared once with submit's: the same flags and defaults-file keys.
+	jobflags.Shape
+	Now bool
 
-	namespace string
-	request   gpufit.Request
-	defaults  DefaultsFile
+	spec     jobspec.Spec
+	defaults DefaultsFile
+	out      *printer.Flags
 
 	factory cmdutil.Factory
 	// getenv locates the defaults file; nil reads none.
@@ -72,7 +67,7 @@ type Options struct {
 
 // NewCmd builds `kubectl tao preflight`.
 func NewCmd(f cmdutil.Factory, streams genericiooptions.IOStreams, getenv func(string) string) *cobra.Command {
-	o := &Options{GPUs: 1, Nodes: 1, factory: f, getenv: getenv, IOStreams: streams}
+	o := &Options{Shape: jobflags.NewShape(), out: printer.NewFlags(printer.WithTable()), factory: f, getenv: getenv, IOStreams: streams}
 	cmd := &cobra.Command{
 		Use:                   "preflight [--gpus N] [--nodes N] [--image-pull-secret NAME] [--queue NAME] [--now] [-o json]",
 		DisableFlagsInUseLine: true,
@@ -83,20 +78,15 @@ func NewCmd(f cmdutil.Factory, streams genericiooptions.IOStreams, getenv func(s
 		RunE:                  cmdutil.RunE(o),
 	}
 	fl := cmd.Flags()
-	fl.IntVar(&o.GPUs, "gpus", o.GPUs, "GPUs per node the job will ask for (as submit --gpus). 0 skips the fit check.")
-	fl.IntVar(&o.Nodes, "nodes", o.Nodes, "Number of nodes (ranks) the job will use (as submit --nodes).")
-	fl.StringArrayVar(&o.NodeSelector, "node-selector", o.NodeSelector, "Node label KEY=VALUE the pods must run on (repeatable, as submit).")
-	fl.StringArrayVar(&o.Tolerations, "toleration", o.Tolerations, "Toleration KEY[=VALUE]:EFFECT (repeatable, as submit).")
-	fl.StringVar(&o.ImagePullSecret, "image-pull-secret", o.ImagePullSecret, "Check that this pull Secret exists and is of type kubernetes.io/dockerconfigjson.")
-	fl.StringVar(&o.Queue, "queue", o.Queue, "Check that this Kueue LocalQueue exists in the namespace (as submit --queue).")
+	o.AddFlags(fl) // jobflags.Shape: the shape flags, as submit declares them
 	fl.BoolVar(&o.Now, "now", o.Now, "Fail, instead of warning, when the job fits the cluster but not the GPUs free right now.")
-	fl.StringVarP(&o.Output, "output", "o", o.Output, "Output format: json (a list of checks), or empty for a table.")
+	o.out.AddFlags(fl, "a table of checks")
 	return cmd
 }
 
-// readDefaults applies the defaults file to the flags preflight shares with submit, as submit
-// applies it to its own, so that the checks judge the job submit would make. A file submit would
-// refuse is not a usage error here but a FAIL line: it is one more thing that makes a job fail.
+// readDefaults applies the defaults file to the shape flags, as submit applies it to its own,
+// so that the checks judge the job submit would make. A file submit would refuse is not a usage
+// error here but a FAIL line: it is one more thing that makes a job fail.
 func (o *Options) readDefaults(cmd *cobra.Command) {
 	if o.getenv == nil {
 		return
@@ -107,53 +97,38 @@ func (o *Options) readDefaults(cmd *cobra.Command) {
 		return
 	}
 	o.defaults.Path = f.Path
-	// Submit's own flag set, so the check is the one submit makes.
-	if err := defaults.Check(f, submit.NewCmd(o.factory, o.IOStreams, nil, nil).LocalFlags()); err != nil {
+	// Submit's job flags, declared once in jobflags, so the check is the one submit makes.
+	if err := defaults.Check(f, jobflags.FlagSet()); err != nil {
 		o.defaults.Err = err
 		return
 	}
 	o.defaults.Applied, o.defaults.Err = defaults.ApplyShared(f, cmd.LocalFlags())
 }
 
-// Complete resolves the namespace and builds the request the way submit does, so that the two
-// agree on what a rank needs (GPUs, the multi-node /dev/shm memory, the GPU toleration).
+// Complete applies the defaults file, resolves the namespace and turns the shape flags into the
+// spec submit would build, so that the two agree on what a rank needs (GPUs, CPU, memory with
+// the multi-node /dev/shm, extended resources, the GPU toleration).
 func (o *Options) Complete(cmd *cobra.Command, _ []string) error {
 	o.readDefaults(cmd)
 	ns, err := o.factory.Namespace()
 	if err != nil {
 		return err
 	}
-	o.namespace = ns
-	spec := jobspec.Spec{Namespace: ns, GPUs: o.GPUs, Nodes: o.Nodes}
-	if spec.NodeSelector, err = jobspec.ParseKeyValues("node-selector", o.NodeSelector); err != nil {
+	o.spec = jobspec.Spec{Namespace: ns}
+	if err := o.Shape.Complete(&o.spec); err != nil {
 		return exitcode.WithCode(exitcode.Usage, err)
 	}
-	for _, raw := range o.Tolerations {
-		t, err := jobspec.ParseToleration(raw)
-		if err != nil {
-			return exitcode.WithCode(exitcode.Usage, err)
-		}
-		spec.Tolerations = append(spec.Tolerations, t)
-	}
-	set := labels.Set{}
-	for _, kv := range spec.NodeSelector {
-		set[kv.Key] = kv.Value
-	}
-	o.request = gpufit.Request{Pods: int64(o.Nodes), PerPod: spec.PodRequest(), Selector: labels.SelectorFromSet(set), Tolerations: spec.PodTolerations()}
 	return nil
 }
 
 // Validate checks the flags without contacting the server.
 func (o *Options) Validate() error {
-	switch {
-	case o.GPUs < 0:
-		return exitcode.Usagef("invalid --gpus %d: must be 0 or more", o.GPUs)
-	case o.Nodes < 1:
-		return exitcode.Usagef("invalid --nodes %d: must be 1 or more", o.Nodes)
-	case o.Output != "" && o.Output != "json":
-		return exitcode.Usagef("invalid --output %q: must be json (or left out for a table)", o.Output)
+	// A shape submit would refuse (a bad quantity, say) is a usage error, as it is for submit;
+	// a shape set by the defaults file is already judged by the defaults file check.
+	if err := o.spec.ValidateShape(); err != nil {
+		return exitcode.WithCode(exitcode.Usage, err)
 	}
-	return nil
+	return o.out.Validate()
 }
 
 // Run gathers, evaluates, prints, and fails when a check failed.
@@ -166,7 +141,10 @@ func (o *Options) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	facts := Gather(ctx, client, dyn, o.namespace, o.request, o.ImagePullSecret, o.Queue)
+	facts := Gather(ctx, Targets{
+		Client: client, Dynamic: dyn, Namespace: o.spec.Namespace, Request: gpufit.RequestFor(&o.spec),
+		PullSecrets: o.spec.ImagePullSecrets, Queue: o.spec.Queue,
+	})
 	facts.Now = o.Now
 	facts.Defaults = o.defaults
 	checks := Evaluate(facts)
@@ -186,12 +164,10 @@ func (o *Options) Run(ctx context.Context) error {
 }
 
 func (o *Options) print(checks []Check) error {
-	if o.Output == "json" {
-		enc := json.NewEncoder(o.Out)
-		enc.SetIndent("", "    ")
-		return enc.Encode(checks)
+	if o.out.Human() {
+		return o.out.PrintTable(o.Out, Table(checks))
 	}
-	return printers.NewTablePrinter(printers.PrintOptions{}).PrintObj(Table(checks), o.Out)
+	return o.out.Print(o.Out, checks)
 }
 
 // Table renders the checks for the table printer.

@@ -132,7 +132,7 @@ func TestPreflightUnreachable(t *testing.T) {
 }
 
 func TestPreflightUsage(t *testing.T) {
-	for _, args := range [][]string{{"--nodes", "0"}, {"-o", "yaml"}, {"--toleration", "bad"}, {"extra"}} {
+	for _, args := range [][]string{{"--nodes", "0"}, {"-o", "bogus"}, {"--toleration", "bad"}, {"extra"}} {
 		if r := run(newClient(nil), args...); r.Code != int(exitcode.Usage) {
 			t.Errorf("%v: exit %d, want usage\n%s", args, r.Code, r.Stderr)
 		}

@@ -10,6 +10,8 @@ import (
 
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/permissions"
 )
 
 // Names of the roles; bindings add the subject's name.
@@ -28,7 +30,7 @@ type Objects struct {
 }
 
 // Rules turns accesses into PolicyRules, one per API group and resource, verbs in order.
-func Rules(accesses []Access) []rbacv1.PolicyRule {
+func Rules(accesses []permissions.Access) []rbacv1.PolicyRule {
 	type key struct{ group, resource string }
 	verbs := map[key]map[string]bool{}
 	var keys []key
@@ -73,8 +75,8 @@ func bindingName(role string, s *rbacv1.Subject) string {
 
 // Build makes the objects for namespace ns; subject may be nil.
 func Build(ns string, subject *rbacv1.Subject) Objects {
-	var namespaced, cluster []Access
-	for _, a := range Needed {
+	var namespaced, cluster []permissions.Access
+	for _, a := range permissions.Needed {
 		if a.Cluster {
 			cluster = append(cluster, a)
 		} else {
@@ -140,7 +142,7 @@ func ParseSubject(user, group, sa string) (*rbacv1.Subject, error) {
 // Comments explain, above each document, what it is for and what degrades without it.
 func Comments(o Objects) map[string]string {
 	var cluster []string
-	for _, a := range Needed {
+	for _, a := range permissions.Needed {
 		if a.Cluster {
 			cluster = append(cluster, fmt.Sprintf("#   %s: %s", a, a.For))
 		}

@@ -7,6 +7,8 @@ import (
 
 	rbacv1 "k8s.io/api/rbac/v1"
 	"sigs.k8s.io/yaml"
+
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/permissions"
 )
 
 // Every access in Needed is granted by exactly one rule, and nothing else is.
@@ -27,7 +29,7 @@ func TestRolesGrantExactlyNeeded(t *testing.T) {
 	add(o.Role.Rules, "ns")
 	add(o.ClusterRole.Rules, "cluster")
 	want := map[string]bool{}
-	for _, a := range Needed {
+	for _, a := range permissions.Needed {
 		scope, res := "ns", a.Resource
 		if a.Cluster {
 			scope = "cluster"

@@ -1,7 +1,7 @@
 // Package stage implements the hidden `kubectl-tao stage` command that runs inside a Job's pod:
 // `install DIR` (the init container copies this binary into a shared volume), `in` (download
 // every input before the user's command) and `out` (upload every output after it). The
-// transfers themselves are in package transfer; this is the thin layer that reads the pod's
+// transfers themselves are in the S3 client package s3; this is the thin layer that reads the pod's
 // environment.
 package stage
 
@@ -19,8 +19,8 @@ import (
 
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmdutil"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/exitcode"
-	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/stage/transfer"
-	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/staging"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/s3"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/s3layout"
 )
 
 // NewCmd builds the hidden `kubectl-tao stage` command. getenv is os.Getenv outside tests.
@@ -55,29 +55,29 @@ type Options struct {
 
 	in      bool
 	getenv  func(string) string
-	inputs  []staging.Input
+	inputs  []s3layout.Input
 	outputs []string
-	cfg     transfer.Config
+	cfg     s3.Config
 	genericiooptions.IOStreams
 }
 
 func newTransferCmd(streams genericiooptions.IOStreams, getenv func(string) string, in bool) *cobra.Command {
 	o := &Options{in: in, getenv: getenv, IOStreams: streams,
-		Parallel: transfer.DefaultParallel, Attempts: transfer.DefaultAttempts, IdleTimeout: transfer.DefaultIdleTimeout}
+		Parallel: s3.DefaultParallel, Attempts: s3.DefaultAttempts, IdleTimeout: s3.DefaultIdleTimeout}
 	cmd := &cobra.Command{
 		Use:   "in",
-		Short: "Download every input (" + staging.EnvInputs + ") to its path",
+		Short: "Download every input (" + s3layout.EnvInputs + ") to its path",
 		Args:  cobra.NoArgs,
 		RunE:  cmdutil.RunE(o),
 	}
 	if in {
-		cmd.Flags().StringArrayVar(&o.Inputs, "input", nil, "CONTAINER_PATH=s3://BUCKET/KEY to download, repeatable; replaces $"+staging.EnvInputs)
+		cmd.Flags().StringArrayVar(&o.Inputs, "input", nil, "CONTAINER_PATH=s3://BUCKET/KEY to download, repeatable; replaces $"+s3layout.EnvInputs)
 	} else {
 		cmd.Use = "out"
-		cmd.Short = "Upload every output (" + staging.EnvOutputs + ") below the run's results prefix"
-		cmd.Flags().StringArrayVar(&o.Outputs, "output", nil, "container path to upload, repeatable; replaces $"+staging.EnvOutputs)
-		cmd.Flags().StringVar(&o.JobID, "job-id", "", "job name of the results prefix; replaces $"+staging.EnvJobID)
-		cmd.Flags().StringVar(&o.JobUID, "job-uid", "", "job UID of the results prefix; replaces $"+staging.EnvJobUID)
+		cmd.Short = "Upload every output (" + s3layout.EnvOutputs + ") below the run's results prefix"
+		cmd.Flags().StringArrayVar(&o.Outputs, "output", nil, "container path to upload, repeatable; replaces $"+s3layout.EnvOutputs)
+		cmd.Flags().StringVar(&o.JobID, "job-id", "", "job name of the results prefix; replaces $"+s3layout.EnvJobID)
+		cmd.Flags().StringVar(&o.JobUID, "job-uid", "", "job UID of the results prefix; replaces $"+s3layout.EnvJobUID)
 	}
 	cmd.Flags().IntVar(&o.Parallel, "parallel", o.Parallel, "concurrent object transfers")
 	cmd.Flags().IntVar(&o.Attempts, "attempts", o.Attempts, "tries per object before its error is final")
@@ -87,33 +87,33 @@ func newTransferCmd(streams genericiooptions.IOStreams, getenv func(string) stri
 
 // Complete reads the environment where flags were not given.
 func (o *Options) Complete(cmd *cobra.Command, _ []string) error {
-	o.cfg = transfer.ConfigFromEnv(o.getenv)
+	o.cfg = s3.ConfigFromEnv(o.getenv)
 	if o.in {
 		var err error
 		if cmd.Flags().Changed("input") {
 			for _, s := range o.Inputs {
-				in, perr := staging.ParseInput(s)
+				in, perr := s3layout.ParseInput(s)
 				if perr != nil {
 					return exitcode.WithCode(exitcode.Usage, perr)
 				}
 				o.inputs = append(o.inputs, in)
 			}
-		} else if o.inputs, err = staging.DecodeInputs(o.getenv(staging.EnvInputs)); err != nil {
-			return exitcode.Usagef("$%s: %w", staging.EnvInputs, err)
+		} else if o.inputs, err = s3layout.DecodeInputs(o.getenv(s3layout.EnvInputs)); err != nil {
+			return exitcode.Usagef("$%s: %w", s3layout.EnvInputs, err)
 		}
 		return nil
 	}
 	if !cmd.Flags().Changed("job-id") {
-		o.JobID = o.getenv(staging.EnvJobID)
+		o.JobID = o.getenv(s3layout.EnvJobID)
 	}
 	if !cmd.Flags().Changed("job-uid") {
-		o.JobUID = o.getenv(staging.EnvJobUID)
+		o.JobUID = o.getenv(s3layout.EnvJobUID)
 	}
 	var err error
 	if cmd.Flags().Changed("output") {
-		o.outputs, err = staging.DecodeOutputs(strings.Join(o.Outputs, "\n"))
+		o.outputs, err = s3layout.DecodeOutputs(strings.Join(o.Outputs, "\n"))
 	} else {
-		o.outputs, err = staging.DecodeOutputs(o.getenv(staging.EnvOutputs))
+		o.outputs, err = s3layout.DecodeOutputs(o.getenv(s3layout.EnvOutputs))
 	}
 	if err != nil {
 		return exitcode.WithCode(exitcode.Usage, err)
@@ -133,8 +133,8 @@ func (o *Options) Validate() error {
 		return err
 	}
 	if !o.in {
-		if _, err := staging.ResultsPrefix(o.JobID, o.JobUID); err != nil {
-			return exitcode.Usagef("$%s and $%s name the results prefix: %w", staging.EnvJobID, staging.EnvJobUID, err)
+		if _, err := s3layout.ResultsPrefix(o.JobID, o.JobUID); err != nil {
+			return exitcode.Usagef("$%s and $%s name the results prefix: %w", s3layout.EnvJobID, s3layout.EnvJobUID, err)
 		}
 	}
 	return nil
@@ -154,15 +154,15 @@ func (o *Options) Run(ctx context.Context) error {
 		fmt.Fprintf(o.ErrOut, "stage %s: nothing to do\n", o.direction())
 		return nil
 	}
-	client, err := transfer.NewClient(o.cfg, nil)
+	client, err := s3.NewClient(o.cfg, nil)
 	if err != nil {
 		return err
 	}
-	s := &transfer.Stager{Client: client, Log: o.ErrOut, Parallel: o.Parallel, Attempts: o.Attempts, IdleTimeout: o.IdleTimeout}
+	s := &s3.Stager{Client: client, Log: o.ErrOut, Parallel: o.Parallel, Attempts: o.Attempts, IdleTimeout: o.IdleTimeout}
 	if o.in {
 		return s.Download(ctx, o.inputs)
 	}
-	return s.Upload(ctx, transfer.Run{Bucket: o.cfg.Bucket, JobID: o.JobID, JobUID: o.JobUID}, o.outputs)
+	return s.Upload(ctx, s3.Run{Bucket: o.cfg.Bucket, JobID: o.JobID, JobUID: o.JobUID}, o.outputs)
 }
 
 // newInstallCmd builds `stage install DIR`: the init container's copy of this binary into the
@@ -171,7 +171,7 @@ func (o *Options) Run(ctx context.Context) error {
 func newInstallCmd(streams genericiooptions.IOStreams, executable func() (string, error)) *cobra.Command {
 	return &cobra.Command{
 		Use:   "install DIR",
-		Short: "Copy this binary into DIR as " + filepath.Base(staging.StagerBinary),
+		Short: "Copy this binary into DIR as " + filepath.Base(s3layout.StagerBinary),
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			self, err := executable()
@@ -190,7 +190,7 @@ func newInstallCmd(streams genericiooptions.IOStreams, executable func() (string
 
 // Install copies the file self into dir as kubectl-tao (mode 0755), atomically.
 func Install(self, dir string) (string, error) {
-	dest := filepath.Join(dir, filepath.Base(staging.StagerBinary))
+	dest := filepath.Join(dir, filepath.Base(s3layout.StagerBinary))
 	src, err := os.Open(self)
 	if err != nil {
 		return "", fmt.Errorf("reading %s: %w", self, err)

@@ -15,7 +15,7 @@ import (
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/exitcode"
-	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/stage/transfer"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/s3"
 )
 
 func run(env map[string]string, args ...string) (string, string, error) {
@@ -110,7 +110,7 @@ func TestOutThenIn(t *testing.T) {
 	defer srv.Close()
 	env := map[string]string{"ACCESS_KEY": "AKIA1", "SECRET_KEY": "s3cr3t-value", "S3_BUCKET_NAME": "bucket", "S3_ENDPOINT_URL": srv.URL,
 		"TAO_JOB_ID": "train", "TAO_JOB_UID": "0000-uid"}
-	client, err := transfer.NewClient(transfer.ConfigFromEnv(func(k string) string { return env[k] }), nil)
+	client, err := s3.NewClient(s3.ConfigFromEnv(func(k string) string { return env[k] }), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

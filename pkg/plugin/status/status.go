@@ -1,5 +1,5 @@
 // Package status implements `kubectl tao status`: the status of one Job, from the Job and one
-// list of its pods, in the SDK's six words. The Summary and its printer are shared with wait.
+// list of its pods, in the SDK's six words. The Summary and its printer (jobsummary) are shared with wait.
 package status
 
 import (
@@ -13,6 +13,9 @@ import (
 
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmdutil"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/exitcode"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/jobpods"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/jobsummary"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/printer"
 )
 
 const example = `  # Human-readable status of a job
@@ -30,10 +33,8 @@ pod list). A missing Job is Unknown and exits with code 3.`
 
 // Options are the flags and arguments of `kubectl tao status`.
 type Options struct {
-	Output string
-
 	namespace, name string
-	printer         *Printer
+	out             *printer.Flags
 
 	factory cmdutil.Factory
 	clock   clock.PassiveClock
@@ -42,7 +43,7 @@ type Options struct {
 
 // NewCmd builds `kubectl tao status`.
 func NewCmd(f cmdutil.Factory, streams genericiooptions.IOStreams, clk clock.PassiveClock) *cobra.Command {
-	o := &Options{factory: f, clock: clk, IOStreams: streams}
+	o := &Options{out: printer.NewFlags(printer.WithNames(), printer.WithTable()), factory: f, clock: clk, IOStreams: streams}
 	cmd := &cobra.Command{
 		Use:                   "status JOB [-o FORMAT]",
 		DisableFlagsInUseLine: true,
@@ -52,7 +53,7 @@ func NewCmd(f cmdutil.Factory, streams genericiooptions.IOStreams, clk clock.Pas
 		Args:                  cmdutil.ExactlyOneJob,
 		RunE:                  cmdutil.RunE(o),
 	}
-	cmd.Flags().StringVarP(&o.Output, "output", "o", "", "Output format. One of: ("+Formats+").")
+	o.out.AddFlags(cmd.Flags(), "a table")
 	cmd.ValidArgsFunction = cmdutil.CompleteJobNames(f)
 	return cmd
 }
@@ -66,9 +67,7 @@ func (o *Options) Complete(_ *cobra.Command, args []string) error {
 
 // Validate checks the output format.
 func (o *Options) Validate() error {
-	var err error
-	o.printer, err = NewPrinter(o.Output)
-	return err
+	return o.out.Validate()
 }
 
 // Run reads the Job and its pods and prints the summary.
@@ -77,13 +76,13 @@ func (o *Options) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	job, pods, err := Fetch(ctx, client, o.namespace, o.name)
+	job, pods, err := jobpods.Fetch(ctx, client, o.namespace, o.name)
 	switch {
 	case apierrors.IsNotFound(err) && job == nil:
-		s := Summarize(o.namespace, o.name, nil, nil)
+		s := jobsummary.Summarize(o.namespace, o.name, nil, nil)
 		// Scripts reading -o json get the Unknown object; people get only the error.
-		if !o.printer.Human() {
-			if perr := o.printer.Print(o.Out, s, o.clock.Now()); perr != nil {
+		if !o.out.Human() {
+			if perr := jobsummary.Print(o.Out, o.out, s, o.clock.Now()); perr != nil {
 				return perr
 			}
 		}
@@ -95,5 +94,5 @@ func (o *Options) Run(ctx context.Context) error {
 		fmt.Fprintf(o.ErrOut, "Warning: could not list the pods of job.batch/%s, using the Job's counters: %v\n", o.name, err)
 		pods = nil
 	}
-	return o.printer.Print(o.Out, Summarize(o.namespace, o.name, job, pods), o.clock.Now())
+	return jobsummary.Print(o.Out, o.out, jobsummary.Summarize(o.namespace, o.name, job, pods), o.clock.Now())
 }

@@ -67,7 +67,7 @@ func TestStatusRunningTable(t *testing.T) {
 	}
 	for _, a := range c.Actions() {
 		if list, ok := a.(k8stesting.ListAction); ok {
-			if sel := list.GetListRestrictions().Labels.String(); sel != "job-name=train" {
+			if sel := list.GetListRestrictions().Labels.String(); sel != "batch.kubernetes.io/job-name=train" {
 				t.Errorf("pod selector = %q", sel)
 			}
 		}
@@ -117,8 +117,14 @@ func TestStatusFormats(t *testing.T) {
 	if r.Code != 0 || !strings.Contains(r.Stdout, "status: Running\n") || !strings.Contains(r.Stdout, "completionTime: null\n") {
 		t.Errorf("yaml: got %+v", r)
 	}
-	r = run(t, c, "train", "-o", "wide")
-	if r.Code != int(exitcode.Usage) || r.Stdout != "" || !strings.Contains(r.Stderr, `unknown output format "wide"`) {
+	// The table has no extra columns: wide is the table.
+	wide := run(t, c, "train", "-o", "wide")
+	table := run(t, c, "train")
+	if wide.Code != 0 || wide.Stdout != table.Stdout {
+		t.Errorf("-o wide: got %+v, want the table %q", wide, table.Stdout)
+	}
+	r = run(t, c, "train", "-o", "bogus")
+	if r.Code != int(exitcode.Usage) || r.Stdout != "" || !strings.Contains(r.Stderr, `unable to match a printer suitable for the output format "bogus"`) {
 		t.Errorf("bad -o: got %+v", r)
 	}
 }

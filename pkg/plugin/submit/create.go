@@ -21,32 +21,18 @@ import (
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/exitcode"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/gpufit"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/jobspec"
-	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/pages"
-	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/staging"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/nodeusage"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/s3layout"
 )
-
-// nodePageSize bounds one node list response; big clusters are read in pages.
-const nodePageSize = 500
 
 // rollbackTimeout bounds the cleanup after a failed submit. It runs on a fresh context because
 // the user's may be the very thing that was canceled (Ctrl-C).
 const rollbackTimeout = 30 * time.Second
 
-// listNodes reads every node, a page at a time.
-func listNodes(ctx context.Context, client kubernetes.Interface) ([]corev1.Node, error) {
-	var nodes []corev1.Node
-	_, err := pages.Each(ctx, metav1.ListOptions{Limit: nodePageSize}, client.CoreV1().Nodes().List,
-		func(page *corev1.NodeList) { nodes = append(nodes, page.Items...) })
-	if err != nil {
-		return nil, err
-	}
-	return nodes, nil
-}
-
 // checkCapacity refuses a job the cluster's allocatable GPUs can never hold. Users who may not
 // list nodes (common for namespace-scoped users) get a warning and go on.
 func checkCapacity(ctx context.Context, client kubernetes.Interface, s jobspec.Spec, warn io.Writer) error {
-	nodes, err := listNodes(ctx, client)
+	nodes, err := nodeusage.ListNodes(ctx, client, "")
 	if apierrors.IsForbidden(err) {
 		fmt.Fprintf(warn, "Warning: capacity check skipped: you may not list nodes (%v)\n", apierrors.ReasonForError(err))
 		return nil
@@ -54,7 +40,7 @@ func checkCapacity(ctx context.Context, client kubernetes.Interface, s jobspec.S
 	if err != nil {
 		return fmt.Errorf("listing nodes for the capacity check (skip it with --no-capacity-check): %w", err)
 	}
-	req := gpufit.Request{Pods: int64(s.Nodes), PerPod: s.PodRequest(), Selector: selector(s), Tolerations: s.PodTolerations()}
+	req := gpufit.RequestFor(&s)
 	if err := gpufit.Check(gpufit.Summarize(nodes, req), req); err != nil {
 		return exitcode.WithCode(exitcode.NoCapacity, err)
 	}
@@ -226,7 +212,7 @@ func checkS3Secret(ctx context.Context, client kubernetes.Interface, ns, name st
 	case apierrors.IsNotFound(err):
 		return exitcode.WithCode(exitcode.NotFound, fmt.Errorf("--s3-secret: secret/%s not found in namespace %s: create it with the keys %s "+
 			"(e.g. kubectl create secret generic %s -n %s --from-env-file=FILE, which keeps the keys off the command line)",
-			name, ns, strings.Join(staging.CredentialKeys, ", "), name, ns))
+			name, ns, strings.Join(s3layout.CredentialKeys, ", "), name, ns))
 	case err != nil:
 		return fmt.Errorf("reading --s3-secret secret/%s: %w", name, err)
 	}

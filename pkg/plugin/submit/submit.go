@@ -7,13 +7,10 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strconv"
 	"strings"
-	"time"
 
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/cli-runtime/pkg/printers"
@@ -22,13 +19,13 @@ import (
 
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmdutil"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/exitcode"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/jobflags"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/jobspec"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/jobwait"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/kueue"
-	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/logs"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/redact"
-	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/staging"
-	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/version"
-	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/wait"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/s3layout"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/tail"
 )
 
 const example = `  # One node, 8 GPUs, a bash command string (run as /bin/bash -c, like the TAO SDK)
@@ -118,41 +115,14 @@ wins; for a repeatable flag, the command line's values replace the file's list. 
 type Options struct {
 	PrintFlags *genericclioptions.PrintFlags
 
-	Name             string
-	Image            string
-	Command          []string
-	GPUs             int
-	Nodes            int
-	Env              []string
-	EnvFromSecrets   []string
-	ImagePullSecrets []string
-	NodeSelector     []string
-	Labels           []string
-	Annotations      []string
-	MasterPort       int
-	TTL              time.Duration
-	NoCapacityCheck  bool
-	DryRunFlag       string
-	Wait             bool
-	Follow           bool
-	CPU              string
-	Memory           string
-	ShmSize          string
-	Deadline         time.Duration
-	PriorityClass    string
-	ServiceAccount   string
-	Resources        []string
-	OneRankPerNode   bool
-	Tolerations      []string
-	NoGPUToleration  bool
-	Volumes          []string
-	Files            []string
-	Retries          int
-	Inputs           []string
-	Outputs          []string
-	S3Secret         string
-	StagerImage      string
-	Queue            string
+	// The flags that describe the job, declared once for submit, preflight and config view.
+	jobflags.Job
+
+	Name       string
+	Command    []string
+	DryRunFlag string
+	Wait       bool
+	Follow     bool
 
 	// Set by Complete.
 	spec    jobspec.Spec
@@ -161,6 +131,7 @@ type Options struct {
 	printer printers.ResourcePrinter
 
 	factory    cmdutil.Factory
+	clock      clock.PassiveClock
 	randomName func() string
 	getenv     func(string) string
 	// version picks the default --stager-image.
@@ -169,25 +140,26 @@ type Options struct {
 	genericiooptions.IOStreams
 }
 
-// NewOptions returns options with the defaults of the flags.
-func NewOptions(f cmdutil.Factory, streams genericiooptions.IOStreams, randomName func() string, getenv func(string) string) *Options {
+// NewOptions returns options with the defaults of the flags. clk is the "now" of what submit
+// prints after --wait; version is this build's (`kubectl tao version`), which picks the default
+// --stager-image.
+func NewOptions(f cmdutil.Factory, streams genericiooptions.IOStreams, clk clock.PassiveClock, randomName func() string, getenv func(string) string, version string) *Options {
 	return &Options{
 		PrintFlags: genericclioptions.NewPrintFlags("created").WithTypeSetter(scheme.Scheme),
-		GPUs:       1,
-		Nodes:      1,
-		MasterPort: jobspec.DefaultMasterPort,
+		Job:        jobflags.NewJob(),
 		DryRunFlag: string(cmdutil.DryRunNone),
 		factory:    f,
+		clock:      clk,
 		randomName: randomName,
 		getenv:     getenv,
-		version:    version.Get().Version,
+		version:    version,
 		IOStreams:  streams,
 	}
 }
 
 // NewCmd builds `kubectl tao submit`. getenv gives the S3 credentials and locates the defaults file.
-func NewCmd(f cmdutil.Factory, streams genericiooptions.IOStreams, randomName func() string, getenv func(string) string) *cobra.Command {
-	o := NewOptions(f, streams, randomName, getenv)
+func NewCmd(f cmdutil.Factory, streams genericiooptions.IOStreams, clk clock.PassiveClock, randomName func() string, getenv func(string) string, version string) *cobra.Command {
+	o := NewOptions(f, streams, clk, randomName, getenv, version)
 	o.defaults.getenv = getenv
 	cmd := &cobra.Command{
 		Use:                   "submit [NAME] --image IMAGE [flags] -- COMMAND [ARG...]",
@@ -199,36 +171,7 @@ func NewCmd(f cmdutil.Factory, streams genericiooptions.IOStreams, randomName fu
 		RunE:                  cmdutil.RunE(o),
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&o.Image, "image", o.Image, "Container image to run (required).")
-	fl.IntVar(&o.GPUs, "gpus", o.GPUs, "GPUs per node (nvidia.com/gpu limit of each pod). 0 sets no GPU limit and skips the capacity check.")
-	fl.IntVar(&o.Nodes, "nodes", o.Nodes, "Number of nodes (pods, ranks). More than 1 makes an Indexed Job with a headless Service for the rendezvous.")
-	fl.StringArrayVar(&o.Env, "env", o.Env, "Environment variable KEY=VALUE for the command (repeatable). The value arrives literally.")
-	fl.StringArrayVar(&o.EnvFromSecrets, "env-from-secret", o.EnvFromSecrets, "Name of a Secret whose keys become environment variables (repeatable).")
-	fl.StringArrayVar(&o.ImagePullSecrets, "image-pull-secret", o.ImagePullSecrets, "Name of a pre-created image pull Secret, e.g. for nvcr.io (repeatable).")
-	fl.StringArrayVar(&o.NodeSelector, "node-selector", o.NodeSelector, "Node label KEY=VALUE the pods must run on (repeatable).")
-	fl.StringArrayVar(&o.Labels, "label", o.Labels, "Label KEY=VALUE for the Job and its pods (repeatable).")
-	fl.StringArrayVar(&o.Annotations, "annotation", o.Annotations, "Annotation KEY=VALUE for the Job and its pods (repeatable).")
-	fl.IntVar(&o.MasterPort, "master-port", o.MasterPort, "Rendezvous port of rank 0 (MASTER_PORT) for multi-node jobs.")
-	fl.DurationVar(&o.TTL, "ttl", 0, "Delete the Job this long after it finishes (ttlSecondsAfterFinished), e.g. 1h. Unset: finished Jobs are kept.")
-	fl.StringVar(&o.CPU, "cpu", o.CPU, "CPU request and limit of each pod, a Kubernetes quantity (e.g. 32, 500m).")
-	fl.StringVar(&o.Memory, "memory", o.Memory, "Memory request and limit of each pod (e.g. 256Gi). A memory-backed /dev/shm counts toward it.")
-	fl.StringVar(&o.ShmSize, "shm-size", o.ShmSize, "Size of a memory-backed /dev/shm (e.g. 16Gi); it counts toward --memory and toward node memory in the capacity check. Default: "+jobspec.DefaultMultiNodeShmSize+" for multi-node jobs, none for one node; 0 for none.")
-	fl.DurationVar(&o.Deadline, "deadline", 0, "Fail the Job if it runs longer than this (activeDeadlineSeconds), e.g. 72h.")
-	fl.StringVar(&o.PriorityClass, "priority-class", o.PriorityClass, "PriorityClass of the pods.")
-	fl.StringVar(&o.ServiceAccount, "service-account", o.ServiceAccount, "ServiceAccount the pods run as.")
-	fl.StringArrayVar(&o.Resources, "resource", o.Resources, "Extended resource NAME=QUANTITY per pod, e.g. rdma/ib=1 or nvidia.com/mig-1g.10gb=1 (repeatable).")
-	fl.BoolVar(&o.OneRankPerNode, "one-rank-per-node", o.OneRankPerNode, "Spread a multi-node job's pods over distinct nodes (topology spread on the hostname).")
-	fl.StringArrayVar(&o.Tolerations, "toleration", o.Tolerations, "Toleration KEY[=VALUE]:EFFECT, e.g. dedicated=ml:NoSchedule (repeatable). Pods asking for GPUs tolerate nvidia.com/gpu:NoSchedule by default.")
-	fl.BoolVar(&o.NoGPUToleration, "no-gpu-toleration", o.NoGPUToleration, "Do not add the default toleration of the nvidia.com/gpu:NoSchedule taint.")
-	fl.StringArrayVar(&o.Volumes, "volume", o.Volumes, "PersistentVolumeClaim to mount, CLAIM:MOUNT_PATH[:ro] (repeatable). A volume at /results sets TAO_RESULTS_ROOT=/results.")
-	fl.StringArrayVar(&o.Files, "file", o.Files, "Local file to ship with the job, LOCAL_PATH:CONTAINER_PATH (repeatable), e.g. a TAO spec file. Carried in a ConfigMap owned by the Job, 1 MiB in all.")
-	fl.IntVar(&o.Retries, "retries", o.Retries, "Replace failed pods up to N times (per rank for multi-node jobs). Evictions, preemption and node loss never count and are always replaced; OOM kills (exit 137) and commands that cannot run (exit 2, 126, 127) fail the job at once. 0: the first failure fails the job. At most "+strconv.Itoa(jobspec.MaxRetries)+".")
-	fl.StringArrayVar(&o.Inputs, "input", o.Inputs, "Download from S3 before the command, CONTAINER_PATH=s3://BUCKET/KEY (repeatable); a KEY ending in / is a prefix, downloaded as a directory.")
-	fl.StringArrayVar(&o.Outputs, "output-path", o.Outputs, "Upload CONTAINER_PATH (a file or directory) to s3://$S3_BUCKET_NAME/results/NAME/JOB_UID/CONTAINER_PATH after the command, even when it failed (repeatable).")
-	fl.StringVar(&o.S3Secret, "s3-secret", o.S3Secret, "Existing Secret with the S3 credentials (keys ACCESS_KEY, SECRET_KEY, S3_BUCKET_NAME, optional S3_ENDPOINT_URL) for --input/--output-path. Default: the variables of the same names in this shell, copied into a Secret NAME-s3 owned by the Job.")
-	fl.StringVar(&o.StagerImage, "stager-image", o.StagerImage, "Image holding the static kubectl-tao binary at /kubectl-tao, which makes the transfers of --input/--output-path. Default: "+staging.PublishedImage+":VERSION for a release; a development build has no published image and needs this flag (make stager-image).")
-	fl.StringVar(&o.Queue, "queue", o.Queue, "Kueue LocalQueue to submit to (label kueue.x-k8s.io/queue-name). The Job stays suspended until Kueue admits it, then every rank starts at once.")
-	fl.BoolVar(&o.NoCapacityCheck, "no-capacity-check", o.NoCapacityCheck, "Skip the check that the cluster's allocatable GPUs can hold the job.")
+	o.AddFlags(fl) // jobflags.Job: every flag that describes the job
 	fl.BoolVar(&o.Wait, "wait", o.Wait, "After creating the job, wait until it ends, as `kubectl tao wait` does (progress on stderr, exit code of the outcome).")
 	fl.BoolVar(&o.Follow, "follow", o.Follow, "After creating the job, follow every rank's log as `kubectl tao logs -f` does (exit code of the outcome); Ctrl-C detaches, the job keeps running.")
 	cmdutil.AddDryRunFlag(cmd, &o.DryRunFlag)
@@ -276,24 +219,19 @@ func (o *Options) complete(cmd *cobra.Command, args []string) error {
 		return err
 	}
 	o.spec = jobspec.Spec{
-		Name:             o.Name,
-		Namespace:        ns,
-		Image:            o.Image,
-		Command:          o.Command,
-		GPUs:             o.GPUs,
-		Nodes:            o.Nodes,
-		EnvFromSecrets:   o.EnvFromSecrets,
-		ImagePullSecrets: o.ImagePullSecrets,
-		MasterPort:       o.MasterPort,
-		CPU:              o.CPU,
-		Memory:           o.Memory,
-		ShmSize:          o.ShmSize,
-		PriorityClass:    o.PriorityClass,
-		ServiceAccount:   o.ServiceAccount,
-		OneRankPerNode:   o.OneRankPerNode,
-		NoGPUToleration:  o.NoGPUToleration,
-		Retries:          o.Retries,
-		Queue:            o.Queue,
+		Name:           o.Name,
+		Namespace:      ns,
+		Image:          o.Image,
+		Command:        o.Command,
+		EnvFromSecrets: o.EnvFromSecrets,
+		MasterPort:     o.MasterPort,
+		PriorityClass:  o.PriorityClass,
+		ServiceAccount: o.ServiceAccount,
+		OneRankPerNode: o.OneRankPerNode,
+		Retries:        o.Retries,
+	}
+	if err := o.Shape.Complete(&o.spec); err != nil {
+		return exitcode.WithCode(exitcode.Usage, err)
 	}
 	if o.ttlSet {
 		o.spec.TTL = &o.TTL
@@ -314,23 +252,14 @@ func (o *Options) complete(cmd *cobra.Command, args []string) error {
 	if o.spec.Staging, err = o.completeStaging(cmd); err != nil {
 		return exitcode.WithCode(exitcode.Usage, err)
 	}
-	for _, raw := range o.Tolerations {
-		t, err := jobspec.ParseToleration(raw)
-		if err != nil {
-			return exitcode.WithCode(exitcode.Usage, err)
-		}
-		o.spec.Tolerations = append(o.spec.Tolerations, t)
-	}
 	for _, p := range []struct {
 		flag   string
 		values []string
 		into   *[]jobspec.KeyValue
 	}{
 		{"env", o.Env, &o.spec.Env},
-		{"node-selector", o.NodeSelector, &o.spec.NodeSelector},
 		{"label", o.Labels, &o.spec.Labels},
 		{"annotation", o.Annotations, &o.spec.Annotations},
-		{"resource", o.Resources, &o.spec.Resources},
 	} {
 		kvs, err := jobspec.ParseKeyValues(p.flag, p.values)
 		if err != nil {
@@ -355,14 +284,14 @@ func (o *Options) completeStaging(cmd *cobra.Command) (*jobspec.Staging, error) 
 	}
 	st := &jobspec.Staging{Outputs: o.Outputs, StagerImage: o.StagerImage, ExistingSecret: o.S3Secret}
 	for _, raw := range o.Inputs {
-		in, err := staging.ParseInput(raw)
+		in, err := s3layout.ParseInput(raw)
 		if err != nil {
 			return nil, err
 		}
 		st.Inputs = append(st.Inputs, in)
 	}
 	if !cmd.Flags().Changed("stager-image") {
-		image, ok := staging.DefaultStagerImage(o.version)
+		image, ok := s3layout.DefaultStagerImage(o.version)
 		if !ok {
 			return nil, fmt.Errorf("this kubectl-tao is a development build (%s) with no published stager image: "+
 				"build one with `make stager-image`, push it, and pass --stager-image", o.version)
@@ -372,7 +301,7 @@ func (o *Options) completeStaging(cmd *cobra.Command) (*jobspec.Staging, error) 
 	if o.S3Secret == "" {
 		// Copied into the Secret NAME-s3; never printed, never on a command line.
 		st.Credentials = map[string]string{}
-		for _, k := range staging.CredentialKeys {
+		for _, k := range s3layout.CredentialKeys {
 			if v := o.getenv(k); v != "" {
 				st.Credentials[k] = v
 			}
@@ -445,7 +374,7 @@ func (o *Options) Run(ctx context.Context) error {
 		if err := o.print(created); err != nil {
 			return err
 		}
-		return logs.FollowSubmitted(ctx, client, created.Job.Namespace, created.Job.Name, logStreams)
+		return tail.FollowSubmitted(ctx, client, created.Job.Namespace, created.Job.Name, logStreams)
 	}
 	if err := o.print(created); err != nil || !o.Wait {
 		return err
@@ -455,8 +384,8 @@ func (o *Options) Run(ctx context.Context) error {
 		// stdout already holds the requested -o output; a status line would corrupt it.
 		streams.Out = io.Discard
 	}
-	target := wait.Target{Namespace: created.Job.Namespace, Name: created.Job.Name, UID: created.Job.UID}
-	return wait.Wait(ctx, client, target, 0, nil, clock.RealClock{}, streams)
+	target := jobwait.Target{Namespace: created.Job.Namespace, Name: created.Job.Name, UID: created.Job.UID}
+	return jobwait.Wait(ctx, client, target, 0, nil, o.clock, streams)
 }
 
 // secretValues are the credentials submit holds, to be scrubbed from any error.
@@ -494,15 +423,6 @@ func (o *Options) print(objs jobspec.Objects) error {
 		}
 	}
 	return nil
-}
-
-// selector returns the --node-selector as a label selector for the capacity check.
-func selector(s jobspec.Spec) labels.Selector {
-	set := labels.Set{}
-	for _, kv := range s.NodeSelector {
-		set[kv.Key] = kv.Value
-	}
-	return labels.SelectorFromSet(set)
 }
 
 // readFiles reads every --file. Directories, unreadable files and anything over the ConfigMap

@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/jobpods"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/jobstatus"
 )
 
@@ -57,7 +58,7 @@ func (e *Engine) Follow(ctx context.Context, cfg Config) (jobstatus.Result, erro
 		defer wg.Done()
 		jobs, jobRV, jobErr = e.listJob(ctx, cfg, jobByName)
 	}()
-	pods, podRV, err := e.listPodsRV(ctx, cfg)
+	pods, podRV, err := e.listPods(ctx, cfg)
 	wg.Wait()
 	if jobErr != nil {
 		return jobstatus.Result{}, jobErr
@@ -101,12 +102,12 @@ func (e *Engine) Follow(ctx context.Context, cfg Config) (jobstatus.Result, erro
 		},
 	})
 	podsClient := e.Client.CoreV1().Pods(cfg.Namespace)
-	selector := jobNameSelector(cfg.Job)
+	selector := jobpods.Selector(cfg.Job)
 	go e.watchFrom(ctx, podRV, updates, source{
 		isPod: true,
 		what:  "the pods of job.batch/" + cfg.Job,
 		list: func(ctx context.Context) ([]runtime.Object, string, error) {
-			pods, rv, err := e.listPodsRV(ctx, cfg)
+			pods, rv, err := e.listPods(ctx, cfg)
 			objs := make([]runtime.Object, len(pods))
 			for i := range pods {
 				objs[i] = &pods[i]
@@ -144,7 +145,7 @@ func (e *Engine) Follow(ctx context.Context, cfg Config) (jobstatus.Result, erro
 			stopStreams()
 			f.wait()
 			// A fresh list: the pod watch may lag the Job's.
-			pods, err := e.listPods(ctx, cfg)
+			pods, _, err := e.listPods(ctx, cfg)
 			if err != nil {
 				return res, err
 			}
@@ -373,7 +374,7 @@ func (f *follower) reconcile(ctx context.Context) error {
 	live := map[types.UID]bool{}
 	var start []Target
 	for _, pod := range f.pods {
-		if !ownedBy(pod, f.uid) {
+		if !jobpods.Owned(pod, f.uid) {
 			continue
 		}
 		t := TargetOf(pod, f.cfg.Container, f.cfg.Previous)
@@ -483,7 +484,7 @@ const firstOpenRetry = 100 * time.Millisecond
 func (f *follower) lastRead(ctx context.Context, pods []corev1.Pod) error {
 	cursors := map[string]*Cursor{}
 	var targets []Target
-	for _, t := range Targets(Owned(pods, f.uid), f.cfg.Ranks, f.cfg.Container, f.cfg.Previous) {
+	for _, t := range Targets(jobpods.Keep(pods, f.uid), f.cfg.Ranks, f.cfg.Container, f.cfg.Previous) {
 		tl, ok := f.tailers[t.UID]
 		switch {
 		case ok && tl.complete.Load():
@@ -499,11 +500,6 @@ func (f *follower) lastRead(ctx context.Context, pods []corev1.Pod) error {
 		fmt.Fprintf(f.e.ErrOut, "warning: %v\n", err)
 	}
 	return nil
-}
-
-func ownedBy(pod *corev1.Pod, uid types.UID) bool {
-	ref := metav1.GetControllerOf(pod)
-	return ref != nil && ref.UID == uid
 }
 
 func wanted(ranks []int, r int) bool {

@@ -246,16 +246,6 @@ func TestTargetOfContainerAndPrevious(t *testing.T) {
 	}
 }
 
-func TestOwned(t *testing.T) {
-	mine := fixture.RankPod(train().Obj(), -1).Name("mine").Created(time.Unix(1, 0)).Running(time.Time{}).Val()
-	other := fixture.RankPod(train().Obj(), -1).Name("other").Created(time.Unix(1, 0)).Running(time.Time{}).Val()
-	other.OwnerReferences[0].UID = "old-job-uid"
-	got := Owned([]corev1.Pod{mine, other}, "job-uid")
-	if len(got) != 1 || got[0].Name != "mine" {
-		t.Fatalf("got %v", got)
-	}
-}
-
 // BenchmarkFormat formats a 2,000-line pod log with timestamps stripped, as `logs` does for
 // each rank.
 func BenchmarkFormat(b *testing.B) {

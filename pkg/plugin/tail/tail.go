@@ -19,15 +19,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/pages"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/jobpods"
 )
 
 // DefaultMaxLogRequests bounds the log streams open at once; it covers a 64-rank job with room
 // for replaced pods.
 const DefaultMaxLogRequests = 100
-
-// podPageSize bounds one pod list response; big Jobs are read in pages.
-const podPageSize = 500
 
 // Config says what to read. It is built by the command line and holds no clients.
 type Config struct {
@@ -89,25 +86,14 @@ func (c Config) maxRequests() int {
 // MaxLogRequests at a time), each pod printed as soon as it and every pod before it are in.
 // The Job and its pods are read in parallel: one get and one (paged) list.
 func (e *Engine) Logs(ctx context.Context, cfg Config) error {
-	var (
-		pods   []corev1.Pod
-		podErr error
-		wg     sync.WaitGroup
-	)
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		pods, podErr = e.listPods(ctx, cfg)
-	}()
-	job, err := e.Client.BatchV1().Jobs(cfg.Namespace).Get(ctx, cfg.Job, metav1.GetOptions{})
-	wg.Wait()
-	if err != nil {
+	job, pods, err := jobpods.Fetch(ctx, e.Client, cfg.Namespace, cfg.Job)
+	switch {
+	case job == nil && err != nil:
 		return fmt.Errorf("%w in namespace %q", err, cfg.Namespace)
+	case err != nil:
+		return listErr(cfg, err)
 	}
-	if podErr != nil {
-		return podErr
-	}
-	targets := Targets(Owned(pods, job.UID), cfg.Ranks, cfg.Container, cfg.Previous)
+	targets := Targets(pods, cfg.Ranks, cfg.Container, cfg.Previous)
 	if len(targets) == 0 {
 		fmt.Fprintf(e.ErrOut, "job.batch/%s has no pods%s yet\n", cfg.Job, rankNote(cfg.Ranks))
 		return nil
@@ -122,29 +108,19 @@ func rankNote(ranks []int) string {
 	return fmt.Sprintf(" of rank %v", ranks)
 }
 
-// listPods reads the pods labelled with the Job's name, a page at a time. The caller keeps only
-// those the Job owns.
-func (e *Engine) listPods(ctx context.Context, cfg Config) ([]corev1.Pod, error) {
-	pods, _, err := e.listPodsRV(ctx, cfg)
-	return pods, err
-}
-
-// listPodsRV is listPods that also returns the list's resourceVersion, the point a watch
-// continues from (every page of a paged list is of the first page's snapshot).
-func (e *Engine) listPodsRV(ctx context.Context, cfg Config) ([]corev1.Pod, string, error) {
-	var pods []corev1.Pod
-	opts := metav1.ListOptions{LabelSelector: jobNameSelector(cfg.Job), Limit: podPageSize}
-	rv, err := pages.Each(ctx, opts, e.Client.CoreV1().Pods(cfg.Namespace).List,
-		func(page *corev1.PodList) { pods = append(pods, page.Items...) })
+// listPods reads the pods labelled with the Job's name and the list's resourceVersion (the
+// point a watch continues from). The caller keeps only those the Job owns.
+func (e *Engine) listPods(ctx context.Context, cfg Config) ([]corev1.Pod, string, error) {
+	pods, rv, err := jobpods.List(ctx, e.Client, cfg.Namespace, cfg.Job)
 	if err != nil {
-		return nil, "", fmt.Errorf("listing the pods of job.batch/%s: %w", cfg.Job, err)
+		return nil, "", listErr(cfg, err)
 	}
 	return pods, rv, nil
 }
 
-// jobNameSelector uses the legacy label, which every server version sets (the
-// batch.kubernetes.io/ one exists only from 1.27); ownership is checked afterwards.
-func jobNameSelector(job string) string { return "job-name=" + job }
+func listErr(cfg Config, err error) error {
+	return fmt.Errorf("listing the pods of job.batch/%s: %w", cfg.Job, err)
+}
 
 // readAll fetches targets concurrently and prints them in order. With cursors (the last read of
 // a follow), each pod is read from its cursor and lines already shown are skipped; a target

@@ -2,11 +2,11 @@ package tail
 
 import (
 	"sort"
-	"strconv"
 
-	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/jobpods"
 )
 
 // defaultContainerAnnotation names the container kubectl reads logs from when none is given.
@@ -26,22 +26,10 @@ type Target struct {
 	created    int64
 }
 
-// Rank is the pod's completion index (annotation, else label); pods of a non-indexed Job are 0.
-func Rank(pod *corev1.Pod) int {
-	for _, m := range []map[string]string{pod.Annotations, pod.Labels} {
-		if v, ok := m[batchv1.JobCompletionIndexAnnotation]; ok {
-			if n, err := strconv.Atoi(v); err == nil && n >= 0 {
-				return n
-			}
-		}
-	}
-	return 0
-}
-
 // TargetOf picks the container of pod to read: container when given, else the pod's default
 // container, else its first. previous asks whether an earlier instance has ended instead.
 func TargetOf(pod *corev1.Pod, container string, previous bool) Target {
-	t := Target{Pod: pod.Name, UID: pod.UID, Rank: Rank(pod), Container: container, created: pod.CreationTimestamp.UnixNano()}
+	t := Target{Pod: pod.Name, UID: pod.UID, Rank: jobpods.Rank(pod), Container: container, created: pod.CreationTimestamp.UnixNano()}
 	if t.Container == "" {
 		t.Container = pod.Annotations[defaultContainerAnnotation]
 	}
@@ -87,20 +75,5 @@ func Targets(pods []corev1.Pod, ranks []int, container string, previous bool) []
 		}
 		return out[i].Pod < out[j].Pod
 	})
-	return out
-}
-
-// Owned keeps the pods whose controller is the Job with uid: the job-name label alone also
-// matches pods of an earlier Job of the same name.
-func Owned(pods []corev1.Pod, uid types.UID) []corev1.Pod {
-	out := pods[:0:0]
-	for _, p := range pods {
-		for _, ref := range p.OwnerReferences {
-			if ref.Controller != nil && *ref.Controller && ref.UID == uid {
-				out = append(out, p)
-				break
-			}
-		}
-	}
 	return out
 }

@@ -9,6 +9,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/jobpods"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/jobstatus"
 )
 
@@ -26,7 +27,7 @@ func inspectAll(s *Snapshot) []inspected {
 	out := make([]inspected, len(s.Pods))
 	for i := range s.Pods {
 		pod := &s.Pods[i]
-		v := podView{s: s, pod: pod, rank: Rank(pod), events: evs[i]}
+		v := podView{s: s, pod: pod, rank: jobpods.Rank(pod), events: evs[i]}
 		out[i] = inspected{pod: pod, rank: v.rank, finding: v.inspect()}
 	}
 	sort.SliceStable(out, func(a, b int) bool {
@@ -156,10 +157,10 @@ func latestJobEvent(s *Snapshot, reason string) *corev1.Event {
 	return best
 }
 
-// Diagnose is the SDK's get_failure_analysis: what went wrong, where first, and what to do.
+// Analyze is the SDK's get_failure_analysis: what went wrong, where first, and what to do.
 // The class and suggestion are those of the earliest finding, the likeliest root cause: when
 // one rank dies, its peers usually fail after it with NCCL timeouts or SIGTERM.
-func Diagnose(s Snapshot) Analysis {
+func Analyze(s Snapshot) Analysis {
 	st := jobstatus.Of(s.Job, s.Pods)
 	a := Analysis{Status: string(st.Status), Message: st.Message, JobFailureByNodeEvent: []NodeEvent{}, Notes: []string{}}
 	if s.Job != nil {

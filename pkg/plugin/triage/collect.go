@@ -14,9 +14,9 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/jobpods"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/pages"
 )
 
@@ -45,17 +45,18 @@ type CollectOptions struct {
 func Collect(ctx context.Context, c kubernetes.Interface, ns, name string, o CollectOptions) (Snapshot, []string, error) {
 	s := Snapshot{Now: o.Now, Nodes: map[string]*corev1.Node{}, Logs: map[string][]string{}}
 	var warnings []string
-	job, err := c.BatchV1().Jobs(ns).Get(ctx, name, metav1.GetOptions{})
-	if err != nil {
-		if apierrors.IsNotFound(err) {
-			return s, nil, fmt.Errorf("job %q not found in namespace %q: %w", name, ns, err)
-		}
-		return s, nil, fmt.Errorf("reading job %s: %w", name, err)
-	}
+	// The Job and its pods are read together (one round trip).
+	job, pods, err := jobpods.Fetch(ctx, c, ns, name)
 	s.Job = job
-	if s.Pods, err = listPods(ctx, c, job); err != nil {
+	switch {
+	case job == nil && apierrors.IsNotFound(err):
+		return s, nil, fmt.Errorf("job %q not found in namespace %q: %w", name, ns, err)
+	case job == nil && err != nil:
+		return s, nil, fmt.Errorf("reading job %s: %w", name, err)
+	case err != nil:
 		return s, nil, fmt.Errorf("listing the pods of job %s: %w", name, err)
 	}
+	s.Pods = pods
 
 	events, err := listEvents(ctx, c, ns)
 	if err != nil {
@@ -82,26 +83,6 @@ func Collect(ctx context.Context, c kubernetes.Interface, ns, name string, o Col
 		}
 	}
 	return s, warnings, nil
-}
-
-func listPods(ctx context.Context, c kubernetes.Interface, job *batchv1.Job) ([]corev1.Pod, error) {
-	// The Job's own selector (its controller UID) never matches the pods of an older Job that
-	// had the same name.
-	sel := labels.SelectorFromSet(labels.Set{batchv1.JobNameLabel: job.Name}).String()
-	if job.Spec.Selector != nil {
-		ls, err := metav1.LabelSelectorAsSelector(job.Spec.Selector)
-		if err != nil {
-			return nil, err
-		}
-		sel = ls.String()
-	}
-	var pods []corev1.Pod
-	_, err := pages.Each(ctx, metav1.ListOptions{LabelSelector: sel, Limit: pageSize}, c.CoreV1().Pods(job.Namespace).List,
-		func(l *corev1.PodList) { pods = append(pods, l.Items...) })
-	if err != nil {
-		return nil, err
-	}
-	return pods, nil
 }
 
 // listEvents reads the namespace's Warning events: every event a rule looks at is a Warning

@@ -18,6 +18,7 @@ import (
 
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/exitcode"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/internal/fixture"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/jobspec"
 )
 
 func requests(c *fake.Clientset) []string {
@@ -28,6 +29,10 @@ func requests(c *fake.Clientset) []string {
 			r += "/" + a.GetSubresource()
 		}
 		out = append(out, r)
+	}
+	// The Job's get and its pods' list go out together (one round trip): either may come first.
+	if len(out) >= 2 && out[0] == "list pods" && out[1] == "get jobs" {
+		out[0], out[1] = out[1], out[0]
 	}
 	return out
 }
@@ -70,7 +75,7 @@ func TestCollectA256PodJobInSixRequests(t *testing.T) {
 	if len(s.Pods) != ranks || len(s.Events) != ranks || len(s.Nodes) != ranks/2 || len(s.Logs["big-7-abcde"]) == 0 {
 		t.Errorf("snapshot: %d pods, %d events, %d nodes, logs %v", len(s.Pods), len(s.Events), len(s.Nodes), s.Logs)
 	}
-	a := Diagnose(s)
+	a := Analyze(s)
 	if len(a.JobFailureByNodeEvent) != ranks {
 		t.Errorf("%d findings for %d failed ranks", len(a.JobFailureByNodeEvent), ranks)
 	}
@@ -149,7 +154,7 @@ func TestCollectReadsTaintsOnlyForATaintedRefusal(t *testing.T) {
 	p := podOf("t", 0).Unschedulable("0/2 nodes are available: 2 node(s) had untolerated taint(s).", t0.Add(time.Second)).Val()
 	tainted := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "gpu-0", Labels: map[string]string{"pool": "a"}},
 		Spec:   corev1.NodeSpec{Taints: []corev1.Taint{{Key: "dedicated", Value: "ml", Effect: corev1.TaintEffectNoSchedule}}},
-		Status: corev1.NodeStatus{Allocatable: corev1.ResourceList{gpuResource: resource.MustParse("8")}}}
+		Status: corev1.NodeStatus{Allocatable: corev1.ResourceList{jobspec.GPUResource: resource.MustParse("8")}}}
 	plain := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "gpu-1"}}
 	c := fake.NewClientset(job, &p, tainted, plain)
 	s, warnings, err := Collect(context.Background(), c, "ml", "t", CollectOptions{Now: now})
@@ -162,7 +167,7 @@ func TestCollectReadsTaintsOnlyForATaintedRefusal(t *testing.T) {
 	if len(s.TaintedNodes) != 1 || s.TaintedNodes[0].Name != "gpu-0" || s.TaintedNodes[0].Labels["pool"] != "a" {
 		t.Errorf("tainted nodes = %+v", s.TaintedNodes)
 	}
-	a := Diagnose(s)
+	a := Analyze(s)
 	if a.FirstFailure == nil || !strings.Contains(a.Suggestion, "--toleration dedicated=ml:NoSchedule") {
 		t.Errorf("diagnose: %+v", a)
 	}

@@ -142,7 +142,7 @@ func TestDiagnose(t *testing.T) {
 			for _, n := range tc.nodes {
 				s.Nodes[n.Name] = n
 			}
-			a := Diagnose(s)
+			a := Analyze(s)
 			if a.JobFailureByNodeEvent == nil || a.Notes == nil {
 				t.Fatal("lists must be [] rather than null in JSON")
 			}
@@ -179,13 +179,13 @@ func TestDiagnose(t *testing.T) {
 }
 
 func TestDiagnoseReportsJobFailureAndPartialStart(t *testing.T) {
-	a := Diagnose(Snapshot{Job: testJob("ddp", 2), Now: now, Pods: []corev1.Pod{
+	a := Analyze(Snapshot{Job: testJob("ddp", 2), Now: now, Pods: []corev1.Pod{
 		podOf("ddp", 0).Node("gpu-node-0").Running(t0.Add(time.Minute)).Val(), podOf("ddp", 1).Unschedulable(msgNoGPU, t0.Add(time.Second)).Val(),
 	}})
 	if a.Status != "Running" || len(a.Notes) != 1 || !strings.Contains(a.Notes[0], "partial start: 1 of 2 ranks running") {
 		t.Errorf("status %s, notes %q", a.Status, a.Notes)
 	}
-	b := Diagnose(Snapshot{Job: testJob("t", 1, failedCond("BackoffLimitExceeded", "Job has reached the specified backoff limit", t0)), Now: now})
+	b := Analyze(Snapshot{Job: testJob("t", 1, failedCond("BackoffLimitExceeded", "Job has reached the specified backoff limit", t0)), Now: now})
 	if b.JobFailure != "BackoffLimitExceeded: Job has reached the specified backoff limit" || b.Status != "Error" {
 		t.Errorf("job failure = %q, status %s", b.JobFailure, b.Status)
 	}

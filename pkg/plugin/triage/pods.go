@@ -2,10 +2,7 @@ package triage
 
 import (
 	"fmt"
-	"k8s.io/apimachinery/pkg/labels"
-	"regexp"
 	"sort"
-	"strconv"
 	"strings"
 	"time"
 
@@ -34,19 +31,6 @@ type podView struct {
 	pod    *corev1.Pod
 	rank   int
 	events []corev1.Event
-}
-
-// Rank is the pod's completion index; pods of a non-indexed Job are rank 0.
-func Rank(pod *corev1.Pod) int {
-	v, ok := pod.Labels[batchv1.JobCompletionIndexAnnotation]
-	if !ok {
-		v = pod.Annotations[batchv1.JobCompletionIndexAnnotation]
-	}
-	r, err := strconv.Atoi(v)
-	if err != nil {
-		return 0
-	}
-	return r
 }
 
 // eventsByPod indexes events by the UID of the pod they are about, newest last. Events whose
@@ -386,106 +370,6 @@ func (v podView) jobName() string {
 	return v.pod.Labels[batchv1.JobNameLabel]
 }
 
-// unscheduled explains a pod the scheduler has not placed, in the scheduler's own words.
-func (v podView) unscheduled() *finding {
-	pod := v.pod
-	if pod.Spec.NodeName != "" {
-		return nil
-	}
-	c := podCondition(pod, corev1.PodScheduled)
-	if c != nil && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonSchedulingGated {
-		return &finding{name: corev1.PodReasonSchedulingGated, message: joinNonEmpty("the pod has scheduling gates", gates(pod)),
-			class: ErrInfra, at: c.LastTransitionTime.Time,
-			suggestion: "The pod waits for its scheduling gates to be removed (a queue such as Kueue admits it when there is room)."}
-	}
-	var msg string
-	var at time.Time
-	if c != nil && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
-		msg, at = c.Message, c.LastTransitionTime.Time
-	}
-	if e := v.latest("FailedScheduling"); e != nil && (msg == "" || eventTime(*e).After(at)) {
-		msg, at = e.Message, eventTime(*e)
-	}
-	if msg == "" {
-		return nil
-	}
-	f := &finding{name: corev1.PodReasonUnschedulable, message: msg, class: ErrInfra, at: at,
-		suggestion: "The scheduler cannot place the pod; its message says which nodes were ruled out and why. " +
-			"Check the pod's resources, node selector and tolerations against the nodes."}
-	sm, ok := parseScheduler(msg)
-	if !ok {
-		return f
-	}
-	switch {
-	case sm.everyNode("didn't match Pod's node affinity/selector"):
-		f.name = "NoMatchingNode"
-		sel := selectorText(pod.Spec.NodeSelector)
-		f.message = fmt.Sprintf("no node matches the node selector %s: %s", sel, msg)
-		f.suggestion = fmt.Sprintf("No node has the labels %s. Check them with `kubectl get nodes -l %s` and fix "+
-			"--node-selector.", sel, sel)
-		if sel == "" {
-			f.message = "no node matches the pod's node affinity: " + msg
-			f.suggestion = "No node satisfies the pod's node affinity: check it against `kubectl get nodes --show-labels`."
-		}
-	case sm.has("unbound immediate PersistentVolumeClaims") || sm.has("unbound PersistentVolumeClaims"):
-		f.name = "PersistentVolumeClaimNotBound"
-		claims := podClaims(pod)
-		f.suggestion = fmt.Sprintf("A PersistentVolumeClaim of the pod (%s) is not bound to a volume, so the pod cannot "+
-			"be placed. Check `kubectl get pvc %s -n %s`: a Pending claim needs a StorageClass that can provision it "+
-			"(`kubectl describe pvc` says why it waits) or a matching PersistentVolume; a claim that does not exist "+
-			"must be created before the job (--volume mounts existing claims only).",
-			strings.Join(claims, ", "), strings.Join(claims, " "), pod.Namespace)
-	case sm.has("Insufficient " + gpuResource):
-		f.suggestion = fmt.Sprintf("No node has %s free %s for this rank. Wait for running jobs to finish, ask for "+
-			"fewer GPUs per node (--gpus) over more nodes (--nodes), or add GPU nodes. `kubectl tao submit` checks "+
-			"total capacity unless --no-capacity-check is given.", gpuRequest(pod), gpuResource)
-	case sm.has("untolerated taint"):
-		f.name = "UntoleratedTaint"
-		f.suggestion = taintSuggestion(msg, pod, v.s.TaintedNodes)
-	case sm.has("Insufficient"):
-		f.suggestion = "No node has enough free CPU or memory for the pod's requests. Lower the requests or wait for room."
-	}
-	return f
-}
-
-const gpuResource = "nvidia.com/gpu"
-
-func gpuRequest(pod *corev1.Pod) string {
-	var n int64
-	for _, c := range pod.Spec.Containers {
-		if q, ok := c.Resources.Limits[gpuResource]; ok {
-			n += q.Value()
-		} else if q, ok := c.Resources.Requests[gpuResource]; ok {
-			n += q.Value()
-		}
-	}
-	if n == 0 {
-		return "enough"
-	}
-	return strconv.FormatInt(n, 10)
-}
-
-func selectorText(sel map[string]string) string {
-	keys := make([]string, 0, len(sel))
-	for k := range sel {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	parts := make([]string, 0, len(keys))
-	for _, k := range keys {
-		parts = append(parts, k+"="+sel[k])
-	}
-	return strings.Join(parts, ",")
-}
-
-func gates(pod *corev1.Pod) string {
-	var g []string
-	for _, s := range pod.Spec.SchedulingGates {
-		g = append(g, s.Name)
-	}
-	return strings.Join(g, ", ")
-}
-
 // imageReasons are the kubelet's waiting reasons for an image that cannot be pulled.
 var imageReasons = map[string]bool{
 	"ImagePullBackOff": true, "ErrImagePull": true, "InvalidImageName": true, "ErrImageNeverPull": true,
@@ -604,97 +488,4 @@ func podClaims(pod *corev1.Pod) []string {
 		return []string{"see its volumes"}
 	}
 	return out
-}
-
-// taintRE reads the scheduler's "had untolerated taint {KEY: VALUE}" (VALUE may be empty).
-var taintRE = regexp.MustCompile(`untolerated taint\(?s?\)? ?\{([^:}]+): ?([^}]*)\}`)
-
-// taintSuggestion turns the taints that keep the pod off its nodes into the --toleration flags
-// that would tolerate them. Older schedulers name the taint in the message ("{KEY: VALUE}",
-// without its effect); newer ones only say "untolerated taint(s)", and the taints come from
-// the nodes the pod is meant for (matching its node selector, with GPUs if it asks for them).
-func taintSuggestion(msg string, pod *corev1.Pod, nodes []corev1.Node) string {
-	flags := untoleratedFlags(pod, nodes)
-	effectKnown := len(flags) > 0
-	if !effectKnown {
-		seen := map[string]bool{}
-		for _, m := range taintRE.FindAllStringSubmatch(msg, -1) {
-			f := tolerationFlag(strings.TrimSpace(m[1]), strings.TrimSpace(m[2]), corev1.TaintEffectNoSchedule)
-			if !seen[f] {
-				seen[f] = true
-				flags = append(flags, f)
-			}
-		}
-	}
-	see := "`kubectl get nodes -o custom-columns=NAME:.metadata.name,TAINTS:.spec.taints`"
-	if len(flags) == 0 {
-		return "The nodes carry taints the pod does not tolerate. See them with " + see + " and resubmit with " +
-			"--toleration KEY[=VALUE]:EFFECT, if the nodes are meant for this job (ask the cluster admin)."
-	}
-	s := "The nodes carry taints the pod does not tolerate. If those nodes are meant for this job, resubmit with " +
-		strings.Join(flags, " ")
-	if effectKnown {
-		s += "."
-	} else {
-		s += " (use the taint's own effect, NoSchedule or NoExecute: " + see + ")."
-	}
-	if strings.Contains(" "+strings.Join(flags, " "), " --toleration "+gpuResource+":") ||
-		strings.Contains(strings.Join(flags, " "), " "+gpuResource+"=") {
-		s += " kubectl tao adds the " + gpuResource + " toleration itself to pods that ask for GPUs, unless --no-gpu-toleration is given."
-	}
-	return s
-}
-
-func tolerationFlag(key, value string, effect corev1.TaintEffect) string {
-	f := "--toleration " + key
-	if value != "" {
-		f += "=" + value
-	}
-	return f + ":" + string(effect)
-}
-
-// untoleratedFlags are the flags for the taints, on the nodes the pod is meant for, that it
-// does not tolerate, in node and taint order without repeats.
-func untoleratedFlags(pod *corev1.Pod, nodes []corev1.Node) []string {
-	wantsGPU := gpuRequest(pod) != "enough"
-	var flags []string
-	seen := map[string]bool{}
-	for i := range nodes {
-		n := &nodes[i]
-		if !labels.SelectorFromSet(pod.Spec.NodeSelector).Matches(labels.Set(n.Labels)) {
-			continue
-		}
-		if q, ok := n.Status.Allocatable[gpuResource]; wantsGPU && (!ok || q.IsZero()) {
-			continue
-		}
-		for j := range n.Spec.Taints {
-			t := &n.Spec.Taints[j]
-			if t.Effect == corev1.TaintEffectPreferNoSchedule || tolerated(pod.Spec.Tolerations, t) {
-				continue
-			}
-			f := tolerationFlag(t.Key, t.Value, t.Effect)
-			if !seen[f] {
-				seen[f] = true
-				flags = append(flags, f)
-			}
-		}
-	}
-	return flags
-}
-
-// tolerated is the scheduler's matching of a taint by tolerations (the Exists and Equal
-// operators kubectl-tao's --toleration makes).
-func tolerated(tols []corev1.Toleration, t *corev1.Taint) bool {
-	for _, tol := range tols {
-		if tol.Effect != "" && tol.Effect != t.Effect {
-			continue
-		}
-		if tol.Key != "" && tol.Key != t.Key {
-			continue
-		}
-		if tol.Operator == corev1.TolerationOpExists || (tol.Key != "" && tol.Value == t.Value) {
-			return true
-		}
-	}
-	return false
 }

@@ -28,7 +28,7 @@ type FiredRule struct {
 	Kind     string `json:"kind"`
 	Pod      string `json:"pod"`
 	ExitCode *int32 `json:"exit_code"`
-	// Rule is the rule as written in the Job ("FailJob on exit codes 2, 126, 127 of container tao").
+	// Rule is the rule as written in the Job ("FailJob on exit codes 2, 126, 127, 128 of container tao").
 	Rule string `json:"rule"`
 }
 

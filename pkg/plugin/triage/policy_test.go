@@ -89,7 +89,7 @@ func TestDiagnoseRetriesPolicy(t *testing.T) {
 				podOf("ddp", 1).Node("gpu-node-1").Exited(127, "Error", t0.Add(2*time.Minute)).Val(),
 			},
 			wantClass: ErrProgram, wantFirst: "Error", wantPod: "ddp-1-abcde", wantKind: RuleKindProgram,
-			wantRule: "FailJob on exit codes 2, 126, 127 of container tao", wantSugg: "The command was not found (exit code 127)", wantEvents: 2,
+			wantRule: "FailJob on exit codes 2, 126, 127, 128 of container tao", wantSugg: "The command was not found (exit code 127)", wantEvents: 2,
 			wantNotes: []string{"pod ddp-1-abcde exited with exit code 127, a program error that retrying cannot fix"},
 		},
 		{
@@ -104,7 +104,7 @@ func TestDiagnoseRetriesPolicy(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			a := Diagnose(Snapshot{Job: tc.job, Pods: tc.pods, Now: now})
+			a := Analyze(Snapshot{Job: tc.job, Pods: tc.pods, Now: now})
 			if tc.wantClass == "" {
 				if a.ErrClass != nil || len(a.JobFailureByNodeEvent) != 0 {
 					t.Fatalf("want no issue, got %v %+v", a.ErrClass, a.JobFailureByNodeEvent)

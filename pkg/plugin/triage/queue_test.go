@@ -10,6 +10,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/internal/fixture"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/jobspec"
 )
 
 func queuedJob(name, queue string, nodes int32) *batchv1.Job {
@@ -42,7 +43,7 @@ func TestDiagnoseQueued(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			a := Diagnose(Snapshot{Job: tc.job, Events: tc.events, Now: now})
+			a := Analyze(Snapshot{Job: tc.job, Events: tc.events, Now: now})
 			if a.Status != "Pending" || a.Message != "queued in team-a" {
 				t.Errorf("status %s %q, want Pending, queued in team-a", a.Status, a.Message)
 			}
@@ -68,7 +69,7 @@ func TestDiagnoseQueued(t *testing.T) {
 	// Once admitted (resumed), the queue is no longer the story.
 	admitted := queuedJob("ddp", "team-a", 1)
 	admitted.Spec.Suspend = ptr.To(false)
-	a := Diagnose(Snapshot{Job: admitted, Pods: []corev1.Pod{podOf("ddp", 0).Node("gpu-node-0").Running(t0.Add(time.Minute)).Val()}, Now: now})
+	a := Analyze(Snapshot{Job: admitted, Pods: []corev1.Pod{podOf("ddp", 0).Node("gpu-node-0").Running(t0.Add(time.Minute)).Val()}, Now: now})
 	if a.FirstFailure != nil || a.Status != "Running" {
 		t.Errorf("admitted, running job: %+v", a)
 	}
@@ -110,7 +111,7 @@ func TestIsWorkloadOf(t *testing.T) {
 func TestSchedulingFixes(t *testing.T) {
 	const modern = "0/4 nodes are available: 4 node(s) had untolerated taint(s). preemption: 0/4 nodes are available: 4 Preemption is not helpful for scheduling."
 	dedicated := corev1.Taint{Key: "dedicated", Value: "ml", Effect: corev1.TaintEffectNoExecute}
-	gpuTaint := corev1.Taint{Key: gpuResource, Effect: corev1.TaintEffectNoSchedule}
+	gpuTaint := corev1.Taint{Key: string(jobspec.GPUResource), Effect: corev1.TaintEffectNoSchedule}
 	controlPlane := corev1.Taint{Key: "node-role.kubernetes.io/control-plane", Effect: corev1.TaintEffectNoSchedule}
 	tests := []struct {
 		name   string
@@ -119,7 +120,7 @@ func TestSchedulingFixes(t *testing.T) {
 		reason string
 		want   []string
 	}{
-		{"modern message: the taint comes from the nodes meant for the pod", podOf("t", 0).Unschedulable(modern, t0.Add(time.Second)).Toleration(corev1.Toleration{Key: gpuResource, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}).NodeSelector("pool", "h100").Val(),
+		{"modern message: the taint comes from the nodes meant for the pod", podOf("t", 0).Unschedulable(modern, t0.Add(time.Second)).Toleration(corev1.Toleration{Key: string(jobspec.GPUResource), Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}).NodeSelector("pool", "h100").Val(),
 			[]corev1.Node{
 				fixture.Node("cp").Label("pool", "h100").GPUs(0).Taints(controlPlane).Val(),            // no GPUs: not meant for it
 				fixture.Node("other-pool").Label("pool", "a100").GPUs(8).Taints(dedicated).Val(),       // not selected
@@ -137,7 +138,7 @@ func TestSchedulingFixes(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			a := Diagnose(Snapshot{Job: testJob("t", 1), Pods: []corev1.Pod{tc.pod}, Now: now, TaintedNodes: tc.nodes})
+			a := Analyze(Snapshot{Job: testJob("t", 1), Pods: []corev1.Pod{tc.pod}, Now: now, TaintedNodes: tc.nodes})
 			if a.FirstFailure == nil || a.FirstFailure.NodeEventName != tc.reason {
 				t.Fatalf("first failure %+v, want %s", a.FirstFailure, tc.reason)
 			}

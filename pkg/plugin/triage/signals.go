@@ -3,7 +3,6 @@ package triage
 import (
 	"fmt"
 	"regexp"
-	"strconv"
 	"strings"
 )
 
@@ -105,60 +104,4 @@ func lastLine(lines []string) string {
 		}
 	}
 	return ""
-}
-
-// schedulerMessage is the scheduler's "0/N nodes are available: ..." message, parsed.
-type schedulerMessage struct {
-	total int
-	// reasons maps each filter's reason ("Insufficient nvidia.com/gpu") to its node count.
-	reasons map[string]int
-}
-
-var availableRE = regexp.MustCompile(`^0/(\d+) nodes are available(?:: (.*))?`)
-
-// parseScheduler reads the filter part of a FailedScheduling message and ignores what follows
-// "preemption:", which repeats the nodes from the preemption plugin's point of view.
-func parseScheduler(msg string) (schedulerMessage, bool) {
-	m := availableRE.FindStringSubmatch(msg)
-	if m == nil {
-		return schedulerMessage{}, false
-	}
-	total, _ := strconv.Atoi(m[1])
-	out := schedulerMessage{total: total, reasons: map[string]int{}}
-	body := m[2]
-	if i := strings.Index(body, " preemption:"); i >= 0 {
-		body = body[:i]
-	}
-	body = strings.TrimSuffix(strings.TrimSpace(body), ".")
-	for _, part := range strings.Split(body, ", ") {
-		n, reason, ok := strings.Cut(strings.TrimSpace(part), " ")
-		if c, err := strconv.Atoi(n); ok && err == nil {
-			out.reasons[strings.TrimSuffix(reason, ".")] += c
-		} else if part != "" {
-			// Messages without a count ("pod has unbound immediate PersistentVolumeClaims").
-			out.reasons[strings.TrimSuffix(part, ".")] += total
-		}
-	}
-	return out, true
-}
-
-// everyNode reports whether reason (a substring) rules out all nodes.
-func (s schedulerMessage) everyNode(reason string) bool {
-	n := 0
-	for r, c := range s.reasons {
-		if strings.Contains(r, reason) {
-			n += c
-		}
-	}
-	return s.total > 0 && n >= s.total
-}
-
-// has reports whether any node was ruled out for reason (a substring).
-func (s schedulerMessage) has(reason string) bool {
-	for r := range s.reasons {
-		if strings.Contains(r, reason) {
-			return true
-		}
-	}
-	return false
 }

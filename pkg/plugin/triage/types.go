@@ -1,5 +1,5 @@
 // Package triage answers "why is my job stuck?" and "why did it fail?". The analysis (Replicas,
-// Diagnose) is pure: it turns a snapshot of the Job, its pods, their events, the nodes that
+// Analyze) is pure: it turns a snapshot of the Job, its pods, their events, the nodes that
 // matter and the failing rank's last log lines into findings, so every rule is a table test.
 // Collect is the only part that talks to the API server, and it does so in a bounded number of
 // requests whatever the size of the job.

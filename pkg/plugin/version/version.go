@@ -4,16 +4,14 @@
 package version
 
 import (
-	"encoding/json"
 	"fmt"
 	"runtime"
 
 	"github.com/spf13/cobra"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/kubectl/pkg/util/templates"
-	"sigs.k8s.io/yaml"
 
-	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/exitcode"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/printer"
 )
 
 // Set by -ldflags -X at build time; the defaults mark a build that did not go through make.
@@ -45,13 +43,14 @@ func Get() Info {
 
 // Options are the flags of `kubectl tao version`.
 type Options struct {
-	Output string
+	out *printer.Flags
 	genericiooptions.IOStreams
 }
 
 // NewCmd builds `kubectl tao version`.
 func NewCmd(streams genericiooptions.IOStreams) *cobra.Command {
-	o := &Options{IOStreams: streams}
+	// Two-space JSON, as version -o json has always printed.
+	o := &Options{out: printer.NewFlags(printer.WithJSONIndent("  ")), IOStreams: streams}
 	cmd := &cobra.Command{
 		Use:   "version",
 		Short: "Print the kubectl-tao version",
@@ -72,37 +71,20 @@ func NewCmd(streams genericiooptions.IOStreams) *cobra.Command {
 			return o.Run()
 		},
 	}
-	cmd.Flags().StringVarP(&o.Output, "output", "o", "", "One of 'json' or 'yaml'.")
+	o.out.AddFlags(cmd.Flags(), "one line")
 	return cmd
 }
 
 // Validate checks the output format.
 func (o *Options) Validate() error {
-	switch o.Output {
-	case "", "json", "yaml":
-		return nil
-	}
-	return exitcode.Usagef("invalid --output %q: must be 'json' or 'yaml'", o.Output)
+	return o.out.Validate()
 }
 
 // Run prints the version.
 func (o *Options) Run() error {
 	info := Get()
-	switch o.Output {
-	case "json":
-		b, err := json.MarshalIndent(info, "", "  ")
-		if err != nil {
-			return err
-		}
-		_, err = fmt.Fprintf(o.Out, "%s\n", b)
-		return err
-	case "yaml":
-		b, err := yaml.Marshal(info)
-		if err != nil {
-			return err
-		}
-		_, err = o.Out.Write(b)
-		return err
+	if !o.out.Human() {
+		return o.out.Print(o.Out, info)
 	}
 	_, err := fmt.Fprintf(o.Out, "kubectl-tao %s (commit %s, built %s, %s, %s)\n",
 		info.Version, info.Commit, info.BuildDate, info.GoVersion, info.Platform)

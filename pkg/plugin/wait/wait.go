@@ -1,21 +1,19 @@
-// Package wait implements `kubectl tao wait` and the waiting half of `submit --wait`: block
-// until a Job reaches a terminal status, following it with a watch, and turn the outcome into
-// an exit code.
+// Package wait implements `kubectl tao wait` over the jobwait engine (which `submit --wait`
+// shares): block until a Job reaches a terminal status, following it with a watch, and turn
+// the outcome into an exit code.
 package wait
 
 import (
 	"context"
-	"fmt"
-	"io"
 	"time"
 
 	"github.com/spf13/cobra"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/clock"
 
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmdutil"
-	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/status"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/jobwait"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/printer"
 )
 
 const example = `  # Block until the job ends; the exit code tells how (0 Complete, 9 Error, 10 Canceled)
@@ -44,10 +42,9 @@ The Job is followed with a watch, not polled.`
 // Options are the flags and arguments of `kubectl tao wait`.
 type Options struct {
 	Timeout time.Duration
-	Output  string
 
 	namespace, name string
-	printer         *status.Printer
+	out             *printer.Flags
 
 	factory cmdutil.Factory
 	clock   clock.PassiveClock
@@ -56,7 +53,7 @@ type Options struct {
 
 // NewCmd builds `kubectl tao wait`.
 func NewCmd(f cmdutil.Factory, streams genericiooptions.IOStreams, clk clock.PassiveClock) *cobra.Command {
-	o := &Options{factory: f, clock: clk, IOStreams: streams}
+	o := &Options{out: printer.NewFlags(printer.WithNames()), factory: f, clock: clk, IOStreams: streams}
 	cmd := &cobra.Command{
 		Use:                   "wait JOB [--timeout DURATION] [-o FORMAT]",
 		DisableFlagsInUseLine: true,
@@ -67,7 +64,7 @@ func NewCmd(f cmdutil.Factory, streams genericiooptions.IOStreams, clk clock.Pas
 		RunE:                  cmdutil.RunE(o),
 	}
 	cmd.Flags().DurationVar(&o.Timeout, "timeout", 0, "How long to wait before giving up (exit code 8), e.g. 30m or 2h. 0 waits forever.")
-	cmd.Flags().StringVarP(&o.Output, "output", "o", "", "Print the final status in this format instead of a line. One of: ("+status.Formats+").")
+	o.out.AddFlags(cmd.Flags(), `the line "job.batch/NAME STATUS"`)
 	cmd.ValidArgsFunction = cmdutil.CompleteJobNames(f)
 	return cmd
 }
@@ -84,9 +81,7 @@ func (o *Options) Validate() error {
 	if err := cmdutil.ValidateTimeout(o.Timeout); err != nil {
 		return err
 	}
-	var err error
-	o.printer, err = status.NewPrinter(o.Output)
-	return err
+	return o.out.Validate()
 }
 
 // Run waits and reports.
@@ -95,29 +90,5 @@ func (o *Options) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	return Wait(ctx, client, Target{Namespace: o.namespace, Name: o.name}, o.Timeout, o.printer, o.clock, o.IOStreams)
-}
-
-// Wait waits for t and reports like `kubectl tao wait`: progress on streams.ErrOut, the final
-// status on streams.Out (a line, or the status object when p is not human), and the exit code
-// of the outcome as the error. submit --wait calls it after creating the Job.
-func Wait(ctx context.Context, client kubernetes.Interface, t Target, timeout time.Duration, p *status.Printer, clk clock.PassiveClock, streams genericiooptions.IOStreams) error {
-	out, err := Until(ctx, client, t, timeout, streams.ErrOut)
-	if err != nil {
-		return err
-	}
-	if perr := printFinal(streams.Out, t, out, p, clk); perr != nil {
-		return perr
-	}
-	return Err(t.Name, out.Result)
-}
-
-func printFinal(w io.Writer, t Target, out Outcome, p *status.Printer, clk clock.PassiveClock) error {
-	if p == nil || p.Human() {
-		_, err := fmt.Fprintf(w, "job.batch/%s %s\n", t.Name, out.Result.Status)
-		return err
-	}
-	s := status.Summarize(t.Namespace, t.Name, out.Job, nil)
-	s.Status, s.Message = out.Result.Status, out.Result.Message
-	return p.Print(w, s, clk.Now())
+	return jobwait.Wait(ctx, client, jobwait.Target{Namespace: o.namespace, Name: o.name}, o.Timeout, o.out, o.clock, o.IOStreams)
 }

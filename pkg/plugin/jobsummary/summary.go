@@ -1,0 +1,56 @@
+// Package jobsummary is the one-line summary of a training job that `status` prints and
+// `wait -o` prints at the end (its JSON keys are a contract with users' scripts), and the
+// printer of that summary in every -o format the two accept.
+package jobsummary
+
+import (
+	"fmt"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/jobstatus"
+)
+
+// Summary is what `status -o json` prints. Its keys are a contract with users' scripts: every
+// key is always present (null or 0 when unknown), in this order; add none without a reason.
+type Summary struct {
+	Name           string           `json:"name"`
+	Namespace      string           `json:"namespace"`
+	UID            string           `json:"uid"`
+	Status         jobstatus.Status `json:"status"`
+	Message        string           `json:"message"`
+	GPUs           int64            `json:"gpus"`
+	Nodes          int32            `json:"nodes"`
+	Active         int32            `json:"active"`
+	Ready          int32            `json:"ready"`
+	Succeeded      int32            `json:"succeeded"`
+	Failed         int32            `json:"failed"`
+	StartTime      *metav1.Time     `json:"startTime"`
+	CompletionTime *metav1.Time     `json:"completionTime"`
+
+	// created is for AGE in the table; not part of the JSON contract.
+	created time.Time
+}
+
+// Summarize turns a Job and its pods (nil when not listed) into a Summary. A nil job is the
+// Unknown summary of namespace/name.
+func Summarize(namespace, name string, job *batchv1.Job, pods []corev1.Pod) Summary {
+	r := jobstatus.Of(job, pods)
+	s := Summary{Name: name, Namespace: namespace, Status: r.Status, Message: r.Message}
+	if job == nil {
+		s.Message = fmt.Sprintf("job.batch %q not found in namespace %q", name, namespace)
+		return s
+	}
+	s.Name, s.Namespace, s.UID = job.Name, job.Namespace, string(job.UID)
+	s.GPUs, s.Nodes = jobstatus.GPUsPerNode(job), jobstatus.Nodes(job)
+	s.Active, s.Succeeded, s.Failed = job.Status.Active, job.Status.Succeeded, job.Status.Failed
+	// "ready" is what is really up: pods in phase Running when they were listed, otherwise the
+	// Job's own ready counter.
+	s.Ready = r.Running
+	s.StartTime, s.CompletionTime = job.Status.StartTime, job.Status.CompletionTime
+	s.created = job.CreationTimestamp.Time
+	return s
+}

@@ -1,0 +1,72 @@
+// Package permissions lists every API request kubectl tao makes: what `kubectl tao rbac`
+// grants and what preflight reviews.
+package permissions
+
+import authv1 "k8s.io/api/authorization/v1"
+
+// Access is one permission a kubectl tao command needs, and who needs it.
+type Access struct {
+	Verb, Group, Resource, Subresource string
+	// Cluster marks reads across the cluster (a ClusterRole grants them).
+	Cluster bool
+	// Optional marks what only degrades a check when denied; the rest breaks a command.
+	Optional bool
+	For      string
+}
+
+func (a Access) String() string {
+	r := a.Resource
+	if a.Group != "" {
+		r += "." + a.Group
+	}
+	if a.Subresource != "" {
+		r += "/" + a.Subresource
+	}
+	return a.Verb + " " + r
+}
+
+// Attributes is the access review's question, in namespace ns.
+func (a Access) Attributes(ns string) *authv1.ResourceAttributes {
+	if a.Cluster {
+		ns = ""
+	}
+	return &authv1.ResourceAttributes{Namespace: ns, Verb: a.Verb, Group: a.Group, Resource: a.Resource, Subresource: a.Subresource}
+}
+
+// Needed is every request kubectl tao's commands make: the Role and ClusterRole `kubectl tao
+// rbac` prints grant exactly these, and preflight reviews each one. Keep it in step with the
+// commands' API calls.
+var Needed = []Access{
+	{Verb: "create", Group: "batch", Resource: "jobs", For: "submit"},
+	{Verb: "patch", Group: "batch", Resource: "jobs", For: "submit (unsuspend, or add the --queue label)"},
+	{Verb: "delete", Group: "batch", Resource: "jobs", For: "submit rollback, cancel, delete, prune"},
+	{Verb: "get", Group: "batch", Resource: "jobs", For: "status, wait, logs, diagnose, cancel"},
+	{Verb: "list", Group: "batch", Resource: "jobs", For: "list, prune"},
+	{Verb: "watch", Group: "batch", Resource: "jobs", For: "wait, list --watch, cancel"},
+	{Verb: "update", Group: "batch", Resource: "jobs", Subresource: "finalizers", For: "submit, where owner references are enforced"},
+	{Verb: "create", Resource: "services", For: "multi-node submit"},
+	{Verb: "delete", Resource: "services", For: "submit rollback"},
+	{Verb: "create", Resource: "configmaps", For: "submit --file"},
+	{Verb: "delete", Resource: "configmaps", For: "submit rollback"},
+	{Verb: "create", Resource: "secrets", For: "create-pull-secret, submit --input/--output-path (S3 credentials)"},
+	{Verb: "update", Resource: "secrets", For: "create-pull-secret --overwrite"},
+	{Verb: "delete", Resource: "secrets", For: "submit rollback"},
+	{Verb: "get", Resource: "secrets", Optional: true, For: "submit --s3-secret's check; delete-artifacts without S3 credentials in the shell"},
+	{Verb: "get", Resource: "pods", For: "status"},
+	{Verb: "list", Resource: "pods", For: "status, logs, diagnose"},
+	{Verb: "watch", Resource: "pods", For: "logs -f, wait, cancel"},
+	{Verb: "delete", Resource: "pods", For: "cancel --grace-period"},
+	{Verb: "get", Resource: "pods", Subresource: "log", For: "logs"},
+	{Verb: "create", Resource: "pods", Subresource: "exec", For: "exec"},
+	{Verb: "create", Resource: "pods", Subresource: "portforward", For: "port-forward"},
+	{Verb: "list", Resource: "events", For: "diagnose, replicas"},
+	// Kueue's LocalQueues: without them submit --queue and preflight cannot check the queue
+	// exists, warn, and leave it to Kueue. Granting them is harmless where Kueue is not installed.
+	{Verb: "get", Group: "kueue.x-k8s.io", Resource: "localqueues", Optional: true, For: "submit --queue (the LocalQueue exists)"},
+	{Verb: "list", Group: "kueue.x-k8s.io", Resource: "localqueues", Optional: true, For: "preflight, and submit --queue naming the queues there"},
+	{Verb: "get", Resource: "namespaces", Optional: true, For: "preflight's namespace check"},
+	{Verb: "get", Resource: "nodes", Cluster: true, Optional: true, For: "diagnose (node conditions)"},
+	{Verb: "list", Resource: "nodes", Cluster: true, Optional: true, For: "the capacity guard, preflight, capacity"},
+	{Verb: "list", Resource: "pods", Cluster: true, Optional: true, For: "free GPUs in preflight and capacity"},
+	{Verb: "list", Group: "apps", Resource: "daemonsets", Cluster: true, Optional: true, For: "preflight's GPU Operator check"},
+}

@@ -1,0 +1,258 @@
+// Package s3layout holds the pure rules of S3 data staging shared by `submit` (which wires a
+// Job for it, through jobspec), the in-pod `stage in`/`stage out` commands and `delete-artifacts`
+// (which move and remove the data, through the S3 client package s3): the names that travel
+// between them, the s3:// URL grammar and the job-scoped results layout. No client, no
+// environment.
+package s3layout
+
+import (
+	"errors"
+	"fmt"
+	"path"
+	"regexp"
+	"strings"
+)
+
+// The credential variables, named as the SDK names them. In a pod they come only from a
+// Secret through secretKeyRef; on a laptop from the submitting shell.
+const (
+	EnvAccessKey = "ACCESS_KEY"
+	EnvSecretKey = "SECRET_KEY"
+	EnvBucket    = "S3_BUCKET_NAME"
+	EnvEndpoint  = "S3_ENDPOINT_URL"
+)
+
+// CredentialKeys are the Secret keys (and env names) staging reads; the endpoint is optional
+// (AWS needs none).
+var CredentialKeys = []string{EnvAccessKey, EnvSecretKey, EnvBucket, EnvEndpoint}
+
+// What the pod's wrapper hands to `kubectl-tao stage in|out` (plain values: no secrets).
+const (
+	// EnvInputs is one "CONTAINER_PATH=s3://BUCKET/KEY" per line.
+	EnvInputs = "TAO_STAGE_INPUTS"
+	// EnvOutputs is one absolute container path per line.
+	EnvOutputs = "TAO_STAGE_OUTPUTS"
+	// EnvJobID is the Job's name, as the SDK's TAO_JOB_ID.
+	EnvJobID = "TAO_JOB_ID"
+	// EnvJobUID is the Job's UID, read through the downward API from the pod label the Job
+	// controller sets to it (batchv1.ControllerUidLabel).
+	EnvJobUID = "TAO_JOB_UID"
+)
+
+// The pod layout: an init container copies the static binary into a shared emptyDir, from
+// where the main container's wrapper runs it.
+const (
+	StagerContainer = "tao-stager"
+	StagerVolume    = "tao-stager"
+	StagerDir       = "/tao-stager"
+	StagerBinary    = StagerDir + "/kubectl-tao"
+	// StagerImageBinary is where the stager image keeps the binary (a FROM scratch image).
+	StagerImageBinary = "/kubectl-tao"
+)
+
+// Annotations submit writes on the Job so that later commands know how it was staged.
+const (
+	// AnnotationOutputs is the JSON array of --output container paths.
+	AnnotationOutputs = "kubectl-tao.dev/outputs"
+	// AnnotationS3Secret names the Secret holding the staging credentials.
+	AnnotationS3Secret = "kubectl-tao.dev/s3-secret"
+)
+
+// SecretName is the Secret submit creates (owned by the Job) from the shell's credentials.
+func SecretName(job string) string { return job + "-s3" }
+
+// URL is a parsed s3://BUCKET/KEY. A key ending in "/" is a prefix (a directory).
+type URL struct {
+	Bucket string
+	Key    string
+}
+
+// IsPrefix reports whether the URL names every object under a prefix.
+func (u URL) IsPrefix() bool { return u.Key == "" || strings.HasSuffix(u.Key, "/") }
+
+func (u URL) String() string { return "s3://" + u.Bucket + "/" + u.Key }
+
+// ParseURL parses s3://BUCKET/KEY. The bucket must be a valid S3 bucket name; the key may not
+// contain "." or ".." segments or empty segments ("a//b"), which S3 would accept and a file
+// system would not map back.
+func ParseURL(s string) (URL, error) {
+	rest, ok := strings.CutPrefix(s, "s3://")
+	if !ok {
+		return URL{}, fmt.Errorf("%q is not an s3:// URL (want s3://BUCKET/KEY)", s)
+	}
+	bucket, key, _ := strings.Cut(rest, "/")
+	if err := validateBucket(bucket); err != nil {
+		return URL{}, fmt.Errorf("%q: %w", s, err)
+	}
+	if key == "" {
+		return URL{}, fmt.Errorf("%q names no key: give s3://%s/KEY, or s3://%s/PREFIX/ for a directory", s, bucket, bucket)
+	}
+	if strings.ContainsAny(key, "\n\r\x00") {
+		return URL{}, fmt.Errorf("%q: the key contains a control character", s)
+	}
+	segs := strings.Split(strings.TrimSuffix(key, "/"), "/")
+	for _, seg := range segs {
+		switch seg {
+		case "":
+			return URL{}, fmt.Errorf("%q: the key has an empty segment (\"//\" or a leading \"/\")", s)
+		case ".", "..":
+			return URL{}, fmt.Errorf("%q: the key may not contain %q segments", s, seg)
+		}
+	}
+	return URL{Bucket: bucket, Key: key}, nil
+}
+
+// validateBucket applies S3's bucket naming rules (3-63 characters of a-z, 0-9, "." and "-",
+// starting and ending with a letter or digit).
+func validateBucket(b string) error {
+	if len(b) < 3 || len(b) > 63 {
+		return fmt.Errorf("bucket name %q must be 3 to 63 characters", b)
+	}
+	for i, c := range b {
+		ok := c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || (c == '.' || c == '-') && i > 0 && i < len(b)-1
+		if !ok {
+			return fmt.Errorf("bucket name %q may hold only a-z, 0-9, '.' and '-', and must start and end with a letter or digit", b)
+		}
+	}
+	if strings.Contains(b, "..") {
+		return fmt.Errorf("bucket name %q may not contain \"..\"", b)
+	}
+	return nil
+}
+
+// ValidateBucket is validateBucket for S3_BUCKET_NAME given in the shell or a Secret.
+func ValidateBucket(b string) error { return validateBucket(b) }
+
+// ValidateContainerPath accepts an absolute, clean path that is not "/" and has no "..",
+// newline or NUL (paths travel one per line).
+func ValidateContainerPath(p string) error {
+	switch {
+	case p == "":
+		return errors.New("empty container path")
+	case !strings.HasPrefix(p, "/"):
+		return fmt.Errorf("container path %q must be absolute", p)
+	case strings.ContainsAny(p, "\n\r\x00"):
+		return fmt.Errorf("container path %q contains a control character", p)
+	case p == "/":
+		return errors.New(`container path "/" would stage the whole file system`)
+	}
+	for _, seg := range strings.Split(p[1:], "/") {
+		if seg == ".." {
+			return fmt.Errorf("container path %q may not contain \"..\"", p)
+		}
+	}
+	if path.Clean(p) != p {
+		return fmt.Errorf("container path %q is not clean (want %q)", p, path.Clean(p))
+	}
+	return nil
+}
+
+// Input is one --input CONTAINER_PATH=s3://BUCKET/KEY.
+type Input struct {
+	Path   string
+	Source URL
+}
+
+// ParseInput parses CONTAINER_PATH=s3://BUCKET/KEY. A prefix source (key ending in "/") is
+// downloaded as a directory at the path; an object source becomes the file at the path.
+func ParseInput(s string) (Input, error) {
+	p, u, ok := strings.Cut(s, "=")
+	if !ok {
+		return Input{}, fmt.Errorf("--input %q: want CONTAINER_PATH=s3://BUCKET/KEY", s)
+	}
+	if err := ValidateContainerPath(p); err != nil {
+		return Input{}, fmt.Errorf("--input %q: %w", s, err)
+	}
+	src, err := ParseURL(u)
+	if err != nil {
+		return Input{}, fmt.Errorf("--input %q: %w", s, err)
+	}
+	return Input{Path: p, Source: src}, nil
+}
+
+func (in Input) String() string { return in.Path + "=" + in.Source.String() }
+
+// EncodeInputs is the EnvInputs value for inputs.
+func EncodeInputs(ins []Input) string {
+	lines := make([]string, len(ins))
+	for i, in := range ins {
+		lines[i] = in.String()
+	}
+	return strings.Join(lines, "\n")
+}
+
+// DecodeInputs parses an EnvInputs value; blank lines are ignored.
+func DecodeInputs(v string) ([]Input, error) {
+	var out []Input
+	for _, l := range strings.Split(v, "\n") {
+		if strings.TrimSpace(l) == "" {
+			continue
+		}
+		in, err := ParseInput(l)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, in)
+	}
+	return out, nil
+}
+
+// EncodeOutputs is the EnvOutputs value for output paths.
+func EncodeOutputs(paths []string) string { return strings.Join(paths, "\n") }
+
+// DecodeOutputs parses an EnvOutputs value; blank lines are ignored.
+func DecodeOutputs(v string) ([]string, error) {
+	var out []string
+	for _, l := range strings.Split(v, "\n") {
+		if strings.TrimSpace(l) == "" {
+			continue
+		}
+		if err := ValidateContainerPath(l); err != nil {
+			return nil, fmt.Errorf("--output: %w", err)
+		}
+		out = append(out, l)
+	}
+	return out, nil
+}
+
+// ResultsPrefix is the job-scoped prefix of one run: results/<job-name>/<job-uid>/. Both parts
+// are required, so that no caller can ever address (and delete) another run's results.
+func ResultsPrefix(jobName, uid string) (string, error) {
+	for what, v := range map[string]string{"job name": jobName, "job UID": uid} {
+		if v == "" || strings.ContainsAny(v, "/\n\x00") || v == "." || v == ".." {
+			return "", fmt.Errorf("invalid %s %q for a results prefix", what, v)
+		}
+	}
+	return "results/" + jobName + "/" + uid + "/", nil
+}
+
+// OutputKey is the object key for an output: the results prefix joined with the container
+// path without its leading slash. A file output is that one object; a directory output's files
+// go below it, at OutputKey + "/" + their path relative to the directory.
+func OutputKey(jobName, uid, containerPath string) (string, error) {
+	prefix, err := ResultsPrefix(jobName, uid)
+	if err != nil {
+		return "", err
+	}
+	if err := ValidateContainerPath(containerPath); err != nil {
+		return "", err
+	}
+	return prefix + strings.TrimPrefix(containerPath, "/"), nil
+}
+
+// PublishedImage is the repository of the project's stager images, one tag per release.
+const PublishedImage = "ghcr.io/kubectl-tao/kubectl-tao"
+
+// releaseVersion matches what a release is tagged: vMAJOR.MINOR.PATCH, optionally -rc.N. A
+// build from an untagged commit (v0.0.0-dev, v0.0.0-<commit>, v1.2.3-4-g<commit>, -dirty) has
+// no published image.
+var releaseVersion = regexp.MustCompile(`^v(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)(-rc\.[0-9]+)?$`)
+
+// DefaultStagerImage is the published stager image for a binary of this version, and false for
+// a development build, which has none: it must name one (built with `make stager-image`).
+func DefaultStagerImage(version string) (string, bool) {
+	if !releaseVersion.MatchString(version) || strings.HasPrefix(version, "v0.0.0") {
+		return "", false
+	}
+	return PublishedImage + ":" + version, true
+}
