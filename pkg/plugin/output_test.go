@@ -21,7 +21,6 @@ import (
 	authv1 "k8s.io/api/authorization/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/version"
@@ -35,6 +34,7 @@ import (
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmdutil"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/exitcode"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/internal/cmdtest"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/internal/fixture"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/s3"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/s3layout"
 )
@@ -63,14 +63,14 @@ func outputCases() map[string]outputCase {
 	}
 	return map[string]outputCase{
 		// Results that are not API objects: the shared printer.
-		"status":   {args: []string{"train"}, setup: onCluster(runningJob(), rank("train-0", 0)), path: []any{"status"}, names: true, table: true},
-		"wait":     {args: []string{"done"}, setup: onCluster(completeJob("done")), path: []any{"status"}, names: true},
-		"replicas": {args: []string{"train"}, setup: onCluster(runningJob(), rank("train-0", 0)), path: []any{0, "name"}, names: true, table: true},
-		"diagnose": {args: []string{"done"}, setup: onCluster(completeJob("done")), path: []any{"status"}, names: true},
+		"status":   {args: []string{"train"}, setup: onCluster(fixture.Job("train").Namespace("ml").UID("uid-1").Created(outputNow.Add(-time.Hour)).Label("app.kubernetes.io/managed-by", "kubectl-tao").DefaultSelector().Active(1).Obj(), fixture.RankPod(fixture.Job("train").Namespace("ml").UID("uid-1").Created(outputNow.Add(-time.Hour)).Label("app.kubernetes.io/managed-by", "kubectl-tao").DefaultSelector().Active(1).Obj(), 0).Name("train-0").Node("gpu-a").Phase(corev1.PodRunning).Obj()), path: []any{"status"}, names: true, table: true},
+		"wait":     {args: []string{"done"}, setup: onCluster(fixture.Job("done").Namespace("ml").UID("uid-2").Succeeded(1).Condition(batchv1.JobSuccessCriteriaMet, "", "").Condition(batchv1.JobComplete, "", "").Obj()), path: []any{"status"}, names: true},
+		"replicas": {args: []string{"train"}, setup: onCluster(fixture.Job("train").Namespace("ml").UID("uid-1").Created(outputNow.Add(-time.Hour)).Label("app.kubernetes.io/managed-by", "kubectl-tao").DefaultSelector().Active(1).Obj(), fixture.RankPod(fixture.Job("train").Namespace("ml").UID("uid-1").Created(outputNow.Add(-time.Hour)).Label("app.kubernetes.io/managed-by", "kubectl-tao").DefaultSelector().Active(1).Obj(), 0).Name("train-0").Node("gpu-a").Phase(corev1.PodRunning).Obj()), path: []any{0, "name"}, names: true, table: true},
+		"diagnose": {args: []string{"done"}, setup: onCluster(fixture.Job("done").Namespace("ml").UID("uid-2").Succeeded(1).Condition(batchv1.JobSuccessCriteriaMet, "", "").Condition(batchv1.JobComplete, "", "").Obj()), path: []any{"status"}, names: true},
 		"preflight": {args: []string{"--gpus", "8"}, setup: func(*testing.T) cmdtest.Cmd {
 			return cmdtest.Cmd{Factory: &cmdutil.FakeFactory{NS: "ml", Client: preflightCluster()}}
 		}, path: []any{0, "name"}, table: true},
-		"capacity":         {setup: onCluster(gpuNode("gpu-a"), gpuNode("gpu-b")), path: []any{"nodes", 1, "name"}, names: true, table: true},
+		"capacity":         {setup: onCluster(fixture.Node("gpu-a").Label("nvidia.com/gpu.product", "H100").Label("nvidia.com/gpu.driver.major", "580").Label("nvidia.com/cuda.driver.major", "13").Label("nvidia.com/cuda.driver.minor", "0").GPUs(8).Allocatable(corev1.ResourceCPU, "64").Allocatable(corev1.ResourceMemory, "1Ti").Obj(), fixture.Node("gpu-b").Label("nvidia.com/gpu.product", "H100").Label("nvidia.com/gpu.driver.major", "580").Label("nvidia.com/cuda.driver.major", "13").Label("nvidia.com/cuda.driver.minor", "0").GPUs(8).Allocatable(corev1.ResourceCPU, "64").Allocatable(corev1.ResourceMemory, "1Ti").Obj()), path: []any{"nodes", 1, "name"}, names: true, table: true},
 		"delete-artifacts": {args: []string{"train", "--dry-run"}, setup: artifactsCluster, path: []any{"prefix"}, names: true},
 		"version":          {setup: onCluster(), path: []any{"platform"}},
 		"config view": {setup: func(t *testing.T) cmdtest.Cmd {
@@ -86,7 +86,7 @@ func outputCases() map[string]outputCase {
 		"create-pull-secret": {args: []string{"ngc", "--from-stdin", "--dry-run=client"}, setup: func(*testing.T) cmdtest.Cmd {
 			return cmdtest.Cmd{Factory: &cmdutil.FakeFactory{NS: "ml", Client: fake.NewClientset()}, Stdin: "nvapi-key\n"}
 		}, path: []any{"metadata", "name"}, names: true},
-		"list": {setup: onCluster(runningJob()), path: []any{"items", 0, "metadata", "name"}, names: true, table: true},
+		"list": {setup: onCluster(fixture.Job("train").Namespace("ml").UID("uid-1").Created(outputNow.Add(-time.Hour)).Label("app.kubernetes.io/managed-by", "kubectl-tao").DefaultSelector().Active(1).Obj()), path: []any{"items", 0, "metadata", "name"}, names: true, table: true},
 	}
 }
 
@@ -282,48 +282,10 @@ func headers(table string) []string {
 	return strings.Fields(strings.SplitN(table, "\n", 2)[0])
 }
 
-func runningJob() *batchv1.Job {
-	return &batchv1.Job{
-		ObjectMeta: metav1.ObjectMeta{Name: "train", Namespace: "ml", UID: "uid-1", CreationTimestamp: metav1.NewTime(outputNow.Add(-time.Hour)),
-			Labels: map[string]string{"app.kubernetes.io/managed-by": "kubectl-tao"}},
-		Spec:   batchv1.JobSpec{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"batch.kubernetes.io/controller-uid": "uid-1"}}},
-		Status: batchv1.JobStatus{Active: 1},
-	}
-}
-
-func rank(name string, index int) *corev1.Pod {
-	return &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ml", Labels: map[string]string{
-			"batch.kubernetes.io/controller-uid": "uid-1", "job-name": "train", "batch.kubernetes.io/job-name": "train", "batch.kubernetes.io/job-completion-index": fmt.Sprint(index)},
-			OwnerReferences: []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: "train", UID: "uid-1", Controller: ptrTrue()}}},
-		Spec:   corev1.PodSpec{NodeName: "gpu-a"},
-		Status: corev1.PodStatus{Phase: corev1.PodRunning},
-	}
-}
-
-func ptrTrue() *bool { t := true; return &t }
-
-func completeJob(name string) *batchv1.Job {
-	return &batchv1.Job{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ml", UID: "uid-2"},
-		Status: batchv1.JobStatus{Succeeded: 1, Conditions: []batchv1.JobCondition{
-			{Type: batchv1.JobSuccessCriteriaMet, Status: corev1.ConditionTrue}, {Type: batchv1.JobComplete, Status: corev1.ConditionTrue}}},
-	}
-}
-
-func gpuNode(name string) *corev1.Node {
-	return &corev1.Node{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{
-			"nvidia.com/gpu.product": "H100", "nvidia.com/gpu.driver.major": "580", "nvidia.com/cuda.driver.major": "13", "nvidia.com/cuda.driver.minor": "0"}},
-		Status: corev1.NodeStatus{Allocatable: corev1.ResourceList{
-			"nvidia.com/gpu": resource.MustParse("8"), corev1.ResourceCPU: resource.MustParse("64"), corev1.ResourceMemory: resource.MustParse("1Ti")}},
-	}
-}
-
 // preflightCluster passes every check preflight FAILs on: a namespace, GPU nodes, a recent
 // server, every permission.
 func preflightCluster() *fake.Clientset {
-	c := fake.NewClientset(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ml"}}, gpuNode("gpu-a"))
+	c := fake.NewClientset(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ml"}}, fixture.Node("gpu-a").Label("nvidia.com/gpu.product", "H100").Label("nvidia.com/gpu.driver.major", "580").Label("nvidia.com/cuda.driver.major", "13").Label("nvidia.com/cuda.driver.minor", "0").GPUs(8).Allocatable(corev1.ResourceCPU, "64").Allocatable(corev1.ResourceMemory, "1Ti").Obj())
 	c.Discovery().(*fakediscovery.FakeDiscovery).FakedServerVersion = &version.Info{Major: "1", Minor: "37", GitVersion: "v1.37.2"}
 	c.PrependReactor("create", "selfsubjectaccessreviews", func(a k8stesting.Action) (bool, runtime.Object, error) {
 		r := a.(k8stesting.CreateAction).GetObject().(*authv1.SelfSubjectAccessReview).DeepCopy()
@@ -348,7 +310,7 @@ func artifactsCluster(t *testing.T) cmdtest.Cmd {
 	if _, err := store.PutObject(context.Background(), "results", "results/train/uid-1/results/model.pth", strings.NewReader("0123456789"), 10, minio.PutObjectOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	job := completeJob("train")
+	job := fixture.Job("train").Namespace("ml").UID("uid-2").Succeeded(1).Condition(batchv1.JobSuccessCriteriaMet, "", "").Condition(batchv1.JobComplete, "", "").Obj()
 	job.UID = "uid-1"
 	job.Annotations = map[string]string{s3layout.AnnotationOutputs: `["/results"]`, s3layout.AnnotationS3Secret: s3layout.SecretName("train")}
 	return cmdtest.Cmd{Factory: &cmdutil.FakeFactory{NS: "ml", Client: fake.NewClientset(job)}, Env: map[string]string{

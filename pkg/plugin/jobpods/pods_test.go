@@ -13,25 +13,16 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
-	"k8s.io/utils/ptr"
+
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/internal/fixture"
 )
 
 // controllerPod is a pod as the v1.37 Job controller makes it for rank index of an Indexed Job:
 // the index both as annotation and label, the legacy and prefixed name and UID labels, and a
 // controller ownerReference.
 func controllerPod(job string, uid types.UID, index int) corev1.Pod {
-	i := strconv.Itoa(index)
-	return corev1.Pod{ObjectMeta: metav1.ObjectMeta{
-		Name: job + "-" + i + "-abcde", Namespace: "ml", UID: types.UID("pod-" + i + "-" + string(uid)),
-		Labels: map[string]string{
-			batchv1.ControllerUidLabel: string(uid), "controller-uid": string(uid),
-			batchv1.JobNameLabel: job, "job-name": job,
-			batchv1.JobCompletionIndexAnnotation: i,
-		},
-		Annotations: map[string]string{batchv1.JobCompletionIndexAnnotation: i},
-		OwnerReferences: []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: job, UID: uid,
-			Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true)}},
-	}}
+	j := fixture.Job(job).Namespace("ml").UID(string(uid)).Obj()
+	return fixture.RankPod(j, index).UID("pod-" + strconv.Itoa(index) + "-" + string(uid)).Val()
 }
 
 func TestRank(t *testing.T) {

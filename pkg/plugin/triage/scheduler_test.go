@@ -5,8 +5,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/internal/fixture"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/jobspec"
 )
 
@@ -15,10 +15,10 @@ import (
 // matcher read differently (an Equal toleration without a key, Gt on a numeric value).
 func TestUntoleratedTaintsFollowTheScheduler(t *testing.T) {
 	node := func(taints ...corev1.Taint) []corev1.Node {
-		return []corev1.Node{{ObjectMeta: metav1.ObjectMeta{Name: "n"}, Spec: corev1.NodeSpec{Taints: taints}}}
+		return []corev1.Node{fixture.Node("n").Taints(taints...).Val()}
 	}
 	pod := func(tols ...corev1.Toleration) *corev1.Pod {
-		return &corev1.Pod{Spec: corev1.PodSpec{Tolerations: tols}}
+		return fixture.Pod("").Toleration(tols...).Obj()
 	}
 	ml := corev1.Taint{Key: "dedicated", Value: "ml", Effect: corev1.TaintEffectNoSchedule}
 	tier := corev1.Taint{Key: "tier", Value: "5", Effect: corev1.TaintEffectNoSchedule}
