@@ -14,15 +14,24 @@ import (
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/printer"
 )
 
-// Wait waits for t and reports like `kubectl tao wait`: progress on streams.ErrOut, the final
-// status on streams.Out (a line, or the status object when p is not human), and the exit code
-// of the outcome as the error. submit --wait calls it after creating the Job.
-func Wait(ctx context.Context, client kubernetes.Interface, t Target, timeout time.Duration, p *printer.Flags, clk clock.PassiveClock, streams genericiooptions.IOStreams) error {
-	out, err := Until(ctx, client, t, timeout, streams.ErrOut)
+// Report says how Wait reports: the final status through Out (a line when nil or human), AGE
+// from Clock, progress and the result on Streams.
+type Report struct {
+	Out     *printer.Flags
+	Clock   clock.PassiveClock
+	Streams genericiooptions.IOStreams
+}
+
+// Wait waits for t and reports like `kubectl tao wait`: progress on r.Streams.ErrOut, the final
+// status on r.Streams.Out (a line, or the status object when r.Out is not human), and the exit
+// code of the outcome as the error. timeout 0 waits forever. submit --wait calls it after
+// creating the Job.
+func Wait(ctx context.Context, client kubernetes.Interface, t Target, timeout time.Duration, r Report) error {
+	out, err := Until(ctx, client, t, timeout, r.Streams.ErrOut)
 	if err != nil {
 		return err
 	}
-	if perr := printFinal(streams.Out, t, out, p, clk); perr != nil {
+	if perr := printFinal(r.Streams.Out, t, out, r.Out, r.Clock); perr != nil {
 		return perr
 	}
 	return Err(t.Name, out.Result)

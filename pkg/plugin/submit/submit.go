@@ -385,7 +385,7 @@ func (o *Options) Run(ctx context.Context) error {
 		streams.Out = io.Discard
 	}
 	target := jobwait.Target{Namespace: created.Job.Namespace, Name: created.Job.Name, UID: created.Job.UID}
-	return jobwait.Wait(ctx, client, target, 0, nil, o.clock, streams)
+	return jobwait.Wait(ctx, client, target, 0, jobwait.Report{Clock: o.clock, Streams: streams})
 }
 
 // secretValues are the credentials submit holds, to be scrubbed from any error.

@@ -351,6 +351,11 @@ func (v podView) exited() *finding {
 		f.suggestion = "Container OOM-killed. Reduce batch size, lower max_length, or request more memory on a larger node."
 		return f
 	}
+	if t.Reason == "StartError" || t.Reason == "ContainerCannotRun" {
+		f.message = "the container's command could not be started: " + t.Message
+		f.suggestion = startFailure(t.Message)
+		return f
+	}
 	lines := v.s.Logs[v.pod.Name]
 	if p, line := scanLogs(lines); p != nil {
 		f.name, f.suggestion = p.name, p.suggestion

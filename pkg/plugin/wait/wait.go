@@ -90,5 +90,6 @@ func (o *Options) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	return jobwait.Wait(ctx, client, jobwait.Target{Namespace: o.namespace, Name: o.name}, o.Timeout, o.out, o.clock, o.IOStreams)
+	target := jobwait.Target{Namespace: o.namespace, Name: o.name}
+	return jobwait.Wait(ctx, client, target, o.Timeout, jobwait.Report{Out: o.out, Clock: o.clock, Streams: o.IOStreams})
 }
