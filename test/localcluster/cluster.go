@@ -60,6 +60,8 @@ type Config struct {
 	Progress     io.Writer
 	PickPort     PortPicker
 	ReadyTimeout time.Duration
+	// RealNode also runs a real kubelet node next to the simulated ones (see realnode.go).
+	RealNode bool
 }
 
 // Complete fills defaults and resolves paths.

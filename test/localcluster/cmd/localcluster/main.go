@@ -58,6 +58,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	nodes := fs.Int("nodes", envInt("GPU_NODES", localcluster.DefaultNodes), "number of simulated GPU nodes (env GPU_NODES)")
 	gpus := fs.Int("gpus-per-node", envInt("GPUS_PER_NODE", localcluster.DefaultGPUsPerNode), "nvidia.com/gpu per node (env GPUS_PER_NODE)")
 	timeout := fs.Duration("timeout", 3*time.Minute, "how long up waits for the nodes to be Ready")
+	fs.BoolVar(&cfg.RealNode, "real-node", os.Getenv("REAL_NODE") == "1", "also build and run a real kubelet node (root on Linux; env REAL_NODE=1)")
 	if err := fs.Parse(rest); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
@@ -95,7 +96,20 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		if err != nil {
 			return err
 		}
-		for _, b := range localcluster.Binaries() {
+		list := localcluster.Binaries()
+		if cfg.RealNode {
+			// A second build under the same lock: a launcher waiting for the control plane
+			// gets it as soon as that part is done.
+			nodePaths, err := localcluster.EnsureNodeBinaries(ctx, cacheDir, cfg.SourceDir, stderr)
+			if err != nil {
+				return err
+			}
+			for k, v := range nodePaths {
+				paths[k] = v
+			}
+			list = append(list, localcluster.NodeBinaries()...)
+		}
+		for _, b := range list {
 			fmt.Fprintf(stdout, "%s\n", paths[b.Name])
 		}
 		return nil
