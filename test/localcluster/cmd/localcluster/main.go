@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strconv"
 	"syscall"
 	"time"
@@ -18,6 +19,12 @@ import (
 )
 
 func main() {
+	// containerd runs the launcher as its runc (see runcwrap.go).
+	if filepath.Base(os.Args[0]) == localcluster.RuncWrapperName {
+		err := localcluster.RunRuncWrapper(os.Args[0], os.Args[1:])
+		fmt.Fprintf(os.Stderr, "%v\n", err)
+		os.Exit(1)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
@@ -36,6 +43,7 @@ commands:
   status         show the components and nodes; exits non-zero unless healthy
   kubeconfig     print the path of the admin kubeconfig
   restart-kwok   restart only kwok (node leases are deleted first)
+  images         build the real node's images (OCI archives) into --out
 
 Run "localcluster <command> -h" for the flags of a command.
 `
@@ -58,7 +66,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	nodes := fs.Int("nodes", envInt("GPU_NODES", localcluster.DefaultNodes), "number of simulated GPU nodes (env GPU_NODES)")
 	gpus := fs.Int("gpus-per-node", envInt("GPUS_PER_NODE", localcluster.DefaultGPUsPerNode), "nvidia.com/gpu per node (env GPUS_PER_NODE)")
 	timeout := fs.Duration("timeout", 3*time.Minute, "how long up waits for the nodes to be Ready")
-	fs.BoolVar(&cfg.RealNode, "real-node", os.Getenv("REAL_NODE") == "1", "also build and run a real kubelet node (root on Linux; env REAL_NODE=1)")
+	realNode := realNodeFlag{mode: localcluster.RealNodeOff}
+	if v := os.Getenv("REAL_NODE"); v != "" {
+		if err := realNode.Set(v); err != nil {
+			return err
+		}
+	}
+	fs.Var(&realNode, "real-node", "also run a real kubelet node: 1 (required), auto (where the host allows it) or 0 (env REAL_NODE); needs root on Linux")
+	fs.DurationVar(&cfg.RealNodeWait, "real-node-wait", 0, "how long up waits for another cluster's real node to go (default 3m with --real-node=1, 0 with auto)")
+	out := fs.String("out", "node-images", "images: directory to write the archives to")
+	gpusFlag := fs.Int("gpus", localcluster.RealNodeGPUs, "deviceplugin: number of GPUs to advertise")
 	if err := fs.Parse(rest); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
@@ -72,6 +89,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return errors.New("GPU_NODES and GPUS_PER_NODE must be non-negative integers")
 	}
 	cfg.Nodes, cfg.GPUsPerNode, cfg.ReadyTimeout = *nodes, *gpus, *timeout
+	cfg.RealNode = realNode.mode
+	if !flagSet(fs, "real-node-wait") && cfg.RealNode == localcluster.RealNodeOn {
+		cfg.RealNodeWait = 3 * time.Minute
+	}
 	cfg.SourceDir = *sourceDir
 	if cfg.SourceDir == "" {
 		// Only a build needs it; a missing repository is reported there if it matters.
@@ -97,7 +118,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 		list := localcluster.Binaries()
-		if cfg.RealNode {
+		if cfg.RealNode != localcluster.RealNodeOff {
 			// A second build under the same lock: a launcher waiting for the control plane
 			// gets it as soon as that part is done.
 			nodePaths, err := localcluster.EnsureNodeBinaries(ctx, cacheDir, cfg.SourceDir, stderr)
@@ -128,6 +149,20 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return nil
 	case "restart-kwok":
 		return localcluster.RestartKwok(ctx, cfg)
+	case "images":
+		imgs, err := localcluster.BuildNodeImages(ctx, cfg.SourceDir, *out, stderr)
+		if err != nil {
+			return err
+		}
+		for _, role := range []string{localcluster.ImageTest, localcluster.ImageShOnly, localcluster.ImagePause, localcluster.ImageStager} {
+			if img, ok := imgs[role]; ok {
+				fmt.Fprintf(stdout, "%s\t%s\n", img.Ref, img.Archive)
+			}
+		}
+		return nil
+	case "deviceplugin":
+		// Hidden: the real node's GPU device plugin, which up starts.
+		return localcluster.RunDevicePlugin(ctx, cfg.StateDir, *gpusFlag, stderr)
 	case "logsim":
 		// Hidden: the log daemon the launcher starts.
 		return runLogsim(ctx, cfg.StateDir, stderr)
@@ -153,4 +188,28 @@ func envInt(name string, def int) int {
 		return -1
 	}
 	return n
+}
+
+// realNodeFlag is --real-node: a bare --real-node means 1.
+type realNodeFlag struct{ mode localcluster.RealNodeMode }
+
+func (f *realNodeFlag) String() string   { return string(f.mode) }
+func (f *realNodeFlag) IsBoolFlag() bool { return true }
+func (f *realNodeFlag) Set(s string) error {
+	m, err := localcluster.ParseRealNodeMode(s)
+	if err != nil {
+		return err
+	}
+	f.mode = m
+	return nil
+}
+
+func flagSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) {
+		if f.Name == name {
+			set = true
+		}
+	})
+	return set
 }
