@@ -883,6 +883,22 @@ func writeRealNodeEnv(stateDir string, info *RealNodeInfo, skip string) error {
 	return os.WriteFile(filepath.Join(stateDir, RealNodeEnvFile), []byte(b.String()), 0o644)
 }
 
+// TestEnv is what `localcluster exec` adds to a command's environment: KUBECONFIG and the
+// TAO_* variables of the state dir's realnode.env.
+func TestEnv(stateDir string) ([]string, error) {
+	env := []string{"KUBECONFIG=" + KubeconfigPath(stateDir)}
+	data, err := os.ReadFile(filepath.Join(stateDir, RealNodeEnvFile))
+	if err != nil {
+		return nil, fmt.Errorf("read the real node's variables (is the cluster in %s up?): %w", stateDir, err)
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if k, _, ok := strings.Cut(line, "="); ok {
+			env = append(env, k+"="+envValue(string(data), k))
+		}
+	}
+	return env, nil
+}
+
 // shortRef drops the docker.io/ the kubelet adds back, so tests pass the name users write.
 func shortRef(ref string) string { return strings.TrimPrefix(ref, "docker.io/") }
 

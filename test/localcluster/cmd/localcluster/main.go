@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"strconv"
@@ -28,6 +29,10 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
+	var code exitCode
+	if errors.As(err, &code) {
+		os.Exit(int(code))
+	}
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "localcluster: %v\n", err)
 		os.Exit(1)
@@ -44,6 +49,7 @@ commands:
   kubeconfig     print the path of the admin kubeconfig
   restart-kwok   restart only kwok (node leases are deleted first)
   images         build the real node's images (OCI archives) into --out
+  exec -- CMD    run CMD with KUBECONFIG and the real node's TAO_* variables (see README)
 
 Run "localcluster <command> -h" for the flags of a command.
 `
@@ -82,7 +88,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 		return err
 	}
-	if fs.NArg() > 0 {
+	if fs.NArg() > 0 && cmd != "exec" {
 		return fmt.Errorf("%s: unexpected arguments %v", cmd, fs.Args())
 	}
 	if *nodes < 0 || *gpus < 0 {
@@ -160,6 +166,26 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			}
 		}
 		return nil
+	case "exec":
+		if fs.NArg() == 0 {
+			return errors.New("exec: no command given (localcluster exec --state-dir DIR -- CMD ARGS...)")
+		}
+		if err := cfg.Complete(); err != nil {
+			return err
+		}
+		env, err := localcluster.TestEnv(cfg.StateDir)
+		if err != nil {
+			return err
+		}
+		c := exec.CommandContext(ctx, fs.Arg(0), fs.Args()[1:]...)
+		c.Env = append(os.Environ(), env...)
+		c.Stdin, c.Stdout, c.Stderr = os.Stdin, stdout, stderr
+		err = c.Run()
+		var ee *exec.ExitError
+		if errors.As(err, &ee) && ee.ExitCode() > 0 {
+			return exitCode(ee.ExitCode())
+		}
+		return err
 	case "deviceplugin":
 		// Hidden: the real node's GPU device plugin, which up starts.
 		return localcluster.RunDevicePlugin(ctx, cfg.StateDir, *gpusFlag, stderr)
@@ -213,3 +239,8 @@ func flagSet(fs *flag.FlagSet, name string) bool {
 	})
 	return set
 }
+
+// exitCode is the exit status of the command `exec` ran, passed on as the launcher's own.
+type exitCode int
+
+func (c exitCode) Error() string { return fmt.Sprintf("exit status %d", int(c)) }
