@@ -32,6 +32,9 @@ E2E_FLAGS     ?=
 # to auto, `make cluster-up` to 0. With it on, `make e2e` also builds the stager image for it.
 REAL_NODE     ?=
 REAL_NODE_E2E := $(or $(REAL_NODE),auto)
+# With the node on, the launcher's own real-node test (up, pods, a second cluster beside, down
+# leaves the host clean) runs first, since the suite's cluster then holds the machine's node.
+REAL_NODE_PRE  = $(if $(E2E_FLAGS),,$(REAL_NODE_ON))
 REAL_NODE_ON  := $(if $(filter 1 true on,$(REAL_NODE_E2E)),1,$(if $(filter auto,$(REAL_NODE_E2E)),$(if $(filter 0,$(shell id -u 2>/dev/null)),$(filter Linux,$(shell uname -s)))))
 # versitygw, a real S3 server (Apache-2.0) that the staging tests run on loopback. Set before the
 # e2e rule, whose prerequisites make expands as it reads them.
@@ -61,7 +64,8 @@ unit: ## Run the unit tests
 e2e: STAGER_PLATFORMS = linux/$(shell $(GO) env GOARCH)
 e2e: build $(LOCALCLUSTER) $(VERSITYGW) $(if $(REAL_NODE_ON),stager-image) ## Bring the local cluster up, run the e2e suite against it, bring it down
 	@rc=0; \
-	$(LOCALCLUSTER) up --state-dir '$(CLUSTER_DIR)' --nodes $(GPU_NODES) --gpus-per-node $(GPUS_PER_NODE) --real-node=$(REAL_NODE_E2E) || rc=$$?; \
+	$(if $(REAL_NODE_PRE),$(GO) test -tags e2e -count=1 -timeout 30m -run '^TestRealNode$$' ./test/localcluster/ || rc=$$?;) \
+	[ $$rc -ne 0 ] || $(LOCALCLUSTER) up --state-dir '$(CLUSTER_DIR)' --nodes $(GPU_NODES) --gpus-per-node $(GPUS_PER_NODE) --real-node=$(REAL_NODE_E2E) || rc=$$?; \
 	if [ $$rc -eq 0 ]; then \
 	  KUBECONFIG='$(CLUSTER_DIR)/kubeconfig' KUBECTL_TAO='$(CURDIR)/bin/kubectl-tao' VERSITYGW='$(VERSITYGW)' \
 	    $(LOCALCLUSTER) exec --state-dir '$(CLUSTER_DIR)' -- $(GO) test -tags e2e -count=1 -timeout 45m $(E2E_FLAGS) ./test/... || rc=$$?; \
