@@ -950,7 +950,9 @@ func teardownRealNode(ctx context.Context, cfg Config, info RealNodeInfo) {
 	killCgroups(info.CgroupDirs)
 	shimSockets := ourShimSockets(info.StateDir)
 	stop(CompContainerd)
-	exes := []string{logsimExe(info.StateDir)}
+	// Not the launcher copy: it also runs the cluster's logsim, which a node restart on a
+	// healthy cluster must leave alone; the device plugin is stopped by its pid file below.
+	var exes []string
 	for _, b := range NodeBinaries() {
 		exes = append(exes, b.Path(cfg.CacheDir))
 	}
