@@ -758,7 +758,7 @@ disabled_plugins = ["io.containerd.nri.v1.nri", "io.containerd.tracing.processor
     disable_apparmor = true
     # No CAP_SYS_RESOURCE here: runc cannot lower oom_score_adj below containerd's own.
     restrict_oom_score_adj = true
-    enable_cdi = false
+    cdi_spec_dirs = [%[11]q]
     netns_mounts_under_state_dir = true
     [plugins.'io.containerd.cri.v1.runtime'.containerd]
       default_runtime_name = "runc"
@@ -775,7 +775,7 @@ disabled_plugins = ["io.containerd.nri.v1.nri", "io.containerd.tracing.processor
     stream_server_address = "127.0.0.1"
     stream_server_port = "0"
 `, d("ctrd", "root"), d("ctrd", "state"), d("ctrd", "containerd.sock"), d("ctrd", "containerd.sock.ttrpc"),
-		d("opt"), PauseImageRef, d("bin", RuncWrapperName), d("runc"), filepath.Dir(bins[CompCNIBridge]), d("cni", "net.d"))
+		d("opt"), PauseImageRef, d("bin", RuncWrapperName), d("runc"), filepath.Dir(bins[CompCNIBridge]), d("cni", "net.d"), d("cdi"))
 }
 
 func cniConfig(info *RealNodeInfo) string {
