@@ -89,6 +89,8 @@ var fixedHostPaths = []string{
 	"/var/log/containers",
 	"/run/containerd", "/run/containerd/s", "/run/containerd/fifo",
 	"/var/lib/cni", "/var/lib/cni/results",
+	// util-linux mount's lock directory, made by the kubelet's mounts.
+	"/run/mount",
 }
 
 // Kernel settings the kubelet (vm.*, kernel.*) and the CNI bridge (ip_forward) change at
