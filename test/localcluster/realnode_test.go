@@ -250,3 +250,17 @@ func TestNodeImagesAreReproducible(t *testing.T) {
 		}
 	}
 }
+
+func TestUnescapeMount(t *testing.T) {
+	for in, want := range map[string]string{
+		`/work/a b/.cluster/node`:    `/work/a b/.cluster/node`,
+		`/work/a\040b/.cluster/node`: `/work/a b/.cluster/node`,
+		`/x\011tab\134back`:          "/x\ttab\\back",
+		`/plain`:                     `/plain`,
+		`/trailing\04`:               `/trailing\04`,
+	} {
+		if got := unescapeMount(in); got != want {
+			t.Errorf("unescapeMount(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
