@@ -21,6 +21,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/kubectl-tao/kubectl-tao/internal/testbuf"
 )
 
 // runMain makes this test binary the trainer itself, so the tests can run it as a process and
@@ -32,24 +34,6 @@ func TestMain(m *testing.M) {
 		os.Exit(run(os.Args, os.Stdout, os.Stderr))
 	}
 	os.Exit(m.Run())
-}
-
-// syncBuffer is a trainer's stdout that goroutines may read while it is written.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 func TestRendezvousThreeRanksOnLoopback(t *testing.T) {
@@ -65,11 +49,11 @@ func TestRendezvousThreeRanksOnLoopback(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	const world = 3
-	outs := make([]*syncBuffer, world)
+	outs := make([]*testbuf.Buffer, world)
 	errs := make([]error, world)
 	var wg sync.WaitGroup
 	for r := 1; r < world; r++ {
-		outs[r] = &syncBuffer{}
+		outs[r] = &testbuf.Buffer{}
 		wg.Go(func() {
 			tr := &trainer{rank: r, out: outs[r]}
 			errs[r] = tr.joinRendezvous(ctx, "localhost", port, world)
@@ -80,7 +64,7 @@ func TestRendezvousThreeRanksOnLoopback(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	outs[0] = &syncBuffer{}
+	outs[0] = &testbuf.Buffer{}
 	errs[0] = (&trainer{rank: 0, out: outs[0]}).serveRendezvous(ctx, ln, world)
 	wg.Wait()
 	for r := range world {
@@ -129,7 +113,7 @@ func TestRendezvousRefusesAMismatchedWorldSize(t *testing.T) {
 func TestRendezvousGivesUpAfterTheTimeout(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 700*time.Millisecond)
 	defer cancel()
-	out := &syncBuffer{}
+	out := &testbuf.Buffer{}
 	// Port 1 on loopback: nothing listens there, the connection is refused at once.
 	err := (&trainer{rank: 1, out: out}).joinRendezvous(ctx, "127.0.0.1", "1", 2)
 	if err == nil || !strings.Contains(err.Error(), "not reached") || !strings.Contains(err.Error(), "refused") {
@@ -143,7 +127,7 @@ func TestRendezvousGivesUpAfterTheTimeout(t *testing.T) {
 // proc is a trainer running as a process.
 type proc struct {
 	cmd   *exec.Cmd
-	out   *syncBuffer
+	out   *testbuf.Buffer
 	lines chan string
 	done  chan struct{}
 }
@@ -165,7 +149,7 @@ func start(t *testing.T, env []string, args ...string) *proc {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	p := &proc{cmd: cmd, out: &syncBuffer{}, lines: make(chan string, 1000), done: make(chan struct{})}
+	p := &proc{cmd: cmd, out: &testbuf.Buffer{}, lines: make(chan string, 1000), done: make(chan struct{})}
 	go func() {
 		defer close(p.done)
 		sc := bufio.NewScanner(stdout)
