@@ -1,0 +1,103 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// TestRealNodeCancelDeliversSIGTERM cancels a running 2-rank trainer job while its log is
+// followed: each rank's SIGTERM handler writes a final checkpoint and says so, the follow shows
+// it and ends, and cancel returns only once the pods are gone, well within the grace period.
+func TestRealNodeCancelDeliversSIGTERM(t *testing.T) {
+	n := realNode(t)
+	t.Parallel()
+	ns := namespace(t)
+	submitReal(t, n, ns, "long", []string{"--nodes", "2", "--shm-size", "64Mi"},
+		trainerPath, "--steps", "100000", "--step-delay", "250ms")
+	follow := taoBackground(t, "logs", "-f", "long", "-n", ns)
+	follow.waitOutput(t, 2*time.Minute, "[rank 0] rank 0 step 2\n", "[rank 1] rank 1 step 2\n")
+
+	const grace = 30
+	start := time.Now()
+	r := tao(t, nil, "cancel", "long", "-n", ns, "--grace-period", fmt.Sprint(grace), "--timeout", "90s")
+	took := time.Since(start)
+	if r.code != 0 || r.stdout != "job.batch/long canceled\n" {
+		t.Fatalf("cancel: %s", r)
+	}
+	pods, err := client.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pods.Items) != 0 {
+		t.Errorf("cancel returned with %d pods left, e.g. %s (%s)", len(pods.Items), pods.Items[0].Name, pods.Items[0].Status.Phase)
+	}
+	// The trainer exits as soon as its checkpoint is written: a cancel that took most of the grace
+	// period means SIGTERM did not reach it and the kubelet had to SIGKILL.
+	if took > grace*time.Second/2 {
+		t.Errorf("cancel took %s with a %ds grace period: the ranks did not stop on SIGTERM", took.Round(time.Millisecond), grace)
+	}
+	t.Logf("cancel took %s", took.Round(time.Millisecond))
+
+	fr := follow.wait(t, 60*time.Second)
+	for rank := range 2 {
+		line := fmt.Sprintf(`(?m)^\[rank %d\] rank %d got SIGTERM at step \d+, wrote final checkpoint /tmp/trainer-results/rank-%d/final$`, rank, rank, rank)
+		if !regexp.MustCompile(line).MatchString(fr.stdout) {
+			t.Errorf("rank %d: no SIGTERM line with its final checkpoint in the followed log: %s", rank, fr)
+		}
+	}
+	if fr.code != 10 {
+		t.Errorf("logs -f of a canceled job: want exit 10 (Canceled), got %s", fr)
+	}
+}
+
+// TestRealNodeOOMKill runs a job whose rank 1 allocates past its --memory limit: the kernel
+// kills it, the Job fails, and diagnose names rank 1, OOMKilled and 137.
+func TestRealNodeOOMKill(t *testing.T) {
+	n := realNode(t)
+	t.Parallel()
+	ns := namespace(t)
+	script := fmt.Sprintf(`if [ "$NODE_RANK" = 1 ]; then exec %[1]s --eat-memory; fi
+exec %[1]s --steps 100000 --step-delay 250ms`, trainerPath)
+	submitReal(t, n, ns, "oom", []string{"--nodes", "2", "--memory", "64Mi", "--shm-size", "0"}, script)
+	poll(t, 3*time.Minute, "status Error", statusIs(t, ns, "oom", "Error"))
+	a := diagnoseUntil(t, ns, "oom", func(a analysis) bool { return a.ErrClass != nil })
+	if *a.ErrClass != "ERR_PROGRAM" || len(a.Events) == 0 {
+		t.Fatalf("analysis = %+v", a)
+	}
+	e := a.Events[0]
+	if e.Name != "OOMKilled" || e.Rank != 1 || e.Node != n.Name || e.ExitCode == nil || *e.ExitCode != 137 {
+		t.Fatalf("first event = %+v, want rank 1 OOMKilled (137) on %s", e, n.Name)
+	}
+	contains(t, tao(t, nil, "diagnose", "oom", "-n", ns), 0, "rank 1: OOMKilled", "on node "+n.Name, "Class: ERR_PROGRAM")
+}
+
+// TestRealNodeImagePullFailure names an image on a loopback registry that is not there: the
+// real kubelet's ErrImagePull / ImagePullBackOff reaches replicas and diagnose.
+func TestRealNodeImagePullFailure(t *testing.T) {
+	n := realNode(t)
+	t.Parallel()
+	ns := namespace(t)
+	const image = "127.0.0.1:1/absent:1"
+	submitReal(t, n, ns, "absent", []string{"--image", image}, "true")
+	reps, last := replicasUntil(t, ns, "absent", func(r []replica) bool {
+		return len(r) == 1 && r[0].Status.ReadinessIssue != nil &&
+			(r[0].Status.ReadinessIssue.Reason == "ErrImagePull" || r[0].Status.ReadinessIssue.Reason == "ImagePullBackOff")
+	})
+	if issue := reps[0].Status.ReadinessIssue; !strings.Contains(issue.Message, image) || reps[0].Node != n.Name {
+		t.Errorf("replica %+v, issue %+v: want the image named, on %s\n%s", reps[0], *issue, n.Name, last)
+	}
+	a := diagnoseUntil(t, ns, "absent", func(a analysis) bool { return a.ErrClass != nil })
+	if *a.ErrClass != "ERR_INFRA" || len(a.Events) == 0 ||
+		(a.Events[0].Name != "ImagePullBackOff" && a.Events[0].Name != "ErrImagePull") || a.Suggestion == "" {
+		t.Fatalf("analysis = %+v", a)
+	}
+	contains(t, tao(t, nil, "diagnose", "absent", "-n", ns), 0, image)
+}
