@@ -48,23 +48,29 @@ func TestRealNodeCommandContract(t *testing.T) {
 			job := c.name
 			submitReal(t, n, ns, job, []string{"--nodes", strconv.Itoa(c.nodes), "--shm-size", "0", "--env", literalEnv}, c.command...)
 			waitComplete(t, ns, job)
-			logs := jobLogs(t, ns, job)
-			if len(logs) != c.nodes {
-				t.Fatalf("logs of %d ranks, want %d: %v", len(logs), c.nodes, logs)
-			}
-			for rank := range c.nodes {
-				got := decodeArgv(t, logs[rank], rank)
-				if got.Args[0] != trainerPath {
-					t.Errorf("rank %d: argv[0] = %q, want %s", rank, got.Args[0], trainerPath)
-				}
-				if want := c.want(rank, job); !slices.Equal(afterDashes(got.Args), want) {
-					t.Errorf("rank %d: arguments\n got %q\nwant %q", rank, afterDashes(got.Args), want)
-				}
-				if !slices.Contains(got.Env, literalEnv) {
-					t.Errorf("rank %d: %q not in the environment %q", rank, literalEnv, got.Env)
-				}
-			}
+			assertArgv(t, jobLogs(t, ns, job), c.nodes, func(rank int) []string { return c.want(rank, job) })
 		})
+	}
+}
+
+// assertArgv checks the argv line of each of a job's ranks: the trainer's positional arguments
+// are want(rank), and literalEnv is in its environment.
+func assertArgv(t *testing.T, logs map[int][]string, nodes int, want func(rank int) []string) {
+	t.Helper()
+	if len(logs) != nodes {
+		t.Fatalf("logs of %d ranks, want %d: %v", len(logs), nodes, logs)
+	}
+	for rank := range nodes {
+		got := decodeArgv(t, logs[rank], rank)
+		if got.Args[0] != trainerPath {
+			t.Errorf("rank %d: argv[0] = %q, want %s", rank, got.Args[0], trainerPath)
+		}
+		if w := want(rank); !slices.Equal(afterDashes(got.Args), w) {
+			t.Errorf("rank %d: arguments\n got %q\nwant %q", rank, afterDashes(got.Args), w)
+		}
+		if !slices.Contains(got.Env, literalEnv) {
+			t.Errorf("rank %d: %q not in the environment %q", rank, literalEnv, got.Env)
+		}
 	}
 }
 

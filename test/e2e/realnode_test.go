@@ -71,9 +71,15 @@ func realNode(t *testing.T) realNodeEnv {
 // image, no GPUs unless flags ask (a later flag wins), then "--" and the command.
 func submitReal(t *testing.T, n realNodeEnv, ns, name string, flags []string, command ...string) {
 	t.Helper()
+	submitRealEnv(t, nil, n, ns, name, flags, command...)
+}
+
+// submitRealEnv is submitReal with variables added to submit's environment.
+func submitRealEnv(t *testing.T, env []string, n realNodeEnv, ns, name string, flags []string, command ...string) {
+	t.Helper()
 	args := append([]string{"submit", name, "-n", ns, "--image", n.Image, "--gpus", "0",
 		"--node-selector", realNodeSelector, "--toleration", realNodeToleration}, flags...)
-	r := tao(t, nil, append(append(args, "--"), command...)...)
+	r := tao(t, env, append(append(args, "--"), command...)...)
 	if r.code != 0 {
 		t.Fatalf("submit %s: %s", name, r)
 	}
