@@ -46,6 +46,12 @@ func (p *proc) exitError() error {
 // <state>/logs/<name>.log, and records it in <state>/run/<name>.pid before returning so even a
 // launcher killed right now leaves a record that Down can use.
 func startProcess(stateDir, name, exe string, args []string) (*proc, error) {
+	return startProcessEnv(stateDir, name, exe, args, nil, nil)
+}
+
+// startProcessEnv is startProcess with extra environment (appended to ours, so it wins) and
+// extra open files, which the child gets as fds 3, 4, ...
+func startProcessEnv(stateDir, name, exe string, args, env []string, extra []*os.File) (*proc, error) {
 	// /proc/<pid>/exe shows the resolved path; record that so ownership checks compare alike.
 	if real, err := filepath.EvalSymlinks(exe); err == nil {
 		exe = real
@@ -67,6 +73,10 @@ func startProcess(stateDir, name, exe string, args []string) (*proc, error) {
 	cmd.Dir = stateDir
 	cmd.Stdout = logFile
 	cmd.Stderr = logFile
+	if env != nil {
+		cmd.Env = append(os.Environ(), env...)
+	}
+	cmd.ExtraFiles = extra
 	// A new process group detaches the component from the terminal's Ctrl-C (Up handles that
 	// itself and tears down in order) and lets Stop signal the component with any children.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}

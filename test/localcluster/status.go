@@ -4,9 +4,13 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
+	"sort"
 	"strings"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 )
 
@@ -71,9 +75,70 @@ func Status(ctx context.Context, cfg Config, out io.Writer) error {
 			problems++
 		}
 	}
+	if info, ok := readNodeInfo(realNodeFile(cfg.StateDir)); ok {
+		problems += realNodeStatus(ctx, out, cs, info)
+	} else if env, err := os.ReadFile(filepath.Join(cfg.StateDir, RealNodeEnvFile)); err == nil {
+		fmt.Fprintf(out, "%-24s none (%s)\n", "real node", envValue(string(env), "TAO_REAL_NODE_SKIP"))
+	}
 	fmt.Fprintf(out, "%-24s %s\n", "kubeconfig", KubeconfigPath(cfg.StateDir))
 	if problems > 0 {
 		return fmt.Errorf("cluster in %s is not healthy (%d problems); `localcluster up` cleans up and restarts it", cfg.StateDir, problems)
 	}
 	return nil
+}
+
+// realNodeStatus prints the real node's processes, readiness, addresses and images, and
+// returns the number of problems.
+func realNodeStatus(ctx context.Context, out io.Writer, cs kubernetes.Interface, info RealNodeInfo) int {
+	problems := 0
+	recs, _ := readPidFiles(info.StateDir)
+	byName := map[string]PidRecord{}
+	for _, r := range recs {
+		byName[r.Name] = r
+	}
+	for _, name := range realNodeProcesses {
+		state := "no pid file"
+		if r, ok := byName[name]; ok {
+			state = fmt.Sprintf("not running (pid %d)", r.PID)
+			if pi, alive := ReadProc(r.PID); alive && IsOurs(pi, r.Exe, info.StateDir) {
+				state = fmt.Sprintf("running (pid %d)", r.PID)
+			}
+		}
+		if !strings.HasPrefix(state, "running") {
+			problems++
+		}
+		fmt.Fprintf(out, "%-24s %s\n", name, state)
+	}
+	state := "not registered"
+	if node, err := cs.CoreV1().Nodes().Get(ctx, info.Name, metav1.GetOptions{}); err == nil {
+		gpus := node.Status.Allocatable[GPUResource]
+		state = fmt.Sprintf("NotReady (%d nvidia.com/gpu)", gpus.Value())
+		if nodeReady(node) {
+			state = fmt.Sprintf("Ready (%d nvidia.com/gpu)", gpus.Value())
+		}
+	}
+	if !strings.HasPrefix(state, "Ready") {
+		problems++
+	}
+	fmt.Fprintf(out, "%-24s %s %s, IP %s on bridge %s (%s)\n", "real node", info.Name, state, info.Gateway, info.Bridge, info.Subnet)
+	roles := make([]string, 0, len(info.Images))
+	for r := range info.Images {
+		roles = append(roles, r)
+	}
+	sort.Strings(roles)
+	for _, r := range roles {
+		fmt.Fprintf(out, "%-24s %s\n", "image "+r, info.Images[r])
+	}
+	return problems
+}
+
+// envValue reads KEY='value' from a realnode.env file.
+func envValue(env, key string) string {
+	for _, line := range strings.Split(env, "\n") {
+		if v, ok := strings.CutPrefix(line, key+"="); ok {
+			v = strings.TrimSuffix(strings.TrimPrefix(v, "'"), "'")
+			return strings.ReplaceAll(v, `'\''`, "'")
+		}
+	}
+	return ""
 }
