@@ -87,27 +87,34 @@ func TestRealNodeRendezvous(t *testing.T) {
 			submitReal(t, n, ns, job, []string{"--nodes", strconv.Itoa(ranks), "--shm-size", "64Mi"}, trainerPath, "--steps", "2")
 			waitComplete(t, ns, job)
 			logs := jobLogs(t, ns, job)
-			ips := rankPodIPs(t, ns, job)
-			if len(logs) != ranks || len(ips) != ranks {
-				t.Fatalf("logs of %d ranks and %d pods, want %d", len(logs), len(ips), ranks)
+			if len(logs) != ranks {
+				t.Fatalf("logs of %d ranks, want %d", len(logs), ranks)
 			}
+			// Each rank's pod IP, as the rank itself sees it (a finished pod's status may no
+			// longer say), checked against the API's where it still does.
+			ips := map[int]string{}
+			apiIPs := rankPodIPs(t, ns, job)
 			var peers []string
 			for rank := range ranks {
 				lines := logs[rank]
 				var info trainerInfo
 				trainerJSON(t, lines, rank, "info", &info)
 				if info.WorldSize != ranks || info.NodeRank != strconv.Itoa(rank) || info.CompletionIndex != strconv.Itoa(rank) ||
-					info.MasterAddr != job+"-0."+job || info.MasterPort != "29500" {
-					t.Errorf("rank %d: info %+v", rank, info)
+					info.MasterAddr != job+"-0."+job || info.MasterPort != "29500" || len(info.IPs) != 1 {
+					t.Fatalf("rank %d: info %+v", rank, info)
+				}
+				ips[rank] = info.IPs[0]
+				if api := apiIPs[rank]; api != "" && api != ips[rank] {
+					t.Errorf("rank %d: pod IP %s, but the rank sees %s", rank, api, ips[rank])
 				}
 				for _, want := range []string{fmt.Sprintf("barrier passed, world size %d", ranks), "step 2", "done, exit code 0"} {
 					if !hasLine(lines, rank, want) {
 						t.Errorf("rank %d: no %q in\n%s", rank, want, strings.Join(lines, "\n"))
 					}
 				}
-				if rank == 0 {
-					continue
-				}
+			}
+			for rank := 1; rank < ranks; rank++ {
+				lines := logs[rank]
 				peers = append(peers, strconv.Itoa(rank))
 				if !hasLine(lines, rank, fmt.Sprintf("resolved MASTER_ADDR %s-0.%s to %s", job, job, ips[0])) {
 					t.Errorf("rank %d: MASTER_ADDR did not resolve to rank 0's pod IP %s:\n%s", rank, ips[0], strings.Join(lines, "\n"))

@@ -152,14 +152,15 @@ func hasLine(lines []string, rank int, line string) bool {
 
 // trainerInfo is the trainer's info line.
 type trainerInfo struct {
-	Rank              int     `json:"rank"`
-	WorldSize         int     `json:"world_size"`
-	NodeRank          string  `json:"node_rank"`
-	CompletionIndex   string  `json:"job_completion_index"`
-	MasterAddr        string  `json:"master_addr"`
-	MasterPort        string  `json:"master_port"`
-	Hostname          string  `json:"hostname"`
-	NvidiaVisibleDevs *string `json:"nvidia_visible_devices"`
+	Rank              int      `json:"rank"`
+	WorldSize         int      `json:"world_size"`
+	NodeRank          string   `json:"node_rank"`
+	CompletionIndex   string   `json:"job_completion_index"`
+	MasterAddr        string   `json:"master_addr"`
+	MasterPort        string   `json:"master_port"`
+	Hostname          string   `json:"hostname"`
+	IPs               []string `json:"ips"`
+	NvidiaVisibleDevs *string  `json:"nvidia_visible_devices"`
 	Shm               *struct {
 		Tmpfs bool  `json:"tmpfs"`
 		Bytes int64 `json:"bytes"`

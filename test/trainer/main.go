@@ -294,6 +294,9 @@ func (e rankEnv) info() map[string]any {
 		"node_rank": e.NodeRank, "job_completion_index": e.CompletionIndex,
 		"master_addr": e.MasterAddr, "master_port": e.MasterPort, "hostname": host,
 	}
+	if ips := ownIPs(); len(ips) > 0 {
+		m["ips"] = ips
+	}
 	if v, ok := os.LookupEnv(envGPUs); ok {
 		m["nvidia_visible_devices"] = v
 	}
@@ -301,6 +304,19 @@ func (e rankEnv) info() map[string]any {
 		m["shm"] = fs
 	}
 	return m
+}
+
+// ownIPs are this rank's addresses other than loopback: in a pod, the pod IP, which the other
+// ranks should see MASTER_ADDR resolve to and connections come from.
+func ownIPs() []string {
+	addrs, _ := net.InterfaceAddrs()
+	var ips []string
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok && n.IP.IsGlobalUnicast() {
+			ips = append(ips, n.IP.String())
+		}
+	}
+	return ips
 }
 
 // argvLine prints argv and env exactly: JSON strings cannot carry invalid UTF-8, so every entry

@@ -15,6 +15,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -435,14 +436,18 @@ func TestInfoLineReportsGPUsAndShm(t *testing.T) {
 	p.wait(t)
 	m := regexp.MustCompile(`(?m)^rank 0 info (.*)$`).FindStringSubmatch(p.out.String())
 	var info struct {
-		GPUs string  `json:"nvidia_visible_devices"`
-		Shm  *fsInfo `json:"shm"`
+		GPUs string   `json:"nvidia_visible_devices"`
+		IPs  []string `json:"ips"`
+		Shm  *fsInfo  `json:"shm"`
 	}
 	if m == nil || json.Unmarshal([]byte(m[1]), &info) != nil {
 		t.Fatalf("no info line in:\n%s", p.out)
 	}
 	if info.GPUs != "GPU-0,GPU-3" {
 		t.Errorf("nvidia_visible_devices = %q", info.GPUs)
+	}
+	if want := ownIPs(); !slices.Equal(info.IPs, want) {
+		t.Errorf("ips = %q, want %q", info.IPs, want)
 	}
 	if st, err := statFS("/dev/shm"); err == nil && (info.Shm == nil || *info.Shm != st) {
 		t.Errorf("shm = %+v, want %+v", info.Shm, st)
