@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -16,23 +17,51 @@ import (
 // TestRealNodeCancelDeliversSIGTERM cancels a running 2-rank trainer job while its log is
 // followed: each rank's SIGTERM handler writes a final checkpoint and says so, the follow shows
 // it and ends, and cancel returns only once the pods are gone, well within the grace period.
+// The second case first follows through `submit --follow` and detaches with Ctrl-C, which must
+// leave the job running.
 func TestRealNodeCancelDeliversSIGTERM(t *testing.T) {
 	n := realNode(t)
 	t.Parallel()
 	ns := namespace(t)
-	submitReal(t, n, ns, "long", []string{"--nodes", "2", "--shm-size", "64Mi"},
-		trainerPath, "--steps", "100000", "--step-delay", "250ms")
-	follow := taoBackground(t, "logs", "-f", "long", "-n", ns)
-	follow.waitOutput(t, 2*time.Minute, "[rank 0] rank 0 step 2\n", "[rank 1] rank 1 step 2\n")
+	long := []string{trainerPath, "--steps", "100000", "--step-delay", "250ms"}
+	flags := []string{"--nodes", "2", "--shm-size", "64Mi"}
+	twoSteps := []string{"[rank 0] rank 0 step 2\n", "[rank 1] rank 1 step 2\n"}
 
+	t.Run("logs-follow", func(t *testing.T) {
+		t.Parallel()
+		submitReal(t, n, ns, "long", flags, long...)
+		follow := taoBackground(t, "logs", "-f", "long", "-n", ns)
+		follow.waitOutput(t, 2*time.Minute, twoSteps...)
+		cancelAndCheckSIGTERM(t, ns, "long", follow)
+	})
+	t.Run("submit-follow-ctrl-c", func(t *testing.T) {
+		t.Parallel()
+		args := append([]string{"submit", "detached", "-n", ns, "--image", n.Image, "--gpus", "0", "--follow",
+			"--node-selector", realNodeSelector, "--toleration", realNodeToleration}, flags...)
+		submit := taoBackground(t, append(append(args, "--"), long...)...)
+		submit.waitOutput(t, 2*time.Minute, twoSteps...)
+		_ = submit.cmd.Process.Signal(syscall.SIGINT)
+		if r := submit.wait(t, 30*time.Second); r.code != 1 || !strings.Contains(r.stderr, "kubectl tao cancel detached -n "+ns) {
+			t.Fatalf("submit --follow after Ctrl-C: want exit 1 and the cancel command, got %s", r)
+		}
+		// Detached, not stopped: the ranks go on.
+		follow := taoBackground(t, "logs", "-f", "detached", "-n", ns)
+		follow.waitOutput(t, 30*time.Second, twoSteps...)
+		cancelAndCheckSIGTERM(t, ns, "detached", follow)
+	})
+}
+
+// cancelAndCheckSIGTERM cancels a running trainer job of 2 ranks whose log follow is following.
+func cancelAndCheckSIGTERM(t *testing.T, ns, job string, follow *background) {
+	t.Helper()
 	const grace = 30
 	start := time.Now()
-	r := tao(t, nil, "cancel", "long", "-n", ns, "--grace-period", fmt.Sprint(grace), "--timeout", "90s")
+	r := tao(t, nil, "cancel", job, "-n", ns, "--grace-period", fmt.Sprint(grace), "--timeout", "90s")
 	took := time.Since(start)
-	if r.code != 0 || r.stdout != "job.batch/long canceled\n" {
+	if r.code != 0 || r.stdout != "job.batch/"+job+" canceled\n" {
 		t.Fatalf("cancel: %s", r)
 	}
-	pods, err := client.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{})
+	pods, err := client.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{LabelSelector: "job-name=" + job})
 	if err != nil {
 		t.Fatal(err)
 	}
