@@ -45,6 +45,7 @@ func TestRealNodeCancelDeliversSIGTERM(t *testing.T) {
 			t.Fatalf("submit --follow after Ctrl-C: want exit 1 and the cancel command, got %s", r)
 		}
 		// Detached, not stopped: the ranks go on.
+		poll(t, 10*time.Second, "both ranks still running", runningPods(ns, "detached", 2))
 		follow := taoBackground(t, "logs", "-f", "detached", "-n", ns)
 		follow.waitOutput(t, 30*time.Second, twoSteps...)
 		cancelAndCheckSIGTERM(t, ns, "detached", follow)
