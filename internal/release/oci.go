@@ -119,6 +119,29 @@ func (b blobs) add(mediaType string, data []byte) descriptor {
 	return descriptor{MediaType: mediaType, Digest: d, Size: int64(len(data))}
 }
 
+// addImage adds the config (cfg with its one-layer rootfs and a history line) and the manifest
+// of a one-layer image, returning the manifest's descriptor, with its platform, and the config's.
+func (b blobs) addImage(cfg imageConfig, layer descriptor, diffID, createdBy string) (md, config descriptor, err error) {
+	cfg.RootFS.Type = "layers"
+	cfg.RootFS.DiffIDs = []string{diffID}
+	cfg.History = append(cfg.History, struct {
+		Created   string `json:"created"`
+		CreatedBy string `json:"created_by"`
+	}{cfg.Created, createdBy})
+	cfgJSON, err := json.Marshal(cfg)
+	if err != nil {
+		return md, config, err
+	}
+	config = b.add(mediaConfig, cfgJSON)
+	m, err := json.Marshal(manifest{SchemaVersion: 2, MediaType: mediaManifest, Config: config, Layers: []descriptor{layer}})
+	if err != nil {
+		return md, config, err
+	}
+	md = b.add(mediaManifest, m)
+	md.Platform = &platform{Architecture: cfg.Architecture, OS: cfg.OS}
+	return md, config, nil
+}
+
 func blobPath(digest string) string { return "blobs/" + strings.Replace(digest, ":", "/", 1) }
 
 // OCIImage writes the image as an OCI layout tar to w. One binary gives index.json pointing at
@@ -159,24 +182,10 @@ func OCIImage(w io.Writer, bins []ImageBinary, opts ImageOptions) error {
 		cfg.Config.User = opts.User
 		cfg.Config.Entrypoint = []string{opts.BinaryPath}
 		cfg.Config.Labels = opts.Labels
-		cfg.RootFS.Type = "layers"
-		cfg.RootFS.DiffIDs = []string{"sha256:" + hex.EncodeToString(diff[:])}
-		cfg.History = append(cfg.History, struct {
-			Created   string `json:"created"`
-			CreatedBy string `json:"created_by"`
-		}{cfg.Created, "make stager-image: " + opts.BinaryPath})
-		cfgJSON, err := json.Marshal(cfg)
+		md, config, err := b.addImage(cfg, layer, "sha256:"+hex.EncodeToString(diff[:]), "make stager-image: "+opts.BinaryPath)
 		if err != nil {
 			return err
 		}
-		config := b.add(mediaConfig, cfgJSON)
-
-		m, err := json.Marshal(manifest{SchemaVersion: 2, MediaType: mediaManifest, Config: config, Layers: []descriptor{layer}})
-		if err != nil {
-			return err
-		}
-		md := b.add(mediaManifest, m)
-		md.Platform = &platform{Architecture: bin.Arch, OS: bin.OS}
 		manifests = append(manifests, md)
 		docker = append(docker, dockerManifest{Config: blobPath(config.Digest), RepoTags: []string{opts.Ref}, Layers: []string{blobPath(layer.Digest)}})
 	}
@@ -354,23 +363,11 @@ func OCIRootfsImage(w io.Writer, entries []LayerEntry, opts RootfsImageOptions) 
 	cfg.Created = created.Format(time.RFC3339)
 	cfg.Architecture, cfg.OS = opts.Arch, opts.OS
 	cfg.Config.Env, cfg.Config.Entrypoint, cfg.Config.Cmd = opts.Env, opts.Entrypoint, opts.Cmd
-	cfg.RootFS.Type = "layers"
-	cfg.RootFS.DiffIDs = []string{layer.Digest}
-	cfg.History = append(cfg.History, struct {
-		Created   string `json:"created"`
-		CreatedBy string `json:"created_by"`
-	}{cfg.Created, opts.CreatedBy})
-	cfgJSON, err := json.Marshal(cfg)
+	// An uncompressed layer's diff ID is its digest.
+	md, _, err := b.addImage(cfg, layer, layer.Digest, opts.CreatedBy)
 	if err != nil {
 		return err
 	}
-	config := b.add(mediaConfig, cfgJSON)
-	m, err := json.Marshal(manifest{SchemaVersion: 2, MediaType: mediaManifest, Config: config, Layers: []descriptor{layer}})
-	if err != nil {
-		return err
-	}
-	md := b.add(mediaManifest, m)
-	md.Platform = &platform{Architecture: opts.Arch, OS: opts.OS}
 	md.Annotations = map[string]string{"org.opencontainers.image.ref.name": tag, "io.containerd.image.name": repo + ":" + tag}
 	top, err := json.Marshal(index{SchemaVersion: 2, MediaType: mediaIndex, Manifests: []descriptor{md}})
 	if err != nil {

@@ -649,13 +649,9 @@ func checkHealthy(ctx context.Context, stateDir string) (bool, string) {
 	if _, err := ReadState(stateDir); err != nil {
 		return false, "no complete start recorded"
 	}
-	recs, errs := readPidFiles(stateDir)
+	byName, errs := pidRecordsByName(stateDir)
 	if len(errs) > 0 {
 		return false, errors.Join(errs...).Error()
-	}
-	byName := map[string]PidRecord{}
-	for _, r := range recs {
-		byName[r.Name] = r
 	}
 	for _, name := range componentOrder {
 		r, ok := byName[name]

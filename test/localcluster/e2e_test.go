@@ -61,26 +61,7 @@ func TestMain(m *testing.M) {
 func TestLocalClusterEndToEnd(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	wd, _ := os.Getwd()
-	src, err := FindSourceDir(wd)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := Config{
-		StateDir:    filepath.Join(t.TempDir(), "cluster"),
-		SourceDir:   src,
-		Nodes:       4,
-		GPUsPerNode: 8,
-		SelfExe:     self,
-		Progress:    testWriter{t},
-	}
-	if err := cfg.Complete(); err != nil {
-		t.Fatal(err)
-	}
+	cfg := testCluster(t, 4, RealNodeOff, 0)
 	start := time.Now()
 	if err := Up(ctx, cfg); err != nil {
 		t.Fatalf("up: %v", err)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -164,6 +165,37 @@ func readPidFiles(stateDir string) ([]PidRecord, []error) {
 		recs = append(recs, rec)
 	}
 	return recs, errs
+}
+
+// pidRecordsByName indexes the records under <state>/run by component name.
+func pidRecordsByName(stateDir string) (map[string]PidRecord, []error) {
+	recs, errs := readPidFiles(stateDir)
+	byName := map[string]PidRecord{}
+	for _, r := range recs {
+		byName[r.Name] = r
+	}
+	return byName, errs
+}
+
+// printProcessStates prints one line per component ("running (pid N)", "not running (pid N)",
+// "no pid file") and returns how many do not run.
+func printProcessStates(out io.Writer, stateDir string, names []string) int {
+	byName, _ := pidRecordsByName(stateDir)
+	problems := 0
+	for _, name := range names {
+		state := "no pid file"
+		if r, ok := byName[name]; ok {
+			state = fmt.Sprintf("not running (pid %d)", r.PID)
+			if info, alive := ReadProc(r.PID); alive && IsOurs(info, r.Exe, stateDir) {
+				state = fmt.Sprintf("running (pid %d)", r.PID)
+			}
+		}
+		if !strings.HasPrefix(state, "running") {
+			problems++
+		}
+		fmt.Fprintf(out, "%-24s %s\n", name, state)
+	}
+	return problems
 }
 
 // ProcInfo is what /proc says about a pid, enough to decide whether it is one of ours.

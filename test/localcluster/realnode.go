@@ -417,11 +417,7 @@ var realNodeProcesses = []string{CompDevicePlugin, CompContainerd, CompKubelet, 
 
 // realNodeRunning reports whether every process of the node runs.
 func realNodeRunning(info RealNodeInfo) bool {
-	recs, _ := readPidFiles(info.StateDir)
-	byName := map[string]PidRecord{}
-	for _, r := range recs {
-		byName[r.Name] = r
-	}
+	byName, _ := pidRecordsByName(info.StateDir)
 	for _, name := range realNodeProcesses {
 		r, ok := byName[name]
 		if !ok {
@@ -931,11 +927,7 @@ func teardownRealNode(ctx context.Context, cfg Config, info RealNodeInfo) {
 	if cs := adminClient(info.StateDir); cs != nil {
 		drainRealNode(ctx, cs, info.Name)
 	}
-	recs, _ := readPidFiles(info.StateDir)
-	byName := map[string]PidRecord{}
-	for _, r := range recs {
-		byName[r.Name] = r
-	}
+	byName, _ := pidRecordsByName(info.StateDir)
 	stop := func(name string) {
 		if r, ok := byName[name]; ok {
 			if pi, alive := ReadProc(r.PID); alive && IsOurs(pi, r.Exe, info.StateDir) {
@@ -950,7 +942,9 @@ func teardownRealNode(ctx context.Context, cfg Config, info RealNodeInfo) {
 	killCgroups(info.CgroupDirs)
 	shimSockets := ourShimSockets(info.StateDir)
 	stop(CompContainerd)
-	exes := []string{logsimExe(info.StateDir)}
+	// Not the launcher copy: it also runs the cluster's logsim, which a node restart on a
+	// healthy cluster must leave alone; the device plugin is stopped by its pid file below.
+	var exes []string
 	for _, b := range NodeBinaries() {
 		exes = append(exes, b.Path(cfg.CacheDir))
 	}

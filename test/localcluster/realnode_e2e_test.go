@@ -69,8 +69,9 @@ func dirNames(dir string) []string {
 	return out
 }
 
-// realNodeTestCluster is a cluster for these tests, with the test binary as its helpers.
-func realNodeTestCluster(t *testing.T, mode RealNodeMode, wait time.Duration) Config {
+// testCluster is the configuration of a cluster in a temp dir, with the test binary as its
+// helpers (see TestMain).
+func testCluster(t *testing.T, nodes int, mode RealNodeMode, wait time.Duration) Config {
 	t.Helper()
 	self, err := os.Executable()
 	if err != nil {
@@ -82,7 +83,7 @@ func realNodeTestCluster(t *testing.T, mode RealNodeMode, wait time.Duration) Co
 		t.Fatal(err)
 	}
 	cfg := Config{
-		StateDir: filepath.Join(t.TempDir(), "c"), SourceDir: src, Nodes: 1, GPUsPerNode: 8,
+		StateDir: filepath.Join(t.TempDir(), "c"), SourceDir: src, Nodes: nodes, GPUsPerNode: 8,
 		SelfExe: self, Progress: testWriter{t}, RealNode: mode, RealNodeWait: wait,
 	}
 	if err := cfg.Complete(); err != nil {
@@ -161,7 +162,7 @@ func TestRealNode(t *testing.T) {
 		return
 	}
 	before := snapshotHost(t)
-	first := realNodeTestCluster(t, RealNodeOn, 3*time.Minute)
+	first := testCluster(t, 1, RealNodeOn, 3*time.Minute)
 	start := time.Now()
 	if err := Up(ctx, first); err != nil {
 		var busy *nodeBusyError
@@ -248,7 +249,7 @@ func TestRealNode(t *testing.T) {
 // with --real-node=auto it comes up without one, saying who holds it; with --real-node=1 it
 // fails after its wait, naming the holder, and leaves nothing; the first node stays Ready.
 func testBeside(ctx context.Context, t *testing.T, firstDir, firstNode string) {
-	auto := realNodeTestCluster(t, RealNodeAuto, time.Second)
+	auto := testCluster(t, 1, RealNodeAuto, time.Second)
 	if err := Up(ctx, auto); err != nil {
 		t.Fatalf("second cluster, --real-node=auto: %v", err)
 	}
@@ -260,7 +261,7 @@ func testBeside(ctx context.Context, t *testing.T, firstDir, firstNode string) {
 	if err := Down(context.Background(), auto); err != nil {
 		t.Errorf("down of the second cluster: %v", err)
 	}
-	on := realNodeTestCluster(t, RealNodeOn, time.Second)
+	on := testCluster(t, 1, RealNodeOn, time.Second)
 	err := Up(ctx, on)
 	if err == nil {
 		_ = Down(context.Background(), on)

@@ -201,6 +201,20 @@ func TestWriteRealNodeEnv(t *testing.T) {
 	if envValue(string(data), "TAO_REAL_NODE") != info.Name || envValue(string(data), "TAO_TEST_IMAGE") != "local/tao-test:1" || envValue(string(data), "TAO_REAL_NODE_IP") != info.Gateway {
 		t.Errorf("env file:\n%s", data)
 	}
+	env, err := TestEnv(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]bool{"KUBECONFIG=" + KubeconfigPath(dir): true, "TAO_REAL_NODE=" + info.Name: true, "TAO_REAL_NODE_SKIP=": true, "TAO_SH_ONLY_IMAGE=": true}
+	for _, kv := range env {
+		delete(want, kv)
+	}
+	if len(want) > 0 {
+		t.Errorf("TestEnv lacks %v: %q", want, env)
+	}
+	if _, err := TestEnv(t.TempDir()); err == nil {
+		t.Error("TestEnv of a state dir without realnode.env: no error")
+	}
 }
 
 func TestNodeImagesAreReproducible(t *testing.T) {

@@ -28,29 +28,7 @@ func Status(ctx context.Context, cfg Config, out io.Writer) error {
 		return fmt.Errorf("no cluster in %s", cfg.StateDir)
 	}
 	st, stErr := ReadState(cfg.StateDir)
-	recs, _ := readPidFiles(cfg.StateDir)
-	byName := map[string]PidRecord{}
-	for _, r := range recs {
-		byName[r.Name] = r
-	}
-	problems := 0
-	for _, name := range componentOrder {
-		r, ok := byName[name]
-		state := "no pid file"
-		if ok {
-			info, alive := ReadProc(r.PID)
-			switch {
-			case alive && IsOurs(info, r.Exe, cfg.StateDir):
-				state = fmt.Sprintf("running (pid %d)", r.PID)
-			default:
-				state = fmt.Sprintf("not running (pid %d)", r.PID)
-			}
-		}
-		if !strings.HasPrefix(state, "running") {
-			problems++
-		}
-		fmt.Fprintf(out, "%-24s %s\n", name, state)
-	}
+	problems := printProcessStates(out, cfg.StateDir, componentOrder)
 	if stErr != nil {
 		fmt.Fprintf(out, "%-24s %v\n", "state", stErr)
 		return fmt.Errorf("cluster in %s is not up: %w", cfg.StateDir, stErr)
@@ -90,25 +68,7 @@ func Status(ctx context.Context, cfg Config, out io.Writer) error {
 // realNodeStatus prints the real node's processes, readiness, addresses and images, and
 // returns the number of problems.
 func realNodeStatus(ctx context.Context, out io.Writer, cs kubernetes.Interface, info RealNodeInfo) int {
-	problems := 0
-	recs, _ := readPidFiles(info.StateDir)
-	byName := map[string]PidRecord{}
-	for _, r := range recs {
-		byName[r.Name] = r
-	}
-	for _, name := range realNodeProcesses {
-		state := "no pid file"
-		if r, ok := byName[name]; ok {
-			state = fmt.Sprintf("not running (pid %d)", r.PID)
-			if pi, alive := ReadProc(r.PID); alive && IsOurs(pi, r.Exe, info.StateDir) {
-				state = fmt.Sprintf("running (pid %d)", r.PID)
-			}
-		}
-		if !strings.HasPrefix(state, "running") {
-			problems++
-		}
-		fmt.Fprintf(out, "%-24s %s\n", name, state)
-	}
+	problems := printProcessStates(out, info.StateDir, realNodeProcesses)
 	state := "not registered"
 	if node, err := cs.CoreV1().Nodes().Get(ctx, info.Name, metav1.GetOptions{}); err == nil {
 		gpus := node.Status.Allocatable[GPUResource]
