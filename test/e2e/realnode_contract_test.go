@@ -24,9 +24,9 @@ func TestRealNodeCommandContract(t *testing.T) {
 	ns := namespace(t)
 	printArgs := []string{trainerPath, "--print-args", "--steps", "0", "--rendezvous=false", "--"}
 	// A bash string as users write them: bash expands it in the pod, after the kubelet left it
-	// alone. "$$" is bash's PID: 1, since every wrapper execs.
+	// alone. $$ is bash's PID (the kubelet would have made it a lone "$", a syntax error here).
 	script := "X='$(HOME)'; Y=\"üñí ✓; \\$\"\n" +
-		strings.Join(printArgs, " ") + ` "$X" "$Y" "$(printf %s sub)" "$$" 'x;y' "$NODE_RANK" "${MASTER_ADDR:-none}"`
+		strings.Join(printArgs, " ") + ` "$X" "$Y" "$(printf %s sub)" "$(( $$ > 0 ))" 'x;y' "$NODE_RANK" "${MASTER_ADDR:-none}"`
 	cases := []struct {
 		name    string
 		nodes   int
