@@ -71,7 +71,7 @@ func TestRealNodeExecAndPortForward(t *testing.T) {
 
 	// exec lands in rank 1's container, next to the trainer the wrapper started there.
 	r := tao(t, nil, "exec", "live", "-n", ns, "--rank", "1", "--", "bash", "-c",
-		`echo "$JOB_COMPLETION_INDEX $(hostname)"; for p in /proc/[0-9]*; do tr '\0' ' ' <$p/cmdline 2>/dev/null; echo; done | grep '^/bin/trainer '`)
+		`echo "$JOB_COMPLETION_INDEX $(hostname)"; for p in /proc/[0-9]*; do tr '\0' ' ' 2>/dev/null <$p/cmdline; echo; done | grep '^/bin/trainer '`)
 	if want := "1 live-1\n" + trainerPath + " --steps 1 --hold 10m --http 8080 \n"; r.code != 0 || r.stdout != want {
 		t.Errorf("exec in rank 1: want %q, got %s", want, r)
 	}
