@@ -87,7 +87,7 @@ const (
 var fixedHostPaths = []string{
 	"/var/lib/kubelet", devicePluginDir,
 	"/var/log/containers",
-	"/run/containerd", "/run/containerd/s",
+	"/run/containerd", "/run/containerd/s", "/run/containerd/fifo",
 	"/var/lib/cni", "/var/lib/cni/results",
 }
 
