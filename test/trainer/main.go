@@ -58,18 +58,17 @@ const (
 const exitSignalled = 143
 
 type options struct {
-	steps         int
-	stepDelay     time.Duration
-	results       string
-	exitCode      int
-	printArgs     bool
-	spec          string
-	httpPort      int
-	eatMemory     bool
-	hold          time.Duration
-	rendezvous    bool
-	rdzvTimeout   time.Duration
-	ignoreSIGTERM bool
+	steps       int
+	stepDelay   time.Duration
+	results     string
+	exitCode    int
+	printArgs   bool
+	spec        string
+	httpPort    int
+	eatMemory   bool
+	hold        time.Duration
+	rendezvous  bool
+	rdzvTimeout time.Duration
 }
 
 func parseFlags(args []string, stderr io.Writer) (options, []string, error) {
@@ -87,7 +86,6 @@ func parseFlags(args []string, stderr io.Writer) (options, []string, error) {
 	fs.DurationVar(&o.hold, "hold", 0, "after the steps, stay up this long (until SIGTERM) before exiting")
 	fs.BoolVar(&o.rendezvous, "rendezvous", true, "rendezvous with the other ranks when WORLD_SIZE > 1")
 	fs.DurationVar(&o.rdzvTimeout, "rendezvous-timeout", 3*time.Minute, "give up the rendezvous after this long")
-	fs.BoolVar(&o.ignoreSIGTERM, "ignore-sigterm", false, "do not handle SIGTERM (as a program without a handler)")
 	if err := fs.Parse(args); err != nil {
 		return o, nil, err
 	}
@@ -141,14 +139,12 @@ func run(argv []string, stdout, stderr io.Writer) int {
 	t.ckDir = filepath.Join(opts.results, "rank-"+strconv.Itoa(env.Rank))
 
 	// Installed first, so that a cancel during the rendezvous is handled as during training.
-	if !opts.ignoreSIGTERM {
-		sigs := make(chan os.Signal, 1)
-		signal.Notify(sigs, syscall.SIGTERM)
-		go func() {
-			<-sigs
-			os.Exit(t.terminated())
-		}()
-	}
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGTERM)
+	go func() {
+		<-sigs
+		os.Exit(t.terminated())
+	}()
 
 	info, _ := json.Marshal(env.info())
 	t.printf("info %s", info)

@@ -231,21 +231,6 @@ func TestSIGTERMWritesAFinalCheckpointAndExits143(t *testing.T) {
 	}
 }
 
-func TestIgnoringSIGTERMLeavesTheDefault(t *testing.T) {
-	p := start(t, nil, "--ignore-sigterm", "--steps", "0", "--hold", "1m")
-	p.waitLine(t, `^rank 0 holding`)
-	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	p.wait(t)
-	if ws := p.cmd.ProcessState.Sys().(syscall.WaitStatus); !ws.Signaled() || ws.Signal() != syscall.SIGTERM {
-		t.Errorf("status %v, want killed by SIGTERM", ws)
-	}
-	if strings.Contains(p.out.String(), "SIGTERM") {
-		t.Errorf("handled SIGTERM although told not to:\n%s", p.out)
-	}
-}
-
 func TestStepsCheckpointsAndExitCode(t *testing.T) {
 	dir := t.TempDir()
 	p := start(t, nil, "--steps", "2", "--exit", "7", "--results", dir)
