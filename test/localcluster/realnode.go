@@ -89,6 +89,8 @@ var fixedHostPaths = []string{
 	"/var/log/containers",
 	"/run/containerd", "/run/containerd/s", "/run/containerd/fifo",
 	"/var/lib/cni", "/var/lib/cni/results",
+	// util-linux mount's lock directory, made by the kubelet's mounts.
+	"/run/mount",
 }
 
 // Kernel settings the kubelet (vm.*, kernel.*) and the CNI bridge (ip_forward) change at
@@ -943,7 +945,7 @@ func teardownRealNode(ctx context.Context, cfg Config, info RealNodeInfo) {
 	stop(CompKubelet)
 	stop(CompCoreDNS)
 	// Whatever still runs in the node's cgroups (containers the kubelet did not stop).
-	killCgroups(info.CgroupDirs)
+	killCgroups(cgroupDirsOf(info))
 	shimSockets := ourShimSockets(info.StateDir)
 	stop(CompContainerd)
 	// Not the launcher copy: it also runs the cluster's logsim, which a node restart on a
@@ -985,7 +987,7 @@ func teardownRealNode(ctx context.Context, cfg Config, info RealNodeInfo) {
 			logf("warning: %v", err)
 		}
 	}
-	for _, d := range info.CgroupDirs {
+	for _, d := range cgroupDirsOf(info) {
 		if err := removeCgroupTree(d); err != nil {
 			logf("warning: %v", err)
 		}
@@ -1060,6 +1062,42 @@ func drainRealNode(ctx context.Context, cs kubernetes.Interface, node string) {
 		}
 		time.Sleep(250 * time.Millisecond)
 	}
+}
+
+// cgroupDirsOf lists the node's cgroup root in every hierarchy where it exists: the ones up
+// made, and those the kubelet and runc made themselves (the v2 "unified" hierarchy of a hybrid
+// host, for one).
+func cgroupDirsOf(info RealNodeInfo) []string {
+	seen := map[string]bool{}
+	var out []string
+	add := func(d string) {
+		if !seen[d] {
+			seen[d] = true
+			out = append(out, d)
+		}
+	}
+	for _, d := range info.CgroupDirs {
+		add(d)
+	}
+	if info.CgroupRoot == "" {
+		return out
+	}
+	hier, _ := os.ReadDir("/sys/fs/cgroup")
+	for _, h := range hier {
+		d := filepath.Join("/sys/fs/cgroup", h.Name(), info.CgroupRoot)
+		if _, err := os.Stat(d); err == nil {
+			add(d)
+		}
+	}
+	if d := filepath.Join("/sys/fs/cgroup", info.CgroupRoot); dirExists(d) {
+		add(d)
+	}
+	return out
+}
+
+func dirExists(d string) bool {
+	fi, err := os.Stat(d)
+	return err == nil && fi.IsDir()
 }
 
 // killCgroups SIGKILLs every process in the cgroup trees.

@@ -47,10 +47,10 @@ func snapshotHost(t *testing.T) hostSnapshot {
 		_, err := os.Stat(p)
 		s.FixedPaths[p] = err == nil
 	}
-	for _, c := range cgroupV1Controllers {
-		for _, n := range dirNames(filepath.Join("/sys/fs/cgroup", c)) {
+	for _, h := range dirNames("/sys/fs/cgroup") {
+		for _, n := range dirNames(filepath.Join("/sys/fs/cgroup", h)) {
 			if strings.HasPrefix(n, "tao-") {
-				s.TopCgroups = append(s.TopCgroups, c+"/"+n)
+				s.TopCgroups = append(s.TopCgroups, h+"/"+n)
 			}
 		}
 	}
@@ -232,7 +232,7 @@ func TestRealNode(t *testing.T) {
 	if m := mountsUnder(first.StateDir); len(m) > 0 {
 		t.Errorf("mounts left after down: %v", m)
 	}
-	for _, d := range info.CgroupDirs {
+	for _, d := range cgroupDirsOf(info) {
 		if _, err := os.Stat(d); !errors.Is(err, os.ErrNotExist) {
 			t.Errorf("cgroup %s left after down", d)
 		}

@@ -1,8 +1,8 @@
 // Command coredns is CoreDNS v1.15.0 with only the plugins the real node's cluster DNS needs:
 // the kubernetes plugin answers Service and pod names from the local cluster's API, hosts
 // names the host's bridge address, bind keeps it off every address but the bridge's, health
-// and ready let the launcher wait for it. Linking only
-// these keeps the build at a few minutes instead of the full distribution's.
+// and ready let the launcher wait for it. Linking only these keeps the build at a few minutes
+// instead of the full distribution's.
 package main
 
 import (
