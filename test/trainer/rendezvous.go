@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"slices"
@@ -140,7 +141,12 @@ func (t *trainer) joinRendezvous(ctx context.Context, host, port string, world i
 		if conn != nil {
 			break
 		}
-		note(err.Error())
+		// An attempt that the deadline cut short says only "timeout": the reason given before
+		// stays the reason.
+		var ne net.Error
+		if !errors.As(err, &ne) || !ne.Timeout() || lastErr == "" {
+			note(err.Error())
+		}
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("rank 0 at %s:%s not reached: %s", host, port, lastErr)
