@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 )
 
@@ -137,5 +138,28 @@ func TestRealNodePodEnvironment(t *testing.T) {
 	ids := strings.Split(*info.NvidiaVisibleDevs, ",")
 	if len(ids) != 2 || ids[0] == "" || ids[1] == "" || ids[0] == ids[1] {
 		t.Errorf("NVIDIA_VISIBLE_DEVICES = %q, want 2 distinct devices", *info.NvidiaVisibleDevs)
+	}
+}
+
+// TestRealNodeLogsOfARetriedRank fails a rank twice under --retries 1: restartPolicy is Never, so
+// each attempt is a pod of its own, and logs reads both, the replaced one first.
+func TestRealNodeLogsOfARetriedRank(t *testing.T) {
+	n := realNode(t)
+	t.Parallel()
+	ns := namespace(t)
+	submitReal(t, n, ns, "retried", []string{"--retries", "1"}, trainerPath, "--steps", "1", "--exit", "1")
+	if err := pollErr(3*time.Minute, jobFinished(ns, "retried", batchv1.JobFailed)); err != nil {
+		t.Fatalf("job retried: %v", err)
+	}
+	r := tao(t, nil, "logs", "retried", "-n", ns)
+	lines := rankLogs(t, r.stdout)[0]
+	var infos int
+	for _, l := range lines {
+		if strings.HasPrefix(l, "rank 0 info ") {
+			infos++
+		}
+	}
+	if done := strings.Count(r.stdout, "[rank 0] rank 0 done, exit code 1\n"); r.code != 0 || infos != 2 || done != 2 {
+		t.Fatalf("logs of a rank tried twice: want both attempts (2 info and 2 done lines), got %s", r)
 	}
 }
