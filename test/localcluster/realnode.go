@@ -1159,7 +1159,7 @@ func unmountUnder(dir string) {
 			return
 		}
 		for _, m := range mounts {
-			_ = syscall.Unmount(m, syscall.MNT_DETACH)
+			_ = syscall.Unmount(m, mntDetach)
 		}
 	}
 }
