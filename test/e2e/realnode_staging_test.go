@@ -15,8 +15,8 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/kubectl-tao/kubectl-tao/internal/trickyargs"
 	"github.com/kubectl-tao/kubectl-tao/test/s3server"
+	"github.com/kubectl-tao/kubectl-tao/test/trickyargs"
 )
 
 // TestRealNodeStaging runs staged jobs on the real node against the S3 test server, which

@@ -23,7 +23,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kubectl-tao/kubectl-tao/internal/testbuf"
+	"github.com/kubectl-tao/kubectl-tao/test/testbuf"
 )
 
 // runMain makes this test binary the trainer itself, so the tests can run it as a process and

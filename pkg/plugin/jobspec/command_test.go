@@ -11,7 +11,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/kubectl-tao/kubectl-tao/internal/trickyargs"
+	"github.com/kubectl-tao/kubectl-tao/test/trickyargs"
 )
 
 // echoEnv makes this test binary act as the user's program: it prints its argv and environment
