@@ -27,6 +27,15 @@ GPU_NODES     ?= 4
 GPUS_PER_NODE ?= 8
 LOCALCLUSTER  := bin/localcluster
 E2E_FLAGS     ?=
+# The real kubelet node next to the simulated ones (test/localcluster/README.md): 1 requires it,
+# 0 leaves it out, auto starts it where the host allows it (root on Linux). `make e2e` defaults
+# to auto, `make cluster-up` to 0. With it on, `make e2e` also builds the stager image for it.
+REAL_NODE     ?=
+REAL_NODE_E2E := $(or $(REAL_NODE),auto)
+# With the node on, the launcher's own real-node test (up, pods, a second cluster beside, down
+# leaves the host clean) runs first, since the suite's cluster then holds the machine's node.
+REAL_NODE_PRE  = $(if $(E2E_FLAGS),,$(REAL_NODE_ON))
+REAL_NODE_ON  := $(if $(filter 1 true on,$(REAL_NODE_E2E)),1,$(if $(filter auto,$(REAL_NODE_E2E)),$(if $(filter 0,$(shell id -u 2>/dev/null)),$(filter Linux,$(shell uname -s)))))
 # versitygw, a real S3 server (Apache-2.0) that the staging tests run on loopback. Set before the
 # e2e rule, whose prerequisites make expands as it reads them.
 VERSITYGW_VERSION := v1.8.0
@@ -52,10 +61,12 @@ unit: ## Run the unit tests
 	$(GO) test ./...
 
 .PHONY: e2e
-e2e: build $(LOCALCLUSTER) $(VERSITYGW) ## Bring the local cluster up, run the e2e suite against it, bring it down
-	LOCALCLUSTER='$(LOCALCLUSTER)' hack/with-cluster.sh '$(CLUSTER_DIR)' --nodes $(GPU_NODES) --gpus-per-node $(GPUS_PER_NODE) -- \
+e2e: STAGER_PLATFORMS = linux/$(shell $(GO) env GOARCH)
+e2e: build $(LOCALCLUSTER) $(VERSITYGW) $(if $(REAL_NODE_ON),stager-image) ## Bring the local cluster up, run the e2e suite against it, bring it down
+	$(if $(REAL_NODE_PRE),$(GO) test -tags e2e -count=1 -timeout 30m -run '^TestRealNode$$' ./test/localcluster/)
+	LOCALCLUSTER='$(LOCALCLUSTER)' hack/with-cluster.sh '$(CLUSTER_DIR)' --nodes $(GPU_NODES) --gpus-per-node $(GPUS_PER_NODE) --real-node=$(REAL_NODE_E2E) -- \
 	  env KUBECTL_TAO='$(CURDIR)/bin/kubectl-tao' VERSITYGW='$(VERSITYGW)' \
-	  $(GO) test -tags e2e -count=1 -timeout 20m $(E2E_FLAGS) ./test/...
+	  $(LOCALCLUSTER) exec --state-dir '$(CLUSTER_DIR)' -- $(GO) test -tags e2e -count=1 -timeout 45m $(E2E_FLAGS) ./test/...
 
 # versitygw is built once per machine into the tools cache (about 4.5 minutes cold on 2 cores).
 $(VERSITYGW):
@@ -106,8 +117,8 @@ cluster-build: $(LOCALCLUSTER) ## Build (once per machine) the local cluster's b
 	$(LOCALCLUSTER) build
 
 .PHONY: cluster-up
-cluster-up: $(LOCALCLUSTER) ## Start (or reuse) the local GPU cluster; kubeconfig in .cluster/kubeconfig
-	$(LOCALCLUSTER) up --state-dir '$(CLUSTER_DIR)' --nodes $(GPU_NODES) --gpus-per-node $(GPUS_PER_NODE)
+cluster-up: $(LOCALCLUSTER) ## Start (or reuse) the local GPU cluster (REAL_NODE=1: with a real kubelet node); kubeconfig in .cluster/kubeconfig
+	$(LOCALCLUSTER) up --state-dir '$(CLUSTER_DIR)' --nodes $(GPU_NODES) --gpus-per-node $(GPUS_PER_NODE) --real-node=$(or $(REAL_NODE),0)
 
 .PHONY: cluster-down
 cluster-down: $(LOCALCLUSTER) ## Stop the local cluster and remove its state

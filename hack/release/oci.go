@@ -27,6 +27,9 @@ const (
 	mediaManifest = "application/vnd.oci.image.manifest.v1+json"
 	mediaConfig   = "application/vnd.oci.image.config.v1+json"
 	mediaLayer    = "application/vnd.oci.image.layer.v1.tar+gzip"
+	// mediaLayerTar is an uncompressed layer: the local cluster's test images are imported
+	// straight into containerd, where compressing buys nothing and costs seconds.
+	mediaLayerTar = "application/vnd.oci.image.layer.v1.tar"
 )
 
 // ImageBinary is the binary for one platform of the image.
@@ -69,7 +72,9 @@ type imageConfig struct {
 	OS           string `json:"os"`
 	Config       struct {
 		User       string            `json:"User,omitempty"`
+		Env        []string          `json:"Env,omitempty"`
 		Entrypoint []string          `json:"Entrypoint"`
+		Cmd        []string          `json:"Cmd,omitempty"`
 		Labels     map[string]string `json:"Labels,omitempty"`
 	} `json:"config"`
 	RootFS struct {
@@ -114,6 +119,29 @@ func (b blobs) add(mediaType string, data []byte) descriptor {
 	return descriptor{MediaType: mediaType, Digest: d, Size: int64(len(data))}
 }
 
+// addImage adds the config (cfg with its one-layer rootfs and a history line) and the manifest
+// of a one-layer image, returning the manifest's descriptor, with its platform, and the config's.
+func (b blobs) addImage(cfg imageConfig, layer descriptor, diffID, createdBy string) (md, config descriptor, err error) {
+	cfg.RootFS.Type = "layers"
+	cfg.RootFS.DiffIDs = []string{diffID}
+	cfg.History = append(cfg.History, struct {
+		Created   string `json:"created"`
+		CreatedBy string `json:"created_by"`
+	}{cfg.Created, createdBy})
+	cfgJSON, err := json.Marshal(cfg)
+	if err != nil {
+		return md, config, err
+	}
+	config = b.add(mediaConfig, cfgJSON)
+	m, err := json.Marshal(manifest{SchemaVersion: 2, MediaType: mediaManifest, Config: config, Layers: []descriptor{layer}})
+	if err != nil {
+		return md, config, err
+	}
+	md = b.add(mediaManifest, m)
+	md.Platform = &platform{Architecture: cfg.Architecture, OS: cfg.OS}
+	return md, config, nil
+}
+
 func blobPath(digest string) string { return "blobs/" + strings.Replace(digest, ":", "/", 1) }
 
 // OCIImage writes the image as an OCI layout tar to w. One binary gives index.json pointing at
@@ -154,24 +182,10 @@ func OCIImage(w io.Writer, bins []ImageBinary, opts ImageOptions) error {
 		cfg.Config.User = opts.User
 		cfg.Config.Entrypoint = []string{opts.BinaryPath}
 		cfg.Config.Labels = opts.Labels
-		cfg.RootFS.Type = "layers"
-		cfg.RootFS.DiffIDs = []string{"sha256:" + hex.EncodeToString(diff[:])}
-		cfg.History = append(cfg.History, struct {
-			Created   string `json:"created"`
-			CreatedBy string `json:"created_by"`
-		}{cfg.Created, "make stager-image: " + opts.BinaryPath})
-		cfgJSON, err := json.Marshal(cfg)
+		md, config, err := b.addImage(cfg, layer, "sha256:"+hex.EncodeToString(diff[:]), "make stager-image: "+opts.BinaryPath)
 		if err != nil {
 			return err
 		}
-		config := b.add(mediaConfig, cfgJSON)
-
-		m, err := json.Marshal(manifest{SchemaVersion: 2, MediaType: mediaManifest, Config: config, Layers: []descriptor{layer}})
-		if err != nil {
-			return err
-		}
-		md := b.add(mediaManifest, m)
-		md.Platform = &platform{Architecture: bin.Arch, OS: bin.OS}
 		manifests = append(manifests, md)
 		docker = append(docker, dockerManifest{Config: blobPath(config.Digest), RepoTags: []string{opts.Ref}, Layers: []string{blobPath(layer.Digest)}})
 	}
@@ -283,4 +297,113 @@ func writeTar(w io.Writer, files map[string][]byte, mtime time.Time) error {
 		}
 	}
 	return tw.Close()
+}
+
+// LayerEntry is one file, directory or symlink of a rootfs layer.
+type LayerEntry struct {
+	// Path is relative to the image root, without a leading slash ("bin/sh").
+	Path string
+	Mode int64
+	// Data is a regular file's content.
+	Data []byte
+	// Link makes the entry a symlink to Link.
+	Link string
+	Dir  bool
+}
+
+// RootfsImageOptions describe an image made of one rootfs layer.
+type RootfsImageOptions struct {
+	// Ref is the full reference, REPOSITORY:TAG (e.g. docker.io/local/tao-test:1).
+	Ref        string
+	OS, Arch   string
+	Env        []string
+	Entrypoint []string
+	Cmd        []string
+	// Created is the image's creation time and every entry's mtime.
+	Created   time.Time
+	CreatedBy string
+}
+
+// OCIRootfsImage writes a one-platform image whose single layer holds entries, as an OCI
+// layout tar (what `ctr images import` reads). Entries are written sorted by path, root-owned,
+// with opts.Created as their mtime, so the bytes depend only on entries and opts.
+func OCIRootfsImage(w io.Writer, entries []LayerEntry, opts RootfsImageOptions) error {
+	repo, tag, ok := splitRef(opts.Ref)
+	if !ok {
+		return fmt.Errorf("oci-image: %q is not REPOSITORY:TAG", opts.Ref)
+	}
+	created := opts.Created.UTC().Truncate(time.Second)
+	sorted := append([]LayerEntry(nil), entries...)
+	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Path < sorted[j].Path })
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	for _, e := range sorted {
+		hdr := &tar.Header{Typeflag: tar.TypeReg, Name: e.Path, Mode: e.Mode, Size: int64(len(e.Data)), ModTime: created, Format: tar.FormatPAX}
+		switch {
+		case e.Dir:
+			hdr = &tar.Header{Typeflag: tar.TypeDir, Name: strings.TrimSuffix(e.Path, "/") + "/", Mode: e.Mode, ModTime: created, Format: tar.FormatPAX}
+		case e.Link != "":
+			hdr = &tar.Header{Typeflag: tar.TypeSymlink, Name: e.Path, Linkname: e.Link, Mode: 0o777, ModTime: created, Format: tar.FormatPAX}
+		}
+		if err := tw.WriteHeader(hdr); err != nil {
+			return fmt.Errorf("oci-image: %s: %w", e.Path, err)
+		}
+		if hdr.Typeflag == tar.TypeReg {
+			if _, err := tw.Write(e.Data); err != nil {
+				return err
+			}
+		}
+	}
+	if err := tw.Close(); err != nil {
+		return err
+	}
+	b := blobs{}
+	layer := b.add(mediaLayerTar, buf.Bytes())
+	var cfg imageConfig
+	cfg.Created = created.Format(time.RFC3339)
+	cfg.Architecture, cfg.OS = opts.Arch, opts.OS
+	cfg.Config.Env, cfg.Config.Entrypoint, cfg.Config.Cmd = opts.Env, opts.Entrypoint, opts.Cmd
+	// An uncompressed layer's diff ID is its digest.
+	md, _, err := b.addImage(cfg, layer, layer.Digest, opts.CreatedBy)
+	if err != nil {
+		return err
+	}
+	md.Annotations = map[string]string{"org.opencontainers.image.ref.name": tag, "io.containerd.image.name": repo + ":" + tag}
+	top, err := json.Marshal(index{SchemaVersion: 2, MediaType: mediaIndex, Manifests: []descriptor{md}})
+	if err != nil {
+		return err
+	}
+	files := map[string][]byte{"oci-layout": []byte(`{"imageLayoutVersion":"1.0.0"}`), "index.json": top}
+	for d, data := range b {
+		files[blobPath(d)] = data
+	}
+	return writeTar(w, files, created)
+}
+
+// ImageName returns the name (io.containerd.image.name) an OCI layout tar made by OCIImage
+// or OCIRootfsImage gives its image.
+func ImageName(archive io.Reader) (string, error) {
+	tr := tar.NewReader(archive)
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			return "", fmt.Errorf("no index.json in the archive")
+		}
+		if err != nil {
+			return "", err
+		}
+		if h.Name != "index.json" {
+			continue
+		}
+		var idx index
+		if err := json.NewDecoder(tr).Decode(&idx); err != nil {
+			return "", fmt.Errorf("parse index.json: %w", err)
+		}
+		for _, m := range idx.Manifests {
+			if n := m.Annotations["io.containerd.image.name"]; n != "" {
+				return n, nil
+			}
+		}
+		return "", fmt.Errorf("index.json names no image")
+	}
 }

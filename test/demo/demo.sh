@@ -29,7 +29,7 @@ run_expect_fail() {
 }
 
 job=demo-ddp
-for j in "$job" demo-oom demo-forever; do
+for j in "$job" demo-oom demo-forever demo-real demo-real-long; do
   kubectl delete job "$j" --ignore-not-found --wait=true >/dev/null 2>&1 || true
 done
 
@@ -81,6 +81,47 @@ step "Cancel: the command returns once every rank has stopped"
 run kubectl tao submit demo-forever --image img --gpus 8 --annotation sim.kubectl-tao.dev/fate=run-forever -- sleep infinity
 run kubectl tao wait demo-forever --timeout 1s || true
 run kubectl tao cancel demo-forever
+
+# The real part: real containers on the cluster's real kubelet node, when it runs. `up` writes
+# what the e2e tests get about it next to the kubeconfig (test/localcluster/README.md).
+real_env="$(dirname "$KUBECONFIG")/realnode.env"
+if [ -z "${TAO_REAL_NODE:-}" ] && [ -f "$real_env" ]; then
+  # shellcheck disable=SC1090
+  . "$real_env"
+fi
+if [ -z "${TAO_REAL_NODE:-}" ]; then
+  step "Real containers: skipped, this cluster has no real node (${TAO_REAL_NODE_SKIP:-not started}; it needs root on Linux: make demo REAL_NODE=1)"
+else
+  real=(--image "$TAO_TEST_IMAGE" --gpus 1 --nodes 2 --shm-size 64Mi
+    --node-selector kubectl-tao.dev/real-node=true --toleration kubectl-tao.dev/real-node=true:NoSchedule)
+  step "Real containers on the real kubelet node $TAO_REAL_NODE: 2 ranks of a test trainer find rank 0 as \$MASTER_ADDR through DNS, pass a barrier, train and checkpoint"
+  run kubectl tao submit demo-real "${real[@]}" -- /bin/trainer --steps 3 --step-delay 300ms
+  step "Follow both ranks to the end: the real kubelet closes each stream when its container exits"
+  run kubectl tao logs -f demo-real
+
+  step "Cancel a long run while its log is followed: each rank gets SIGTERM, writes a final checkpoint and says so"
+  run kubectl tao submit demo-real-long "${real[@]}" -- /bin/trainer --steps 100000 --step-delay 500ms
+  follow="$specdir/follow.log"
+  # (not shown: let both ranks start)
+  for _ in $(seq 300); do
+    [ "$(kubectl get pods -l job-name=demo-real-long --field-selector=status.phase=Running -o name | wc -l)" -ge 2 ] && break
+    sleep 0.2
+  done
+  # kubectl's own follow of each container: `kubectl tao logs -f` stops at the Job's deletion,
+  # before the ranks' last lines (issue 14 item 6).
+  printf '%s$ %s%s\n' "$bold" 'kubectl logs -f -l job-name=demo-real-long --prefix >follow.log &' "$reset"
+  kubectl logs -f -l job-name=demo-real-long --prefix >"$follow" 2>&1 &
+  follower=$!
+  # (not shown: let both ranks take two steps)
+  for _ in $(seq 300); do
+    [ "$(grep -c ' step 2$' "$follow")" -ge 2 ] && break
+    sleep 0.2
+  done
+  run kubectl tao cancel demo-real-long
+  wait "$follower" || true
+  show cat follow.log
+  cat "$follow"
+fi
 
 cat <<EOT
 

@@ -19,6 +19,11 @@ const (
 	EtcdVersion       = "v3.6.16"
 	KubernetesVersion = "v1.37.2"
 	KwokVersion       = "v0.8.0"
+	// The real node's parts (--real-node).
+	ContainerdVersion = "v2.4.2"
+	RuncVersion       = "v1.5.3"
+	CNIPluginsVersion = "v1.10.0"
+	CoreDNSVersion    = "v1.15.0"
 )
 
 // Component names, used for binaries, pid files and log files.
@@ -29,6 +34,16 @@ const (
 	CompScheduler         = "kube-scheduler"
 	CompKwok              = "kwok"
 	CompLogsim            = "logsim"
+	// The real node's processes and binaries.
+	CompKubelet      = "kubelet"
+	CompContainerd   = "containerd"
+	CompCtr          = "ctr"
+	CompShim         = "containerd-shim-runc-v2"
+	CompRunc         = "runc"
+	CompCNIBridge    = "bridge"
+	CompCNIHostLocal = "host-local"
+	CompCNILoopback  = "loopback"
+	CompCoreDNS      = "coredns"
 )
 
 // Binary is one upstream executable built from a wrapper module under build/.
@@ -41,6 +56,12 @@ type Binary struct {
 	Module  string
 	Package string
 	LDFlags string
+	// Tags are the build tags, space separated.
+	Tags string
+	// CGO is CGO_ENABLED for the build; empty inherits the environment, as the control plane
+	// always has (cgo on where a C compiler is), which the kubelet must match to share its
+	// build cache.
+	CGO string
 }
 
 // kubeVersionFlags make the servers report v1.37.2 instead of v0.0.0, which kubectl's skew
@@ -63,6 +84,30 @@ func Binaries() []Binary {
 		{Name: CompAPIServer, Version: KubernetesVersion, CacheKey: kube, Module: "test/localcluster/build/kubernetes", Package: "k8s.io/kubernetes/cmd/kube-apiserver", LDFlags: "-s -w" + kubeVersionFlags()},
 		{Name: CompControllerManager, Version: KubernetesVersion, CacheKey: kube, Module: "test/localcluster/build/kubernetes", Package: "k8s.io/kubernetes/cmd/kube-controller-manager", LDFlags: "-s -w" + kubeVersionFlags()},
 		{Name: CompScheduler, Version: KubernetesVersion, CacheKey: kube, Module: "test/localcluster/build/kubernetes", Package: "k8s.io/kubernetes/cmd/kube-scheduler", LDFlags: "-s -w" + kubeVersionFlags()},
+	}
+}
+
+// NodeBinaries lists the real node's binaries (--real-node), cheapest first. The kubelet comes
+// from the control plane's wrapper module with its exact settings, so the two share the Go build
+// cache; containerd, runc and the CNI plugins have no replace directives and are installed as
+// released (Module empty: `go install Package@Version`), with upstream's build tags minus the
+// ones this host cannot satisfy (runc: no seccomp, which needs libseccomp headers).
+func NodeBinaries() []Binary {
+	kube := "kubernetes-" + KubernetesVersion
+	ctrd := "containerd-" + ContainerdVersion
+	cni := "cni-plugins-" + CNIPluginsVersion
+	ctrdLD := "-s -w -X github.com/containerd/containerd/v2/version.Version=" + ContainerdVersion
+	ctrdTags := "urfave_cli_no_docs no_btrfs no_devmapper no_zfs"
+	return []Binary{
+		{Name: CompRunc, Version: RuncVersion, CacheKey: "runc-" + RuncVersion, Package: "github.com/opencontainers/runc", LDFlags: "-s -w -X main.version=" + strings.TrimPrefix(RuncVersion, "v"), Tags: "urfave_cli_no_docs", CGO: "1"},
+		{Name: CompCNIBridge, Version: CNIPluginsVersion, CacheKey: cni, Package: "github.com/containernetworking/plugins/plugins/main/bridge", LDFlags: "-s -w", CGO: "0"},
+		{Name: CompCNIHostLocal, Version: CNIPluginsVersion, CacheKey: cni, Package: "github.com/containernetworking/plugins/plugins/ipam/host-local", LDFlags: "-s -w", CGO: "0"},
+		{Name: CompCNILoopback, Version: CNIPluginsVersion, CacheKey: cni, Package: "github.com/containernetworking/plugins/plugins/main/loopback", LDFlags: "-s -w", CGO: "0"},
+		{Name: CompShim, Version: ContainerdVersion, CacheKey: ctrd, Package: "github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2", LDFlags: ctrdLD, Tags: "urfave_cli_no_docs no_grpc", CGO: "0"},
+		{Name: CompCtr, Version: ContainerdVersion, CacheKey: ctrd, Package: "github.com/containerd/containerd/v2/cmd/ctr", LDFlags: ctrdLD, Tags: ctrdTags, CGO: "0"},
+		{Name: CompContainerd, Version: ContainerdVersion, CacheKey: ctrd, Package: "github.com/containerd/containerd/v2/cmd/containerd", LDFlags: ctrdLD, Tags: ctrdTags, CGO: "0"},
+		{Name: CompCoreDNS, Version: CoreDNSVersion, CacheKey: "coredns-" + CoreDNSVersion, Module: "test/localcluster/build/coredns", Package: "github.com/kubectl-tao/kubectl-tao/test/localcluster/build/coredns", LDFlags: "-s -w", CGO: "0"},
+		{Name: CompKubelet, Version: KubernetesVersion, CacheKey: kube, Module: "test/localcluster/build/kubernetes", Package: "k8s.io/kubernetes/cmd/kubelet", LDFlags: "-s -w" + kubeVersionFlags()},
 	}
 }
 
@@ -168,9 +213,19 @@ func binaryUsable(ctx context.Context, bin string) (bool, string) {
 // temporary name and rename into place, so an interrupted build never leaves a binary that
 // looks finished; a lock keeps two launchers (parallel test packages) from building twice.
 func EnsureBinaries(ctx context.Context, cacheDir, sourceDir string, progress io.Writer) (map[string]string, error) {
+	return ensureBinaries(ctx, cacheDir, sourceDir, Binaries(), progress)
+}
+
+// EnsureNodeBinaries is EnsureBinaries for the real node's binaries. It is a separate build
+// under the same lock, so a launcher that only needs the control plane never waits for it.
+func EnsureNodeBinaries(ctx context.Context, cacheDir, sourceDir string, progress io.Writer) (map[string]string, error) {
+	return ensureBinaries(ctx, cacheDir, sourceDir, NodeBinaries(), progress)
+}
+
+func ensureBinaries(ctx context.Context, cacheDir, sourceDir string, list []Binary, progress io.Writer) (map[string]string, error) {
 	paths := map[string]string{}
 	var missing []Binary
-	for _, b := range Binaries() {
+	for _, b := range list {
 		p := b.Path(cacheDir)
 		paths[b.Name] = p
 		if ok, _ := binaryUsable(ctx, p); !ok {
@@ -220,15 +275,40 @@ func buildBinary(ctx context.Context, b Binary, cacheDir, sourceDir string, prog
 		}
 	}
 	tmp := fmt.Sprintf("%s.tmp%d", dst, os.Getpid())
-	fmt.Fprintf(progress, "localcluster: building %s %s into %s (once per machine; the whole cold build takes ~13 min on 2 cores)\n", b.Name, b.Version, filepath.Dir(dst))
+	fmt.Fprintf(progress, "localcluster: building %s %s into %s (once per machine; the whole cold build takes ~13 min on 2 cores, the real node's another ~17)\n", b.Name, b.Version, filepath.Dir(dst))
 	start := time.Now()
-	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags", b.LDFlags, "-o", tmp, b.Package)
-	cmd.Dir = filepath.Join(sourceDir, b.Module)
+	args := []string{"build", "-trimpath", "-ldflags", b.LDFlags}
+	if b.Tags != "" {
+		args = append(args, "-tags", b.Tags)
+	}
 	// The wrapper modules are self-contained: a GOFLAGS=-modfile or a go.work meant for the
 	// plugin must not leak into them, nor the Makefile's GOTOOLCHAIN (the plugin's release): the
 	// cluster is test scaffolding, built with the machine's Go as it always was, and cached by
 	// component version alone.
-	cmd.Env = append(os.Environ(), "GOFLAGS=-mod=readonly", "GOWORK=off", "GOTOOLCHAIN=local")
+	env := append(os.Environ(), "GOWORK=off", "GOTOOLCHAIN=local")
+	var installDir string
+	if b.Module == "" {
+		// A released module built as released: `go install pkg@version` resolves it with its own
+		// go.mod, checked against the checksum database. go install has no -o, so it installs
+		// into a private directory and the binary is moved from there.
+		var err error
+		if installDir, err = os.MkdirTemp(filepath.Dir(dst), ".install"); err != nil {
+			return fmt.Errorf("create build directory for %s: %w", b.Name, err)
+		}
+		defer os.RemoveAll(installDir)
+		args[0] = "install"
+		args = append(args, b.Package+"@"+b.Version)
+		env = append(env, "GOFLAGS=", "GOBIN="+installDir)
+	} else {
+		args = append(args, "-o", tmp, b.Package)
+		env = append(env, "GOFLAGS=-mod=readonly")
+	}
+	if b.CGO != "" {
+		env = append(env, "CGO_ENABLED="+b.CGO)
+	}
+	cmd := exec.CommandContext(ctx, "go", args...)
+	cmd.Dir = filepath.Join(sourceDir, b.Module)
+	cmd.Env = env
 	cmd.Stdout = progress
 	cmd.Stderr = progress
 	stop := make(chan struct{})
@@ -246,6 +326,9 @@ func buildBinary(ctx context.Context, b Binary, cacheDir, sourceDir string, prog
 	}()
 	err := cmd.Run()
 	close(stop)
+	if err == nil && installDir != "" {
+		err = os.Rename(filepath.Join(installDir, b.Name), tmp)
+	}
 	if err != nil {
 		_ = os.Remove(tmp)
 		return fmt.Errorf("build %s %s in %s: %w", b.Name, b.Version, cmd.Dir, err)

@@ -60,6 +60,10 @@ type Config struct {
 	Progress     io.Writer
 	PickPort     PortPicker
 	ReadyTimeout time.Duration
+	// RealNode says whether up also runs a real kubelet node next to the simulated ones (see
+	// realnode.go); RealNodeWait is how long up waits for another cluster's node to go.
+	RealNode     RealNodeMode
+	RealNodeWait time.Duration
 }
 
 // Complete fills defaults and resolves paths.
@@ -85,6 +89,9 @@ func (c *Config) Complete() error {
 	}
 	if c.ReadyTimeout == 0 {
 		c.ReadyTimeout = defaultReadyTimeout
+	}
+	if c.RealNode == "" {
+		c.RealNode = RealNodeOff
 	}
 	return nil
 }
@@ -258,6 +265,9 @@ func startCluster(ctx context.Context, cfg Config, bins map[string]string) error
 	if err := c.waitReady(ctx, admin, c.procs...); err != nil {
 		return err
 	}
+	if err := ensureRealNode(ctx, cfg, admin, ports.APIServer); err != nil {
+		return err
+	}
 	return writeState(cfg.StateDir, State{Ports: ports, Nodes: cfg.Nodes, GPUsPerNode: cfg.GPUsPerNode, Binaries: bins, StartedAt: time.Now().UTC()})
 }
 
@@ -279,6 +289,9 @@ func reuse(ctx context.Context, cfg Config) error {
 		return err
 	}
 	if err := c.waitReady(ctx, admin); err != nil {
+		return err
+	}
+	if err := ensureRealNode(ctx, cfg, admin, st.Ports.APIServer); err != nil {
 		return err
 	}
 	st.Nodes = cfg.Nodes
@@ -636,13 +649,9 @@ func checkHealthy(ctx context.Context, stateDir string) (bool, string) {
 	if _, err := ReadState(stateDir); err != nil {
 		return false, "no complete start recorded"
 	}
-	recs, errs := readPidFiles(stateDir)
+	byName, errs := pidRecordsByName(stateDir)
 	if len(errs) > 0 {
 		return false, errors.Join(errs...).Error()
-	}
-	byName := map[string]PidRecord{}
-	for _, r := range recs {
-		byName[r.Name] = r
 	}
 	for _, name := range componentOrder {
 		r, ok := byName[name]
@@ -718,9 +727,11 @@ func down(cfg Config, keepLogs bool) error {
 		byName[r.Name] = r
 		exes[r.Exe] = true
 	}
-	for _, b := range Binaries() {
+	for _, b := range append(Binaries(), NodeBinaries()...) {
 		exes[b.Path(cfg.CacheDir)] = true
 	}
+	// The real node first, while the apiserver still answers: its pods are deleted through it.
+	downRealNode(context.Background(), cfg)
 	for i := len(componentOrder) - 1; i >= 0; i-- {
 		r, ok := byName[componentOrder[i]]
 		if !ok {

@@ -8,8 +8,10 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -22,9 +24,27 @@ import (
 	"k8s.io/client-go/kubernetes"
 )
 
-// TestMain lets the test binary double as the logsim daemon: Up starts a copy of the running
-// executable with "logsim", which here is this binary rather than cmd/localcluster.
+// TestMain lets the test binary double as the launcher's helpers: Up starts a copy of the
+// running executable as the logsim daemon and the real node's device plugin, and containerd
+// runs it as runc-noseccomp; here that executable is this binary rather than cmd/localcluster.
 func TestMain(m *testing.M) {
+	if filepath.Base(os.Args[0]) == RuncWrapperName {
+		fmt.Fprintln(os.Stderr, RunRuncWrapper(os.Args[0], os.Args[1:]))
+		os.Exit(1)
+	}
+	if len(os.Args) > 1 && os.Args[1] == "deviceplugin" {
+		fs := flag.NewFlagSet("deviceplugin", flag.ExitOnError)
+		stateDir := fs.String("state-dir", "", "")
+		gpus := fs.Int("gpus", RealNodeGPUs, "")
+		_ = fs.Parse(os.Args[2:])
+		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+		defer stop()
+		if err := RunDevicePlugin(ctx, *stateDir, *gpus, os.Stderr); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
 	if len(os.Args) > 1 && os.Args[1] == "logsim" {
 		fs := flag.NewFlagSet("logsim", flag.ExitOnError)
 		stateDir := fs.String("state-dir", "", "")
@@ -41,26 +61,7 @@ func TestMain(m *testing.M) {
 func TestLocalClusterEndToEnd(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	wd, _ := os.Getwd()
-	src, err := FindSourceDir(wd)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := Config{
-		StateDir:    filepath.Join(t.TempDir(), "cluster"),
-		SourceDir:   src,
-		Nodes:       4,
-		GPUsPerNode: 8,
-		SelfExe:     self,
-		Progress:    testWriter{t},
-	}
-	if err := cfg.Complete(); err != nil {
-		t.Fatal(err)
-	}
+	cfg := testCluster(t, 4, RealNodeOff, 0)
 	start := time.Now()
 	if err := Up(ctx, cfg); err != nil {
 		t.Fatalf("up: %v", err)
@@ -420,15 +421,6 @@ func waitFor(ctx context.Context, t *testing.T, what string, cond func() (bool, 
 	if err != nil {
 		t.Fatalf("waiting for %s: %v", what, err)
 	}
-}
-
-func nodeReady(n *corev1.Node) bool {
-	for _, c := range n.Status.Conditions {
-		if c.Type == corev1.NodeReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
 }
 
 func jobCondition(j *batchv1.Job, typ batchv1.JobConditionType) bool {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -46,6 +47,12 @@ func (p *proc) exitError() error {
 // <state>/logs/<name>.log, and records it in <state>/run/<name>.pid before returning so even a
 // launcher killed right now leaves a record that Down can use.
 func startProcess(stateDir, name, exe string, args []string) (*proc, error) {
+	return startProcessEnv(stateDir, name, exe, args, nil, nil)
+}
+
+// startProcessEnv is startProcess with extra environment (appended to ours, so it wins) and
+// extra open files, which the child gets as fds 3, 4, ...
+func startProcessEnv(stateDir, name, exe string, args, env []string, extra []*os.File) (*proc, error) {
 	// /proc/<pid>/exe shows the resolved path; record that so ownership checks compare alike.
 	if real, err := filepath.EvalSymlinks(exe); err == nil {
 		exe = real
@@ -67,6 +74,10 @@ func startProcess(stateDir, name, exe string, args []string) (*proc, error) {
 	cmd.Dir = stateDir
 	cmd.Stdout = logFile
 	cmd.Stderr = logFile
+	if env != nil {
+		cmd.Env = append(os.Environ(), env...)
+	}
+	cmd.ExtraFiles = extra
 	// A new process group detaches the component from the terminal's Ctrl-C (Up handles that
 	// itself and tears down in order) and lets Stop signal the component with any children.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -154,6 +165,37 @@ func readPidFiles(stateDir string) ([]PidRecord, []error) {
 		recs = append(recs, rec)
 	}
 	return recs, errs
+}
+
+// pidRecordsByName indexes the records under <state>/run by component name.
+func pidRecordsByName(stateDir string) (map[string]PidRecord, []error) {
+	recs, errs := readPidFiles(stateDir)
+	byName := map[string]PidRecord{}
+	for _, r := range recs {
+		byName[r.Name] = r
+	}
+	return byName, errs
+}
+
+// printProcessStates prints one line per component ("running (pid N)", "not running (pid N)",
+// "no pid file") and returns how many do not run.
+func printProcessStates(out io.Writer, stateDir string, names []string) int {
+	byName, _ := pidRecordsByName(stateDir)
+	problems := 0
+	for _, name := range names {
+		state := "no pid file"
+		if r, ok := byName[name]; ok {
+			state = fmt.Sprintf("not running (pid %d)", r.PID)
+			if info, alive := ReadProc(r.PID); alive && IsOurs(info, r.Exe, stateDir) {
+				state = fmt.Sprintf("running (pid %d)", r.PID)
+			}
+		}
+		if !strings.HasPrefix(state, "running") {
+			problems++
+		}
+		fmt.Fprintf(out, "%-24s %s\n", name, state)
+	}
+	return problems
 }
 
 // ProcInfo is what /proc says about a pid, enough to decide whether it is one of ours.

@@ -4,9 +4,13 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
+	"sort"
 	"strings"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 )
 
@@ -24,29 +28,7 @@ func Status(ctx context.Context, cfg Config, out io.Writer) error {
 		return fmt.Errorf("no cluster in %s", cfg.StateDir)
 	}
 	st, stErr := ReadState(cfg.StateDir)
-	recs, _ := readPidFiles(cfg.StateDir)
-	byName := map[string]PidRecord{}
-	for _, r := range recs {
-		byName[r.Name] = r
-	}
-	problems := 0
-	for _, name := range componentOrder {
-		r, ok := byName[name]
-		state := "no pid file"
-		if ok {
-			info, alive := ReadProc(r.PID)
-			switch {
-			case alive && IsOurs(info, r.Exe, cfg.StateDir):
-				state = fmt.Sprintf("running (pid %d)", r.PID)
-			default:
-				state = fmt.Sprintf("not running (pid %d)", r.PID)
-			}
-		}
-		if !strings.HasPrefix(state, "running") {
-			problems++
-		}
-		fmt.Fprintf(out, "%-24s %s\n", name, state)
-	}
+	problems := printProcessStates(out, cfg.StateDir, componentOrder)
 	if stErr != nil {
 		fmt.Fprintf(out, "%-24s %v\n", "state", stErr)
 		return fmt.Errorf("cluster in %s is not up: %w", cfg.StateDir, stErr)
@@ -71,9 +53,52 @@ func Status(ctx context.Context, cfg Config, out io.Writer) error {
 			problems++
 		}
 	}
+	if info, ok := readNodeInfo(realNodeFile(cfg.StateDir)); ok {
+		problems += realNodeStatus(ctx, out, cs, info)
+	} else if env, err := os.ReadFile(filepath.Join(cfg.StateDir, RealNodeEnvFile)); err == nil {
+		fmt.Fprintf(out, "%-24s none (%s)\n", "real node", envValue(string(env), "TAO_REAL_NODE_SKIP"))
+	}
 	fmt.Fprintf(out, "%-24s %s\n", "kubeconfig", KubeconfigPath(cfg.StateDir))
 	if problems > 0 {
 		return fmt.Errorf("cluster in %s is not healthy (%d problems); `localcluster up` cleans up and restarts it", cfg.StateDir, problems)
 	}
 	return nil
+}
+
+// realNodeStatus prints the real node's processes, readiness, addresses and images, and
+// returns the number of problems.
+func realNodeStatus(ctx context.Context, out io.Writer, cs kubernetes.Interface, info RealNodeInfo) int {
+	problems := printProcessStates(out, info.StateDir, realNodeProcesses)
+	state := "not registered"
+	if node, err := cs.CoreV1().Nodes().Get(ctx, info.Name, metav1.GetOptions{}); err == nil {
+		gpus := node.Status.Allocatable[GPUResource]
+		state = fmt.Sprintf("NotReady (%d nvidia.com/gpu)", gpus.Value())
+		if nodeReady(node) {
+			state = fmt.Sprintf("Ready (%d nvidia.com/gpu)", gpus.Value())
+		}
+	}
+	if !strings.HasPrefix(state, "Ready") {
+		problems++
+	}
+	fmt.Fprintf(out, "%-24s %s %s, IP %s on bridge %s (%s)\n", "real node", info.Name, state, info.Gateway, info.Bridge, info.Subnet)
+	roles := make([]string, 0, len(info.Images))
+	for r := range info.Images {
+		roles = append(roles, r)
+	}
+	sort.Strings(roles)
+	for _, r := range roles {
+		fmt.Fprintf(out, "%-24s %s\n", "image "+r, info.Images[r])
+	}
+	return problems
+}
+
+// envValue reads KEY='value' from a realnode.env file.
+func envValue(env, key string) string {
+	for _, line := range strings.Split(env, "\n") {
+		if v, ok := strings.CutPrefix(line, key+"="); ok {
+			v = strings.TrimSuffix(strings.TrimPrefix(v, "'"), "'")
+			return strings.ReplaceAll(v, `'\''`, "'")
+		}
+	}
+	return ""
 }

@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -47,7 +48,7 @@ func Binary() (string, error) {
 
 // Server is one running versitygw.
 type Server struct {
-	// Endpoint is http://127.0.0.1:PORT, the S3_ENDPOINT_URL to use.
+	// Endpoint is http://HOST:PORT (127.0.0.1 unless StartOn), the S3_ENDPOINT_URL to use.
 	Endpoint  string
 	AccessKey string
 	SecretKey string
@@ -57,9 +58,16 @@ type Server struct {
 	Client *minio.Client
 }
 
-// Start runs versitygw until the test ends. It fails the test when the binary is missing (run
-// `make versitygw`) or the server does not answer within 30 seconds.
+// Start runs versitygw on loopback until the test ends. It fails the test when the binary is
+// missing (run `make versitygw`) or the server does not answer within 30 seconds.
 func Start(t testing.TB) *Server {
+	t.Helper()
+	return StartOn(t, "127.0.0.1")
+}
+
+// StartOn is Start on another local address: the real node's bridge address, where its pods
+// reach the host (loopback is the pod's own).
+func StartOn(t testing.TB, host string) *Server {
 	t.Helper()
 	bin, err := Binary()
 	if err != nil {
@@ -72,7 +80,7 @@ func Start(t testing.TB) *Server {
 	var lastErr error
 	// The free port is released before versitygw binds it: on a lost race, try another.
 	for attempt := 0; attempt < 3; attempt++ {
-		if lastErr = s.start(t, bin); lastErr == nil {
+		if lastErr = s.start(t, bin, host); lastErr == nil {
 			return s
 		}
 	}
@@ -80,12 +88,12 @@ func Start(t testing.TB) *Server {
 	return nil
 }
 
-func (s *Server) start(t testing.TB, bin string) error {
-	port, err := freePort()
+func (s *Server) start(t testing.TB, bin, host string) error {
+	port, err := freePort(host)
 	if err != nil {
 		return err
 	}
-	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	addr := net.JoinHostPort(host, strconv.Itoa(port))
 	ctx, cancel := context.WithCancel(context.Background())
 	// The credentials go in the environment (ROOT_ACCESS_KEY, ROOT_SECRET_KEY), not on the
 	// command line where ps shows them.
@@ -198,8 +206,8 @@ func (s *Server) Leaks(outs ...string) []string {
 	return found
 }
 
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+func freePort(host string) (int, error) {
+	l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
 	if err != nil {
 		return 0, err
 	}

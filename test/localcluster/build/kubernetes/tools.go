@@ -1,10 +1,12 @@
 //go:build tools
 
-// Package tools pins the control-plane commands this module builds.
+// Package tools pins the Kubernetes commands this module builds: the control plane and the
+// real node's kubelet, in one module so they share one build cache.
 package tools
 
 import (
 	_ "k8s.io/kubernetes/cmd/kube-apiserver"
 	_ "k8s.io/kubernetes/cmd/kube-controller-manager"
 	_ "k8s.io/kubernetes/cmd/kube-scheduler"
+	_ "k8s.io/kubernetes/cmd/kubelet"
 )

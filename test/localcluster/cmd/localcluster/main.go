@@ -9,7 +9,9 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"strconv"
 	"syscall"
 	"time"
@@ -18,9 +20,19 @@ import (
 )
 
 func main() {
+	// containerd runs the launcher as its runc (see runcwrap.go).
+	if filepath.Base(os.Args[0]) == localcluster.RuncWrapperName {
+		err := localcluster.RunRuncWrapper(os.Args[0], os.Args[1:])
+		fmt.Fprintf(os.Stderr, "%v\n", err)
+		os.Exit(1)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
+	var code exitCode
+	if errors.As(err, &code) {
+		os.Exit(int(code))
+	}
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "localcluster: %v\n", err)
 		os.Exit(1)
@@ -36,6 +48,8 @@ commands:
   status         show the components and nodes; exits non-zero unless healthy
   kubeconfig     print the path of the admin kubeconfig
   restart-kwok   restart only kwok (node leases are deleted first)
+  images         build the real node's images (OCI archives) into --out
+  exec -- CMD    run CMD with KUBECONFIG and the real node's TAO_* variables (see README)
 
 Run "localcluster <command> -h" for the flags of a command.
 `
@@ -58,19 +72,33 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	nodes := fs.Int("nodes", envInt("GPU_NODES", localcluster.DefaultNodes), "number of simulated GPU nodes (env GPU_NODES)")
 	gpus := fs.Int("gpus-per-node", envInt("GPUS_PER_NODE", localcluster.DefaultGPUsPerNode), "nvidia.com/gpu per node (env GPUS_PER_NODE)")
 	timeout := fs.Duration("timeout", 3*time.Minute, "how long up waits for the nodes to be Ready")
+	realNode := realNodeFlag{mode: localcluster.RealNodeOff}
+	if v := os.Getenv("REAL_NODE"); v != "" {
+		if err := realNode.Set(v); err != nil {
+			return err
+		}
+	}
+	fs.Var(&realNode, "real-node", "also run a real kubelet node: 1 (required), auto (where the host allows it) or 0 (env REAL_NODE); needs root on Linux")
+	fs.DurationVar(&cfg.RealNodeWait, "real-node-wait", 0, "how long up waits for another cluster's real node to go (default 3m with --real-node=1, 0 with auto)")
+	out := fs.String("out", "node-images", "images: directory to write the archives to")
+	gpusFlag := fs.Int("gpus", localcluster.RealNodeGPUs, "deviceplugin: number of GPUs to advertise")
 	if err := fs.Parse(rest); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
 		}
 		return err
 	}
-	if fs.NArg() > 0 {
+	if fs.NArg() > 0 && cmd != "exec" {
 		return fmt.Errorf("%s: unexpected arguments %v", cmd, fs.Args())
 	}
 	if *nodes < 0 || *gpus < 0 {
 		return errors.New("GPU_NODES and GPUS_PER_NODE must be non-negative integers")
 	}
 	cfg.Nodes, cfg.GPUsPerNode, cfg.ReadyTimeout = *nodes, *gpus, *timeout
+	cfg.RealNode = realNode.mode
+	if !flagSet(fs, "real-node-wait") && cfg.RealNode == localcluster.RealNodeOn {
+		cfg.RealNodeWait = 3 * time.Minute
+	}
 	cfg.SourceDir = *sourceDir
 	if cfg.SourceDir == "" {
 		// Only a build needs it; a missing repository is reported there if it matters.
@@ -95,7 +123,20 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		if err != nil {
 			return err
 		}
-		for _, b := range localcluster.Binaries() {
+		list := localcluster.Binaries()
+		if cfg.RealNode != localcluster.RealNodeOff {
+			// A second build under the same lock: a launcher waiting for the control plane
+			// gets it as soon as that part is done.
+			nodePaths, err := localcluster.EnsureNodeBinaries(ctx, cacheDir, cfg.SourceDir, stderr)
+			if err != nil {
+				return err
+			}
+			for k, v := range nodePaths {
+				paths[k] = v
+			}
+			list = append(list, localcluster.NodeBinaries()...)
+		}
+		for _, b := range list {
 			fmt.Fprintf(stdout, "%s\n", paths[b.Name])
 		}
 		return nil
@@ -114,6 +155,40 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return nil
 	case "restart-kwok":
 		return localcluster.RestartKwok(ctx, cfg)
+	case "images":
+		imgs, err := localcluster.BuildNodeImages(ctx, cfg.SourceDir, *out, stderr)
+		if err != nil {
+			return err
+		}
+		for _, role := range []string{localcluster.ImageTest, localcluster.ImageShOnly, localcluster.ImagePause, localcluster.ImageStager} {
+			if img, ok := imgs[role]; ok {
+				fmt.Fprintf(stdout, "%s\t%s\n", img.Ref, img.Archive)
+			}
+		}
+		return nil
+	case "exec":
+		if fs.NArg() == 0 {
+			return errors.New("exec: no command given (localcluster exec --state-dir DIR -- CMD ARGS...)")
+		}
+		if err := cfg.Complete(); err != nil {
+			return err
+		}
+		env, err := localcluster.TestEnv(cfg.StateDir)
+		if err != nil {
+			return err
+		}
+		c := exec.CommandContext(ctx, fs.Arg(0), fs.Args()[1:]...)
+		c.Env = append(os.Environ(), env...)
+		c.Stdin, c.Stdout, c.Stderr = os.Stdin, stdout, stderr
+		err = c.Run()
+		var ee *exec.ExitError
+		if errors.As(err, &ee) && ee.ExitCode() > 0 {
+			return exitCode(ee.ExitCode())
+		}
+		return err
+	case "deviceplugin":
+		// Hidden: the real node's GPU device plugin, which up starts.
+		return localcluster.RunDevicePlugin(ctx, cfg.StateDir, *gpusFlag, stderr)
 	case "logsim":
 		// Hidden: the log daemon the launcher starts.
 		return runLogsim(ctx, cfg.StateDir, stderr)
@@ -140,3 +215,32 @@ func envInt(name string, def int) int {
 	}
 	return n
 }
+
+// realNodeFlag is --real-node: a bare --real-node means 1.
+type realNodeFlag struct{ mode localcluster.RealNodeMode }
+
+func (f *realNodeFlag) String() string   { return string(f.mode) }
+func (f *realNodeFlag) IsBoolFlag() bool { return true }
+func (f *realNodeFlag) Set(s string) error {
+	m, err := localcluster.ParseRealNodeMode(s)
+	if err != nil {
+		return err
+	}
+	f.mode = m
+	return nil
+}
+
+func flagSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) {
+		if f.Name == name {
+			set = true
+		}
+	})
+	return set
+}
+
+// exitCode is the exit status of the command `exec` ran, passed on as the launcher's own.
+type exitCode int
+
+func (c exitCode) Error() string { return fmt.Sprintf("exit status %d", int(c)) }

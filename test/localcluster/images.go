@@ -1,0 +1,253 @@
+package localcluster
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/kubectl-tao/kubectl-tao/hack/release"
+)
+
+// Images for the real node, made without docker or a registry: host binaries with the
+// libraries ldd lists, copied into one layer, entries sorted and owned by root with mtime 0, so
+// one host gives the same bytes every time. The node imports them into containerd at up; pods
+// name them with any pull policy but Always.
+
+// Image roles (keys of RealNodeInfo.Images) and references.
+const (
+	ImageTest   = "test"
+	ImageShOnly = "sh-only"
+	ImagePause  = "pause"
+	ImageStager = "stager"
+
+	TestImageRef   = "docker.io/local/tao-test:1"
+	ShOnlyImageRef = "docker.io/local/sh-only:1"
+	PauseImageRef  = "docker.io/local/pause:1"
+	// StagerArchive is what `make stager-image` writes, relative to the repository root.
+	StagerArchive = "bin/kubectl-tao-stager.oci.tar"
+)
+
+// testImageTools are the host programs of local/tao-test:1, at /bin/<name>. sh is dash.
+var testImageTools = []string{
+	"bash", "sh", "printf", "echo", "sleep", "head", "tail", "cat", "tr", "env", "id", "hostname",
+	"mkdir", "rm", "ls", "getent", "grep", "wc", "date", "kill", "true", "false", "seq", "touch",
+	"cp", "mv", "sed", "sort", "cut", "uniq", "stat", "df", "readlink", "test", "timeout", "ps",
+}
+
+// NodeImage is one built image archive.
+type NodeImage struct {
+	Ref     string
+	Archive string
+}
+
+// BuildNodeImages writes the node's images into outDir: the test image (with /bin/trainer
+// built from ./test/trainer when that package exists), the sh-only image, the pause image, and
+// it adds the stager archive of `make stager-image` when present. Building needs the Go
+// toolchain and the repository (sourceDir) for the two Go programs.
+func BuildNodeImages(ctx context.Context, sourceDir, outDir string, progress io.Writer) (map[string]NodeImage, error) {
+	if sourceDir == "" {
+		return nil, errors.New("the real node's images are built from the repository: run from inside it or pass --source-dir")
+	}
+	if err := os.MkdirAll(outDir, 0o755); err != nil {
+		return nil, err
+	}
+	start := time.Now()
+	pause := filepath.Join(outDir, "pause.bin")
+	if err := goBuildStatic(ctx, sourceDir, "./test/localcluster/cmd/pause", pause); err != nil {
+		return nil, err
+	}
+	base := baseEntries()
+	testEntries := append([]release.LayerEntry(nil), base...)
+	tools, err := hostToolEntries(testImageTools)
+	if err != nil {
+		return nil, err
+	}
+	testEntries = mergeEntries(testEntries, tools)
+	if _, err := os.Stat(filepath.Join(sourceDir, "test", "trainer")); err == nil {
+		trainer := filepath.Join(outDir, "trainer.bin")
+		if err := goBuildStatic(ctx, sourceDir, "./test/trainer", trainer); err != nil {
+			return nil, err
+		}
+		data, err := os.ReadFile(trainer)
+		if err != nil {
+			return nil, err
+		}
+		testEntries = mergeEntries(testEntries, []release.LayerEntry{{Path: "bin/trainer", Mode: 0o755, Data: data}})
+	}
+	sh, err := hostToolEntries([]string{"sh"})
+	if err != nil {
+		return nil, err
+	}
+	pauseData, err := os.ReadFile(pause)
+	if err != nil {
+		return nil, err
+	}
+	specs := []struct {
+		role    string
+		ref     string
+		entries []release.LayerEntry
+		entry   []string
+		cmd     []string
+	}{
+		{ImageTest, TestImageRef, testEntries, nil, []string{"/bin/bash"}},
+		{ImageShOnly, ShOnlyImageRef, mergeEntries(minimalEntries(), sh), nil, []string{"/bin/sh"}},
+		{ImagePause, PauseImageRef, []release.LayerEntry{{Path: "pause", Mode: 0o755, Data: pauseData}}, []string{"/pause"}, nil},
+	}
+	out := map[string]NodeImage{}
+	for _, s := range specs {
+		path := filepath.Join(outDir, s.role+".oci.tar")
+		var buf bytes.Buffer
+		if err := release.OCIRootfsImage(&buf, s.entries, release.RootfsImageOptions{
+			Ref: s.ref, OS: "linux", Arch: runtime.GOARCH, Env: []string{"PATH=/bin:/usr/bin"},
+			Entrypoint: s.entry, Cmd: s.cmd, Created: time.Unix(0, 0), CreatedBy: "localcluster images",
+		}); err != nil {
+			return nil, err
+		}
+		if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
+			return nil, err
+		}
+		out[s.role] = NodeImage{Ref: s.ref, Archive: path}
+	}
+	stager := filepath.Join(sourceDir, StagerArchive)
+	if f, err := os.Open(stager); err == nil {
+		name, err := release.ImageName(f)
+		f.Close()
+		if err != nil {
+			return nil, fmt.Errorf("read %s: %w", stager, err)
+		}
+		out[ImageStager] = NodeImage{Ref: name, Archive: stager}
+	}
+	fmt.Fprintf(progress, "localcluster: built the node's images in %s\n", time.Since(start).Round(10*time.Millisecond))
+	return out, nil
+}
+
+// goBuildStatic builds a static binary of a package of the repository.
+func goBuildStatic(ctx context.Context, sourceDir, pkg, out string) error {
+	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-buildvcs=false", "-ldflags=-s -w", "-o", out, pkg)
+	cmd.Dir = sourceDir
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux")
+	if data, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("build %s for the node's images: %w: %s", pkg, err, strings.TrimSpace(string(data)))
+	}
+	return nil
+}
+
+// minimalEntries are the directories every image has.
+func minimalEntries() []release.LayerEntry {
+	return []release.LayerEntry{
+		{Path: "bin", Dir: true, Mode: 0o755},
+		{Path: "tmp", Dir: true, Mode: 0o1777},
+	}
+}
+
+// baseEntries are the directories and /etc files of the test image.
+func baseEntries() []release.LayerEntry {
+	return append(minimalEntries(),
+		release.LayerEntry{Path: "etc", Dir: true, Mode: 0o755},
+		release.LayerEntry{Path: "root", Dir: true, Mode: 0o700},
+		release.LayerEntry{Path: "etc/passwd", Mode: 0o644, Data: []byte("root:x:0:0:root:/root:/bin/bash\nnobody:x:65534:65534:nobody:/nonexistent:/bin/false\n")},
+		release.LayerEntry{Path: "etc/group", Mode: 0o644, Data: []byte("root:x:0:\nnogroup:x:65534:\n")},
+		release.LayerEntry{Path: "etc/nsswitch.conf", Mode: 0o644, Data: []byte("passwd: files\ngroup: files\nhosts: files dns\n")},
+	)
+}
+
+// hostToolEntries copies host programs to /bin/<name> with the libraries ldd lists at the
+// paths the loader looks them up by.
+func hostToolEntries(names []string) ([]release.LayerEntry, error) {
+	var out []release.LayerEntry
+	seen := map[string]bool{}
+	add := func(dst, src string, mode int64) error {
+		if seen[dst] {
+			return nil
+		}
+		data, err := os.ReadFile(src)
+		if err != nil {
+			return fmt.Errorf("copy %s into an image: %w", src, err)
+		}
+		seen[dst] = true
+		out = append(out, release.LayerEntry{Path: dst, Mode: mode, Data: data})
+		return nil
+	}
+	for _, name := range names {
+		src, err := exec.LookPath(name)
+		if err != nil {
+			return nil, fmt.Errorf("the node's images need %s on this host: %w", name, err)
+		}
+		if err := add("bin/"+name, src, 0o755); err != nil {
+			return nil, err
+		}
+		libs, err := lddPaths(src)
+		if err != nil {
+			return nil, err
+		}
+		for _, lib := range libs {
+			if err := add(strings.TrimPrefix(lib, "/"), lib, 0o755); err != nil {
+				return nil, err
+			}
+		}
+	}
+	// Parent directories of the libraries.
+	dirs := map[string]bool{}
+	for _, e := range out {
+		for d := filepath.Dir(e.Path); d != "." && d != "bin"; d = filepath.Dir(d) {
+			dirs[d] = true
+		}
+	}
+	for d := range dirs {
+		out = append(out, release.LayerEntry{Path: d, Dir: true, Mode: 0o755})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
+	return out, nil
+}
+
+// lddPaths returns the absolute library paths ldd prints for a binary; none for a static one.
+func lddPaths(bin string) ([]string, error) {
+	out, err := exec.Command("ldd", bin).CombinedOutput()
+	if err != nil {
+		if strings.Contains(string(out), "not a dynamic executable") {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("ldd %s: %w: %s", bin, err, strings.TrimSpace(string(out)))
+	}
+	return ParseLdd(string(out)), nil
+}
+
+// ParseLdd extracts the library paths from ldd output ("libc.so.6 => /lib/.../libc.so.6
+// (0x...)" and "/lib64/ld-linux-x86-64.so.2 (0x...)"); the vDSO has no file.
+func ParseLdd(out string) []string {
+	var paths []string
+	for _, line := range strings.Split(out, "\n") {
+		line = strings.TrimSpace(line)
+		if i := strings.Index(line, "=>"); i >= 0 {
+			line = strings.TrimSpace(line[i+2:])
+		}
+		if f := strings.Fields(line); len(f) > 0 && strings.HasPrefix(f[0], "/") {
+			paths = append(paths, f[0])
+		}
+	}
+	return paths
+}
+
+// mergeEntries appends b's entries whose paths a does not have.
+func mergeEntries(a, b []release.LayerEntry) []release.LayerEntry {
+	have := map[string]bool{}
+	for _, e := range a {
+		have[strings.TrimSuffix(e.Path, "/")] = true
+	}
+	for _, e := range b {
+		if !have[strings.TrimSuffix(e.Path, "/")] {
+			a = append(a, e)
+			have[strings.TrimSuffix(e.Path, "/")] = true
+		}
+	}
+	return a
+}
