@@ -107,10 +107,8 @@ else
     [ "$(kubectl get pods -l job-name=demo-real-long --field-selector=status.phase=Running -o name | wc -l)" -ge 2 ] && break
     sleep 0.2
   done
-  # kubectl's own follow of each container: `kubectl tao logs -f` stops at the Job's deletion,
-  # before the ranks' last lines (issue 14 item 6).
-  printf '%s$ %s%s\n' "$bold" 'kubectl logs -f -l job-name=demo-real-long --prefix >follow.log &' "$reset"
-  kubectl logs -f -l job-name=demo-real-long --prefix >"$follow" 2>&1 &
+  printf '%s$ %s%s\n' "$bold" 'kubectl tao logs -f demo-real-long >follow.log &' "$reset"
+  kubectl tao logs -f demo-real-long >"$follow" 2>&1 &
   follower=$!
   # (not shown: let both ranks take two steps)
   for _ in $(seq 300); do
@@ -127,6 +125,6 @@ cat <<EOT
 
 ${bold}The local cluster is still up. To use it by hand:${reset}
   export KUBECONFIG=$KUBECONFIG PATH=$(dirname "$(command -v kubectl-tao)"):\$PATH
-  kubectl tao submit --image busybox --gpus 8 --nodes 2 -- 'echo rank \$NODE_RANK of \$WORLD_SIZE'
+  kubectl tao submit --image busybox --gpus 8 --nodes 2 -- sh -c 'echo rank \$NODE_RANK of \$WORLD_SIZE'
 Stop it with: make cluster-down
 EOT

@@ -99,8 +99,6 @@ func cancelAndCheckSIGTERM(t *testing.T, ns, job string, follow *background) {
 		t.Errorf("logs -f of a canceled job: want exit 10 (Canceled), got %s", fr)
 	}
 	t.Run("logs-f-shows-the-sigterm-lines", func(t *testing.T) {
-		t.Skip("issue 14 item 6: logs -f stops as soon as the Job is being deleted and makes its final read " +
-			"before the ranks have handled SIGTERM, so their last lines (the SIGTERM line, the final checkpoint) are lost")
 		logs := rankLogs(t, fr.stdout)
 		for rank := range 2 {
 			if !slices.ContainsFunc(logs[rank], sigterm(rank).MatchString) {

@@ -119,6 +119,12 @@ func (e *Engine) Follow(ctx context.Context, cfg Config) (jobstatus.Result, erro
 		},
 	})
 
+	// draining is set once the Job is canceled while ranks still run (see drained), until they
+	// are done or the deadline passes (drainOver).
+	var (
+		draining, drainOver bool
+		deadline, tick      <-chan time.Time
+	)
 	for {
 		select {
 		case <-ctx.Done():
@@ -127,6 +133,9 @@ func (e *Engine) Follow(ctx context.Context, cfg Config) (jobstatus.Result, erro
 			return jobstatus.Result{}, ctx.Err()
 		case u := <-updates:
 			f.apply(u)
+		case <-tick:
+		case <-deadline:
+			draining, drainOver = false, true
 		}
 		// Apply whatever else is queued before deciding: one decision per burst of events.
 		for drained := false; !drained; {
@@ -140,6 +149,24 @@ func (e *Engine) Follow(ctx context.Context, cfg Config) (jobstatus.Result, erro
 		res, done, err := f.jobState(f.job)
 		if err != nil {
 			return res, err
+		}
+		if done && res.Status == jobstatus.Canceled && !draining && !drainOver && !f.drained() {
+			// A cancel sends SIGTERM: the ranks may still print their last lines (a final
+			// checkpoint) until they exit. A real kubelet ends each stream when its container
+			// exits, so the live streams read those lines; wait for that, as long as the pods'
+			// grace period allows. (A simulated kubelet never ends a stream: its pods are
+			// deleted instead, which ends the wait too.)
+			draining = true
+			deadline = time.After(f.drainBound())
+			ticker := time.NewTicker(drainPoll)
+			defer ticker.Stop()
+			tick = ticker.C
+		}
+		if done && draining && !f.drained() {
+			if err := f.reconcile(streamCtx); err != nil {
+				return res, err
+			}
+			continue
 		}
 		if done {
 			stopStreams()
@@ -421,6 +448,41 @@ func (f *follower) reconcile(ctx context.Context) error {
 }
 
 func (f *follower) wait() { f.wg.Wait() }
+
+// drainPoll is how often a canceled job's streams are checked for their end.
+const drainPoll = 100 * time.Millisecond
+
+// drained reports whether no followed stream is still worth waiting for: each one's pod is gone,
+// or its stream ended after the container stopped, or nothing is stopping it (the Job is not
+// being deleted and the pod is not terminating: an orphaned pod runs on).
+func (f *follower) drained() bool {
+	jobDeleting := f.job != nil && f.job.DeletionTimestamp != nil
+	for uid, tl := range f.tailers {
+		if tl.gone || tl.complete.Load() {
+			continue
+		}
+		if p := f.pods[uid]; jobDeleting || (p != nil && p.DeletionTimestamp != nil) {
+			return false
+		}
+	}
+	return true
+}
+
+// drainBound is how long a canceled job's ranks may take to stop: the longest grace period of
+// its pods (30 s unless set), plus a few seconds for the kubelet to report it, at most five
+// minutes.
+func (f *follower) drainBound() time.Duration {
+	grace := int64(30)
+	for _, p := range f.pods {
+		if g := p.Spec.TerminationGracePeriodSeconds; g != nil && *g > grace {
+			grace = *g
+		}
+		if g := p.DeletionGracePeriodSeconds; g != nil && *g > grace {
+			grace = *g
+		}
+	}
+	return min(time.Duration(grace)*time.Second+5*time.Second, 5*time.Minute)
+}
 
 // quietOpenFailures is how many times a stream that never delivered a line may fail to open
 // before it is mentioned: a container that has just started often has no log for a moment.

@@ -330,6 +330,43 @@ func TestFollowEndsWithJobStatus(t *testing.T) {
 	}
 }
 
+// A canceled job's ranks get SIGTERM and may print their last lines (a final checkpoint) before
+// they exit: following goes on while the Job is being deleted, until each rank's stream is over
+// or its pod is gone.
+func TestFollowWaitsForCanceledRanksToStop(t *testing.T) {
+	c, watches := watching(job(), ptrPod(pod("train-0", nil, 1, true, false)))
+	srv := newLogServer()
+	srv.add("train-0", 1)
+	out := &testbuf.Buffer{}
+	run := startFollow(&Engine{Client: c, Open: srv.open, Out: out, ErrOut: io.Discard}, Config{Namespace: "ns", Job: "train"})
+	<-watches
+	<-watches
+	waitFor(t, "the first line", func() bool { return out.String() != "" })
+	ctx := context.Background()
+	deleting := job()
+	deleting.DeletionTimestamp = &metav1.Time{Time: t0}
+	if _, err := c.BatchV1().Jobs("ns").Update(ctx, deleting, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	terminating := pod("train-0", nil, 1, true, false)
+	terminating.DeletionTimestamp = &metav1.Time{Time: t0}
+	if _, err := c.CoreV1().Pods("ns").Update(ctx, &terminating, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-run.done:
+		t.Fatalf("Follow ended while the canceled rank was still stopping: %+v, %v", run.res, run.err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	if err := c.CoreV1().Pods("ns").Delete(ctx, "train-0", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	run.wait(t)
+	if run.err != nil || run.res.Status != jobstatus.Canceled {
+		t.Fatalf("Follow = %+v, %v; want Canceled", run.res, run.err)
+	}
+}
+
 func TestFollowTerminalJobReadsOnceAndEnds(t *testing.T) {
 	c := fake.NewClientset(train().Condition(batchv1.JobComplete, "", "").Obj(), fixture.RankPod(train().Obj(), -1).Name("train-0").Created(time.Unix(1, 0)).Succeeded(time.Time{}).Obj())
 	srv := newLogServer()
