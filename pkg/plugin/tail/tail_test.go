@@ -334,7 +334,10 @@ func TestFollowEndsWithJobStatus(t *testing.T) {
 // they exit: following goes on while the Job is being deleted, until each rank's stream is over
 // or its pod is gone.
 func TestFollowWaitsForCanceledRanksToStop(t *testing.T) {
-	c, watches := watching(job(), ptrPod(pod("train-0", nil, 1, true, false)))
+	rank0 := func() *fixture.PodWrapper {
+		return fixture.RankPod(train().Obj(), -1).Name("train-0").Created(time.Unix(1, 0)).Running(time.Time{})
+	}
+	c, watches := watching(train().Obj(), rank0().Obj())
 	srv := newLogServer()
 	srv.add("train-0", 1)
 	out := &testbuf.Buffer{}
@@ -343,14 +346,14 @@ func TestFollowWaitsForCanceledRanksToStop(t *testing.T) {
 	<-watches
 	waitFor(t, "the first line", func() bool { return out.String() != "" })
 	ctx := context.Background()
-	deleting := job()
+	deleting := train().Obj()
 	deleting.DeletionTimestamp = &metav1.Time{Time: t0}
 	if _, err := c.BatchV1().Jobs("ns").Update(ctx, deleting, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	terminating := pod("train-0", nil, 1, true, false)
+	terminating := rank0().Obj()
 	terminating.DeletionTimestamp = &metav1.Time{Time: t0}
-	if _, err := c.CoreV1().Pods("ns").Update(ctx, &terminating, metav1.UpdateOptions{}); err != nil {
+	if _, err := c.CoreV1().Pods("ns").Update(ctx, terminating, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	select {
