@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -18,6 +19,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/rand"
+
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/jobspec"
 )
 
 type check struct{ Name, Result, Message, Fix string }
@@ -100,7 +103,8 @@ func TestPreflightWarnsOnNodesWithoutGFDLabels(t *testing.T) {
 	t.Cleanup(func() { patch(saved) })
 	checks, r := preflightJSON(t, "--gpus", "1")
 	c := checks["node-runtime"]
-	if r.code != 0 || c.Result != "WARN" || !strings.Contains(c.Message, "1 of 4 GPU nodes carry no GPU Feature Discovery") || !strings.Contains(c.Message, name) {
+	nodes, _ := gpuNodes(t)
+	if r.code != 0 || c.Result != "WARN" || !strings.Contains(c.Message, fmt.Sprintf("1 of %d GPU nodes carry no GPU Feature Discovery", nodes)) || !strings.Contains(c.Message, name) {
 		t.Fatalf("node-runtime %+v\n%s", c, r)
 	}
 }
@@ -123,11 +127,28 @@ func capacityNow(t *testing.T) capacityReport {
 	return rep
 }
 
+// gpuNodes counts the cluster's nodes that offer GPUs, and their GPUs: the KWOK nodes, and the
+// real node when the launcher started one.
+func gpuNodes(t *testing.T) (nodes int, gpus int64) {
+	t.Helper()
+	list, err := client.CoreV1().Nodes().List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range list.Items {
+		if q, ok := n.Status.Allocatable[jobspec.GPUResource]; ok && q.Value() > 0 {
+			nodes++
+			gpus += q.Value()
+		}
+	}
+	return nodes, gpus
+}
+
 func TestCapacityShowsARunningJob(t *testing.T) {
 	ns := namespace(t)
 	before := capacityNow(t)
-	if before.Total.Allocatable != 32 || len(before.Nodes) != 4 {
-		t.Fatalf("before: %+v", before)
+	if nodes, gpus := gpuNodes(t); before.Total.Allocatable != gpus || len(before.Nodes) != nodes {
+		t.Fatalf("before: %+v, want %d nodes with %d GPUs", before, nodes, gpus)
 	}
 	r := tao(t, nil, "submit", "hold", "-n", ns, "--image", "busybox", "--gpus", "8", "--nodes", "2",
 		"--annotation", "sim.kubectl-tao.dev/fate=run-forever", "--", "sleep", "infinity")

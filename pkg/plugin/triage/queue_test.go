@@ -110,6 +110,7 @@ func TestIsWorkloadOf(t *testing.T) {
 
 func TestSchedulingFixes(t *testing.T) {
 	const modern = "0/4 nodes are available: 4 node(s) had untolerated taint(s). preemption: 0/4 nodes are available: 4 Preemption is not helpful for scheduling."
+	const mixedTaint = "0/5 nodes are available: 1 node(s) had untolerated taint(s), 4 node(s) didn't match Pod's node affinity/selector. preemption: 0/5 nodes are available: 5 Preemption is not helpful for scheduling."
 	dedicated := corev1.Taint{Key: "dedicated", Value: "ml", Effect: corev1.TaintEffectNoExecute}
 	gpuTaint := corev1.Taint{Key: string(jobspec.GPUResource), Effect: corev1.TaintEffectNoSchedule}
 	controlPlane := corev1.Taint{Key: "node-role.kubernetes.io/control-plane", Effect: corev1.TaintEffectNoSchedule}
@@ -134,6 +135,12 @@ func TestSchedulingFixes(t *testing.T) {
 			nil, "UntoleratedTaint", []string{"--toleration nvidia.com/gpu:NoSchedule", "unless --no-gpu-toleration", "NoSchedule or NoExecute", "kubectl get nodes -o custom-columns="}},
 		{"two taints", podOf("t", 0).Unschedulable("0/3 nodes are available: 1 node(s) had untolerated taint {dedicated: ml}, 2 node(s) had untolerated taint {node-role.kubernetes.io/control-plane: }.", t0.Add(time.Second)).Val(),
 			nil, "UntoleratedTaint", []string{"--toleration dedicated=ml:NoSchedule --toleration node-role.kubernetes.io/control-plane:NoSchedule"}},
+		{"selector matches nothing, a tainted node ruled out first: the selector is the fix", podOf("t", 0).NodeSelector("foo", "bar").Unschedulable(mixedTaint, t0.Add(time.Second)).Val(),
+			[]corev1.Node{fixture.Node("real-0").Label("pool", "real").GPUs(8).Taints(dedicated).Val()},
+			"NoMatchingNode", []string{"kubectl get nodes -l foo=bar"}},
+		{"selector matches the tainted node: the toleration is the fix", podOf("t", 0).NodeSelector("pool", "real").Unschedulable(mixedTaint, t0.Add(time.Second)).Val(),
+			[]corev1.Node{fixture.Node("real-0").Label("pool", "real").GPUs(8).Taints(dedicated).Val()},
+			"UntoleratedTaint", []string{"--toleration dedicated=ml:NoExecute"}},
 		{"unbound claim named", podOf("t", 0).Unschedulable(msgPVC, t0.Add(time.Second)).Volume(corev1.Volume{Name: "r", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "results"}}}).Val(), nil, "PersistentVolumeClaimNotBound", []string{"(results) is not bound", "kubectl get pvc results -n ml", "StorageClass", "--volume mounts existing claims only"}},
 	}
 	for _, tc := range tests {

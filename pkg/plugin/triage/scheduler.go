@@ -53,12 +53,15 @@ func parseScheduler(msg string) (schedulerMessage, bool) {
 	return out, true
 }
 
-// everyNode reports whether reason (a substring) rules out all nodes.
-func (s schedulerMessage) everyNode(reason string) bool {
+// everyNode reports whether the reasons (substrings) together rule out all nodes.
+func (s schedulerMessage) everyNode(reasons ...string) bool {
 	n := 0
 	for r, c := range s.reasons {
-		if strings.Contains(r, reason) {
-			n += c
+		for _, reason := range reasons {
+			if strings.Contains(r, reason) {
+				n += c
+				break
+			}
 		}
 	}
 	return s.total > 0 && n >= s.total
@@ -104,8 +107,13 @@ func (v podView) unscheduled() *finding {
 	if !ok {
 		return f
 	}
+	const noMatch, tainted = "didn't match Pod's node affinity/selector", "untolerated taint"
 	switch {
-	case sm.everyNode("didn't match Pod's node affinity/selector"):
+	// The scheduler names one reason per node: a tainted node that the selector would not match
+	// either is counted as tainted. When the selector rules out the rest and matches none of the
+	// tainted nodes, the selector is what to fix, not a toleration.
+	case sm.everyNode(noMatch) ||
+		(sm.has(noMatch) && sm.everyNode(noMatch, tainted) && !selectsAny(pod.Spec.NodeSelector, v.s.TaintedNodes)):
 		f.name = "NoMatchingNode"
 		sel := selectorText(pod.Spec.NodeSelector)
 		f.message = fmt.Sprintf("no node matches the node selector %s: %s", sel, msg)
@@ -127,7 +135,7 @@ func (v podView) unscheduled() *finding {
 		f.suggestion = fmt.Sprintf("No node has %s free %s for this rank. Wait for running jobs to finish, ask for "+
 			"fewer GPUs per node (--gpus) over more nodes (--nodes), or add GPU nodes. `kubectl tao submit` checks "+
 			"total capacity unless --no-capacity-check is given.", gpuRequest(pod), jobspec.GPUResource)
-	case sm.has("untolerated taint"):
+	case sm.has(tainted):
 		f.name = "UntoleratedTaint"
 		f.suggestion = taintSuggestion(msg, pod, v.s.TaintedNodes)
 	case sm.has("Insufficient"):
@@ -259,4 +267,18 @@ func untoleratedTaints(pod *corev1.Pod, nodes []corev1.Node) []corev1.Taint {
 		}
 	}
 	return out
+}
+
+// selectsAny reports whether a node selector matches any of nodes (false for no selector).
+func selectsAny(selector map[string]string, nodes []corev1.Node) bool {
+	if len(selector) == 0 {
+		return false
+	}
+	sel := labels.SelectorFromSet(selector)
+	for i := range nodes {
+		if sel.Matches(labels.Set(nodes[i].Labels)) {
+			return true
+		}
+	}
+	return false
 }
