@@ -342,7 +342,16 @@ func OCIRootfsImage(w io.Writer, entries []LayerEntry, opts RootfsImageOptions) 
 	created := opts.Created.UTC().Truncate(time.Second)
 	sorted := append([]LayerEntry(nil), entries...)
 	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Path < sorted[j].Path })
+	// Sized up front: growing a buffer of hundreds of MB by doubling would hold it twice.
+	size := 1024
+	for _, e := range sorted {
+		size += 1536 + len(e.Data)
+		if fi, err := os.Stat(e.Src); e.Src != "" && err == nil {
+			size += int(fi.Size())
+		}
+	}
 	var buf bytes.Buffer
+	buf.Grow(size)
 	tw := tar.NewWriter(&buf)
 	for _, e := range sorted {
 		data := e.Data
