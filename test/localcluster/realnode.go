@@ -609,6 +609,7 @@ func (n *realNode) start(ctx context.Context, admin *clients, apiPort int) error
 	if err != nil {
 		return err
 	}
+	importStart := time.Now()
 	for role, img := range images {
 		if img.Unavailable != "" {
 			if info.ImagesUnavailable == nil {
@@ -622,6 +623,7 @@ func (n *realNode) start(ctx context.Context, admin *clients, apiPort int) error
 		}
 		info.Images[role] = img.Ref
 	}
+	fmt.Fprintf(n.cfg.Progress, "localcluster: imported the node's images in %s\n", time.Since(importStart).Round(10*time.Millisecond))
 	if err := n.saveInfo(); err != nil {
 		return err
 	}
