@@ -306,6 +306,13 @@ type LayerEntry struct {
 	Mode int64
 	// Data is a regular file's content.
 	Data []byte
+	// Src, instead of Data, names a host file whose content is read while the layer is written,
+	// so an image of hundreds of megabytes of host files is not held in memory twice.
+	Src string
+	// ModTime is a regular file's mtime, truncated to the second; zero means the image's Created.
+	// Python checks its cached bytecode against its sources' mtimes: an image of Python files
+	// keeps theirs, or every start recompiles them.
+	ModTime time.Time
 	// Link makes the entry a symlink to Link.
 	Link string
 	Dir  bool
@@ -335,10 +342,30 @@ func OCIRootfsImage(w io.Writer, entries []LayerEntry, opts RootfsImageOptions) 
 	created := opts.Created.UTC().Truncate(time.Second)
 	sorted := append([]LayerEntry(nil), entries...)
 	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Path < sorted[j].Path })
+	// Sized up front: growing a buffer of hundreds of MB by doubling would hold it twice.
+	size := 1024
+	for _, e := range sorted {
+		size += 1536 + len(e.Data)
+		if fi, err := os.Stat(e.Src); e.Src != "" && err == nil {
+			size += int(fi.Size())
+		}
+	}
 	var buf bytes.Buffer
+	buf.Grow(size)
 	tw := tar.NewWriter(&buf)
 	for _, e := range sorted {
-		hdr := &tar.Header{Typeflag: tar.TypeReg, Name: e.Path, Mode: e.Mode, Size: int64(len(e.Data)), ModTime: created, Format: tar.FormatPAX}
+		data := e.Data
+		if e.Src != "" {
+			var err error
+			if data, err = os.ReadFile(e.Src); err != nil {
+				return fmt.Errorf("oci-image: %s: %w", e.Path, err)
+			}
+		}
+		mtime := created
+		if !e.ModTime.IsZero() {
+			mtime = e.ModTime.UTC().Truncate(time.Second)
+		}
+		hdr := &tar.Header{Typeflag: tar.TypeReg, Name: e.Path, Mode: e.Mode, Size: int64(len(data)), ModTime: mtime, Format: tar.FormatPAX}
 		switch {
 		case e.Dir:
 			hdr = &tar.Header{Typeflag: tar.TypeDir, Name: strings.TrimSuffix(e.Path, "/") + "/", Mode: e.Mode, ModTime: created, Format: tar.FormatPAX}
@@ -349,7 +376,7 @@ func OCIRootfsImage(w io.Writer, entries []LayerEntry, opts RootfsImageOptions) 
 			return fmt.Errorf("oci-image: %s: %w", e.Path, err)
 		}
 		if hdr.Typeflag == tar.TypeReg {
-			if _, err := tw.Write(e.Data); err != nil {
+			if _, err := tw.Write(data); err != nil {
 				return err
 			}
 		}

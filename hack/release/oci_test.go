@@ -169,3 +169,51 @@ func TestOCIImageRefs(t *testing.T) {
 		}
 	}
 }
+
+// TestOCIRootfsImageSrcAndModTime: an entry's content can come from a host file (Src), read
+// when the layer is written, and a file keeps its own mtime where it has one.
+func TestOCIRootfsImageSrcAndModTime(t *testing.T) {
+	src := writeBin(t, "lib.so", "library bytes")
+	created := time.Unix(0, 0)
+	own := time.Unix(1678800000, 700) // sub-second part dropped
+	entries := []LayerEntry{
+		{Path: "usr/lib/lib.so", Mode: 0o644, Src: src, ModTime: own},
+		{Path: "etc/x", Mode: 0o644, Data: []byte("inline")},
+		{Path: "usr/lib/missing.so", Mode: 0o644, Src: filepath.Join(t.TempDir(), "absent")},
+	}
+	opts := RootfsImageOptions{Ref: "docker.io/local/x:1", OS: "linux", Arch: "amd64", Created: created}
+	if err := OCIRootfsImage(io.Discard, entries, opts); err == nil || !strings.Contains(err.Error(), "usr/lib/missing.so") {
+		t.Fatalf("a missing Src file: err = %v, want one naming the entry", err)
+	}
+	var buf bytes.Buffer
+	if err := OCIRootfsImage(&buf, entries[:2], opts); err != nil {
+		t.Fatal(err)
+	}
+	files := readTar(t, buf.Bytes())
+	var idx index
+	unmarshal(t, files["index.json"], &idx)
+	var m manifest
+	unmarshal(t, blob(t, files, idx.Manifests[0]), &m)
+	tr := tar.NewReader(bytes.NewReader(blob(t, files, m.Layers[0])))
+	got := map[string]string{}
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(tr)
+		got[h.Name] = string(b) + " @" + h.ModTime.UTC().Format(time.RFC3339Nano)
+	}
+	want := map[string]string{
+		"usr/lib/lib.so": "library bytes @2023-03-14T13:20:00Z",
+		"etc/x":          "inline @1970-01-01T00:00:00Z",
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%s = %q, want %q", k, got[k], v)
+		}
+	}
+}

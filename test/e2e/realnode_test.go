@@ -41,6 +41,9 @@ type realNodeEnv struct {
 	// Image has bash, coreutils, getent and the trainer; ShOnlyImage has only /bin/sh;
 	// StagerImage is the imported stager image, "" when there is none.
 	Image, ShOnlyImage, StagerImage string
+	// TorchImage has Debian's python3-torch and torchrun, "" when the host has no python3-torch
+	// (TorchImageSkip says so).
+	TorchImage, TorchImageSkip string
 }
 
 // realNode returns the real node, or skips the test with the launcher's reason when there is
@@ -50,6 +53,7 @@ func realNode(t *testing.T) realNodeEnv {
 	n := realNodeEnv{
 		Name: os.Getenv("TAO_REAL_NODE"), IP: os.Getenv("TAO_REAL_NODE_IP"), Image: os.Getenv("TAO_TEST_IMAGE"),
 		ShOnlyImage: os.Getenv("TAO_SH_ONLY_IMAGE"), StagerImage: os.Getenv("TAO_STAGER_IMAGE"),
+		TorchImage: os.Getenv("TAO_TORCH_IMAGE"), TorchImageSkip: os.Getenv("TAO_TORCH_IMAGE_SKIP"),
 	}
 	if n.Name == "" {
 		reason := os.Getenv("TAO_REAL_NODE_SKIP")

@@ -1,7 +1,7 @@
 package localcluster
 
 import (
-	"bytes"
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -43,15 +43,19 @@ var testImageTools = []string{
 	"cp", "mv", "sed", "sort", "cut", "uniq", "stat", "df", "readlink", "test", "timeout", "ps",
 }
 
-// NodeImage is one built image archive.
+// NodeImage is one built image archive, or why an image could not be built on this host.
 type NodeImage struct {
 	Ref     string
 	Archive string
+	// Unavailable, when set, says why the image was not built (Archive is empty): the torch
+	// image needs python3-torch on the host.
+	Unavailable string
 }
 
 // BuildNodeImages writes the node's images into outDir: the test image (with /bin/trainer
-// built from ./test/trainer when that package exists), the sh-only image, the pause image, and
-// it adds the stager archive of `make stager-image` when present. Building needs the Go
+// built from ./test/trainer when that package exists), the sh-only image, the pause image, the
+// torch image where python3-torch is installed (else an entry saying why it is not), and it
+// adds the stager archive of `make stager-image` when present. Building needs the Go
 // toolchain and the repository (sourceDir) for the two Go programs.
 func BuildNodeImages(ctx context.Context, sourceDir, outDir string, progress io.Writer) (map[string]NodeImage, error) {
 	if sourceDir == "" {
@@ -91,28 +95,32 @@ func BuildNodeImages(ctx context.Context, sourceDir, outDir string, progress io.
 	if err != nil {
 		return nil, err
 	}
-	specs := []struct {
-		role    string
-		ref     string
-		entries []release.LayerEntry
-		entry   []string
-		cmd     []string
-	}{
+	specs := []imageSpec{
 		{ImageTest, TestImageRef, testEntries, nil, []string{"/bin/bash"}},
 		{ImageShOnly, ShOnlyImageRef, mergeEntries(minimalEntries(), sh), nil, []string{"/bin/sh"}},
 		{ImagePause, PauseImageRef, []release.LayerEntry{{Path: "pause", Mode: 0o755, Data: pauseData}}, []string{"/pause"}, nil},
 	}
 	out := map[string]NodeImage{}
+	if why := TorchUnavailable("/"); why != "" {
+		fmt.Fprintf(progress, "localcluster: no %s image: %s\n", shortRef(TorchImageRef), why)
+		out[ImageTorch] = NodeImage{Ref: TorchImageRef, Unavailable: why}
+	} else {
+		torchStart := time.Now()
+		entries, err := torchImageEntries()
+		if err != nil {
+			return nil, err
+		}
+		specs = append(specs, imageSpec{ImageTorch, TorchImageRef, entries, nil, []string{"/bin/bash"}})
+		defer func() {
+			fmt.Fprintf(progress, "localcluster: built %s (%d files) in %s\n", shortRef(TorchImageRef), len(entries), time.Since(torchStart).Round(10*time.Millisecond))
+		}()
+	}
 	for _, s := range specs {
 		path := filepath.Join(outDir, s.role+".oci.tar")
-		var buf bytes.Buffer
-		if err := release.OCIRootfsImage(&buf, s.entries, release.RootfsImageOptions{
+		if err := writeImage(path, s.entries, release.RootfsImageOptions{
 			Ref: s.ref, OS: "linux", Arch: runtime.GOARCH, Env: []string{"PATH=/bin:/usr/bin"},
 			Entrypoint: s.entry, Cmd: s.cmd, Created: time.Unix(0, 0), CreatedBy: "localcluster images",
 		}); err != nil {
-			return nil, err
-		}
-		if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
 			return nil, err
 		}
 		out[s.role] = NodeImage{Ref: s.ref, Archive: path}
@@ -128,6 +136,31 @@ func BuildNodeImages(ctx context.Context, sourceDir, outDir string, progress io.
 	}
 	fmt.Fprintf(progress, "localcluster: built the node's images in %s\n", time.Since(start).Round(10*time.Millisecond))
 	return out, nil
+}
+
+// imageSpec is one image BuildNodeImages writes: its files, entrypoint and command.
+type imageSpec struct {
+	role, ref  string
+	entries    []release.LayerEntry
+	entry, cmd []string
+}
+
+// writeImage writes an image archive straight to its file (the torch image is hundreds of MB).
+func writeImage(path string, entries []release.LayerEntry, opts release.RootfsImageOptions) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	w := bufio.NewWriterSize(f, 1<<20)
+	if err := release.OCIRootfsImage(w, entries, opts); err != nil {
+		f.Close()
+		return err
+	}
+	if err := w.Flush(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 // goBuildStatic builds a static binary of a package of the repository.

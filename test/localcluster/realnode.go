@@ -125,9 +125,12 @@ type RealNodeInfo struct {
 	CreatedPaths []string `json:"createdPaths"`
 	// CgroupDirs are the cgroup root's directories, one per hierarchy.
 	CgroupDirs []string `json:"cgroupDirs"`
-	// Images maps a role (test, sh-only, pause, stager) to the imported reference.
+	// Images maps a role (test, sh-only, pause, torch, stager) to the imported reference.
 	Images map[string]string `json:"images"`
-	GPUs   int               `json:"gpus"`
+	// ImagesUnavailable maps a role whose image this host cannot build (torch without
+	// python3-torch) to why.
+	ImagesUnavailable map[string]string `json:"imagesUnavailable,omitempty"`
+	GPUs              int               `json:"gpus"`
 }
 
 func realNodeDir(stateDir string) string  { return filepath.Join(stateDir, "node") }
@@ -606,12 +609,21 @@ func (n *realNode) start(ctx context.Context, admin *clients, apiPort int) error
 	if err != nil {
 		return err
 	}
+	importStart := time.Now()
 	for role, img := range images {
+		if img.Unavailable != "" {
+			if info.ImagesUnavailable == nil {
+				info.ImagesUnavailable = map[string]string{}
+			}
+			info.ImagesUnavailable[role] = img.Unavailable
+			continue
+		}
 		if err := runCmd(ctx, n.bins[CompCtr], "--address", sock, "-n", "k8s.io", "images", "import", img.Archive); err != nil {
 			return fmt.Errorf("import image %s: %w", img.Ref, err)
 		}
 		info.Images[role] = img.Ref
 	}
+	fmt.Fprintf(n.cfg.Progress, "localcluster: imported the node's images in %s\n", time.Since(importStart).Round(10*time.Millisecond))
 	if err := n.saveInfo(); err != nil {
 		return err
 	}
@@ -873,10 +885,12 @@ func corefile(info *RealNodeInfo, kubeconfig string) string {
 // writeRealNodeEnv writes the TAO_* variables the e2e tests read (see README, "the contract").
 func writeRealNodeEnv(stateDir string, info *RealNodeInfo, skip string) error {
 	vars := [][2]string{{"TAO_REAL_NODE", ""}, {"TAO_REAL_NODE_SKIP", skip}, {"TAO_REAL_NODE_IP", ""},
-		{"TAO_TEST_IMAGE", ""}, {"TAO_SH_ONLY_IMAGE", ""}, {"TAO_STAGER_IMAGE", ""}}
+		{"TAO_TEST_IMAGE", ""}, {"TAO_SH_ONLY_IMAGE", ""}, {"TAO_STAGER_IMAGE", ""},
+		{"TAO_TORCH_IMAGE", ""}, {"TAO_TORCH_IMAGE_SKIP", ""}}
 	if info != nil {
 		vars[0][1], vars[2][1] = info.Name, info.Gateway
 		vars[3][1], vars[4][1], vars[5][1] = shortRef(info.Images[ImageTest]), shortRef(info.Images[ImageShOnly]), info.Images[ImageStager]
+		vars[6][1], vars[7][1] = shortRef(info.Images[ImageTorch]), info.ImagesUnavailable[ImageTorch]
 	}
 	var b strings.Builder
 	for _, v := range vars {

@@ -13,6 +13,8 @@ import (
 	"testing"
 
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
+
+	"github.com/kubectl-tao/kubectl-tao/hack/release"
 )
 
 func TestParseRealNodeMode(t *testing.T) {
@@ -194,10 +196,14 @@ func TestWriteRealNodeEnv(t *testing.T) {
 	}
 	info, _ := PlanRealNode(dir, nil)
 	info.Images[ImageTest] = TestImageRef
+	info.ImagesUnavailable = map[string]string{ImageTorch: "python3-torch is not installed on this host (no `x`)"}
 	if err := writeRealNodeEnv(dir, &info, ""); err != nil {
 		t.Fatal(err)
 	}
 	data, _ = os.ReadFile(filepath.Join(dir, RealNodeEnvFile))
+	if envValue(string(data), "TAO_TORCH_IMAGE") != "" || envValue(string(data), "TAO_TORCH_IMAGE_SKIP") != info.ImagesUnavailable[ImageTorch] {
+		t.Errorf("an unavailable torch image must leave TAO_TORCH_IMAGE empty and say why in TAO_TORCH_IMAGE_SKIP:\n%s", data)
+	}
 	if envValue(string(data), "TAO_REAL_NODE") != info.Name || envValue(string(data), "TAO_TEST_IMAGE") != "local/tao-test:1" || envValue(string(data), "TAO_REAL_NODE_IP") != info.Gateway {
 		t.Errorf("env file:\n%s", data)
 	}
@@ -225,27 +231,30 @@ func TestNodeImagesAreReproducible(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var arch [2]map[string][]byte
+	roles := []string{ImageTest, ImageShOnly, ImagePause}
+	torchMissing := TorchUnavailable("/")
+	if torchMissing == "" {
+		roles = append(roles, ImageTorch)
+	}
+	// Digests, not the bytes: the torch image is hundreds of MB.
+	var arch [2]map[string]string
 	for i := range arch {
 		imgs, err := BuildNodeImages(context.Background(), src, t.TempDir(), &bytes.Buffer{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		arch[i] = map[string][]byte{}
-		for role, img := range imgs {
-			if role == ImageStager {
-				continue
-			}
-			if arch[i][role], err = os.ReadFile(img.Archive); err != nil {
+		if torchMissing != "" && imgs[ImageTorch].Unavailable != torchMissing {
+			t.Errorf("without python3-torch the torch image must say why: %+v", imgs[ImageTorch])
+		}
+		arch[i] = map[string]string{}
+		for _, role := range roles {
+			if arch[i][role], err = release.SHA256File(imgs[role].Archive); err != nil {
 				t.Fatal(err)
 			}
 		}
 	}
-	for _, role := range []string{ImageTest, ImageShOnly, ImagePause} {
-		if len(arch[0][role]) == 0 {
-			t.Errorf("no %s image", role)
-		}
-		if !bytes.Equal(arch[0][role], arch[1][role]) {
+	for _, role := range roles {
+		if arch[0][role] != arch[1][role] {
 			t.Errorf("%s image differs between two builds", role)
 		}
 	}

@@ -89,6 +89,9 @@ func realNodeStatus(ctx context.Context, out io.Writer, cs kubernetes.Interface,
 	for _, r := range roles {
 		fmt.Fprintf(out, "%-24s %s\n", "image "+r, info.Images[r])
 	}
+	for r, why := range info.ImagesUnavailable {
+		fmt.Fprintf(out, "%-24s none (%s)\n", "image "+r, why)
+	}
 	return problems
 }
 

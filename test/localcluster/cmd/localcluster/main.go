@@ -160,8 +160,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		if err != nil {
 			return err
 		}
-		for _, role := range []string{localcluster.ImageTest, localcluster.ImageShOnly, localcluster.ImagePause, localcluster.ImageStager} {
-			if img, ok := imgs[role]; ok {
+		for _, role := range []string{localcluster.ImageTest, localcluster.ImageShOnly, localcluster.ImagePause, localcluster.ImageTorch, localcluster.ImageStager} {
+			if img, ok := imgs[role]; ok && img.Archive != "" {
 				fmt.Fprintf(stdout, "%s\t%s\n", img.Ref, img.Archive)
 			}
 		}
