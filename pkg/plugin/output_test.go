@@ -58,7 +58,7 @@ var sharedFormats = []string{"json", "yaml", "jsonpath", "jsonpath-file", "go-te
 func outputCases() map[string]outputCase {
 	onCluster := func(objs ...runtime.Object) func(*testing.T) cmdtest.Cmd {
 		return func(*testing.T) cmdtest.Cmd {
-			return cmdtest.Cmd{Factory: &cmdutil.FakeFactory{NS: "ml", Client: fake.NewClientset(objs...)}, Now: outputNow}
+			return cmdtest.Cmd{NS: "ml", Client: fake.NewClientset(objs...), Now: outputNow}
 		}
 	}
 	return map[string]outputCase{
@@ -68,7 +68,7 @@ func outputCases() map[string]outputCase {
 		"replicas": {args: []string{"train"}, setup: onCluster(fixture.Job("train").Namespace("ml").UID("uid-1").Created(outputNow.Add(-time.Hour)).Label("app.kubernetes.io/managed-by", "kubectl-tao").DefaultSelector().Active(1).Obj(), fixture.RankPod(fixture.Job("train").Namespace("ml").UID("uid-1").Created(outputNow.Add(-time.Hour)).Label("app.kubernetes.io/managed-by", "kubectl-tao").DefaultSelector().Active(1).Obj(), 0).Name("train-0").Node("gpu-a").Phase(corev1.PodRunning).Obj()), path: []any{0, "name"}, names: true, table: true},
 		"diagnose": {args: []string{"done"}, setup: onCluster(fixture.Job("done").Namespace("ml").UID("uid-2").Succeeded(1).Condition(batchv1.JobSuccessCriteriaMet, "", "").Condition(batchv1.JobComplete, "", "").Obj()), path: []any{"status"}, names: true},
 		"preflight": {args: []string{"--gpus", "8"}, setup: func(*testing.T) cmdtest.Cmd {
-			return cmdtest.Cmd{Factory: &cmdutil.FakeFactory{NS: "ml", Client: preflightCluster()}}
+			return cmdtest.Cmd{NS: "ml", Client: preflightCluster()}
 		}, path: []any{0, "name"}, table: true},
 		"capacity":         {setup: onCluster(fixture.Node("gpu-a").Label("nvidia.com/gpu.product", "H100").Label("nvidia.com/gpu.driver.major", "580").Label("nvidia.com/cuda.driver.major", "13").Label("nvidia.com/cuda.driver.minor", "0").GPUs(8).Allocatable(corev1.ResourceCPU, "64").Allocatable(corev1.ResourceMemory, "1Ti").Obj(), fixture.Node("gpu-b").Label("nvidia.com/gpu.product", "H100").Label("nvidia.com/gpu.driver.major", "580").Label("nvidia.com/cuda.driver.major", "13").Label("nvidia.com/cuda.driver.minor", "0").GPUs(8).Allocatable(corev1.ResourceCPU, "64").Allocatable(corev1.ResourceMemory, "1Ti").Obj()), path: []any{"nodes", 1, "name"}, names: true, table: true},
 		"delete-artifacts": {args: []string{"train", "--dry-run"}, setup: artifactsCluster, path: []any{"prefix"}, names: true},
@@ -78,13 +78,13 @@ func outputCases() map[string]outputCase {
 			if err := os.WriteFile(path, []byte("apiVersion: kubectl-tao.dev/v1alpha1\nkind: Config\nsubmit:\n  image: img\n"), 0o600); err != nil {
 				t.Fatal(err)
 			}
-			return cmdtest.Cmd{Factory: &cmdutil.FakeFactory{NS: "ml"}, Env: map[string]string{"TAO_CONFIG": path}}
+			return cmdtest.Cmd{NS: "ml", Env: map[string]string{"TAO_CONFIG": path}}
 		}, path: []any{"submit", "image"}},
 		// API objects: cli-runtime's PrintFlags (kubectl get's for list).
 		"submit": {args: []string{"train", "--image", "img", "--dry-run=client", "--", "python", "train.py"}, setup: onCluster(),
 			path: []any{"items", 0, "metadata", "name"}, names: true},
 		"create-pull-secret": {args: []string{"ngc", "--from-stdin", "--dry-run=client"}, setup: func(*testing.T) cmdtest.Cmd {
-			return cmdtest.Cmd{Factory: &cmdutil.FakeFactory{NS: "ml", Client: fake.NewClientset()}, Stdin: "nvapi-key\n"}
+			return cmdtest.Cmd{NS: "ml", Client: fake.NewClientset(), Stdin: "nvapi-key\n"}
 		}, path: []any{"metadata", "name"}, names: true},
 		"list": {setup: onCluster(fixture.Job("train").Namespace("ml").UID("uid-1").Created(outputNow.Add(-time.Hour)).Label("app.kubernetes.io/managed-by", "kubectl-tao").DefaultSelector().Active(1).Obj()), path: []any{"items", 0, "metadata", "name"}, names: true, table: true},
 	}
@@ -313,6 +313,6 @@ func artifactsCluster(t *testing.T) cmdtest.Cmd {
 	job := fixture.Job("train").Namespace("ml").UID("uid-2").Succeeded(1).Condition(batchv1.JobSuccessCriteriaMet, "", "").Condition(batchv1.JobComplete, "", "").Obj()
 	job.UID = "uid-1"
 	job.Annotations = map[string]string{s3layout.AnnotationOutputs: `["/results"]`, s3layout.AnnotationS3Secret: s3layout.SecretName("train")}
-	return cmdtest.Cmd{Factory: &cmdutil.FakeFactory{NS: "ml", Client: fake.NewClientset(job)}, Env: map[string]string{
+	return cmdtest.Cmd{NS: "ml", Client: fake.NewClientset(job), Env: map[string]string{
 		"ACCESS_KEY": access, "SECRET_KEY": secret, "S3_BUCKET_NAME": "results", "S3_ENDPOINT_URL": srv.URL}}
 }

@@ -17,7 +17,6 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/artifacts"
-	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmdutil"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/internal/cmdtest"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/internal/fixture"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/s3"
@@ -80,7 +79,7 @@ func (e *env) keys() []string {
 }
 
 func (e *env) run(getenv map[string]string, args ...string) (int, string, string) {
-	r := cmdtest.Cmd{Factory: &cmdutil.FakeFactory{Client: e.client}, Env: getenv}.Run(context.Background(), args...)
+	r := cmdtest.Cmd{Client: e.client, Env: getenv}.Run(context.Background(), args...)
 	if strings.Contains(r.Stdout+r.Stderr, secretKey) {
 		e.t.Errorf("the secret key was printed:\n%s\n%s", r.Stdout, r.Stderr)
 	}

@@ -17,7 +17,6 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
-	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmdutil"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/exitcode"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/internal/cmdtest"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/internal/fixture"
@@ -27,7 +26,7 @@ var now = time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
 
 func run(t *testing.T, c *fake.Clientset, args ...string) (int, string, string) {
 	t.Helper()
-	r := cmdtest.Cmd{Factory: &cmdutil.FakeFactory{Client: c}, Now: now}.Run(context.Background(), args...)
+	r := cmdtest.Cmd{Client: c, Now: now}.Run(context.Background(), args...)
 	return r.Code, r.Stdout, r.Stderr
 }
 

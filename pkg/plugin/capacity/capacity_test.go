@@ -12,7 +12,6 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/capacity"
-	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmdutil"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/exitcode"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/internal/cmdtest"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/internal/fixture"
@@ -30,7 +29,7 @@ func objects() []runtime.Object {
 }
 
 func run(c *fake.Clientset, args ...string) (int, string, string) {
-	r := cmdtest.Cmd{Factory: &cmdutil.FakeFactory{NS: "ml", Client: c}}.Run(context.Background(), append([]string{"capacity"}, args...)...)
+	r := cmdtest.Cmd{NS: "ml", Client: c}.Run(context.Background(), append([]string{"capacity"}, args...)...)
 	return r.Code, r.Stdout, r.Stderr
 }
 

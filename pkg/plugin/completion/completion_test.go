@@ -14,7 +14,6 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
-	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmdutil"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/completion"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/internal/cmdtest"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/internal/fixture"
@@ -22,7 +21,7 @@ import (
 
 func run(t *testing.T, client *fake.Clientset, args ...string) (int, string, string) {
 	t.Helper()
-	r := cmdtest.Cmd{Factory: &cmdutil.FakeFactory{NS: "team", Client: client}, RandomName: "abcde"}.Run(context.Background(), args...)
+	r := cmdtest.Cmd{NS: "team", Client: client, RandomName: "abcde"}.Run(context.Background(), args...)
 	return r.Code, r.Stdout, r.Stderr
 }
 

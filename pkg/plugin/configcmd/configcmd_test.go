@@ -7,7 +7,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmdutil"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/internal/cmdtest"
 )
 
@@ -24,7 +23,7 @@ func view(t *testing.T, file string, args ...string) (int, string, string) {
 	if file != "" {
 		env["TAO_CONFIG"] = path
 	}
-	r := cmdtest.Cmd{Factory: &cmdutil.FakeFactory{}, Env: env}.Run(context.Background(), append([]string{"config", "view"}, args...)...)
+	r := cmdtest.Cmd{Env: env}.Run(context.Background(), append([]string{"config", "view"}, args...)...)
 	return r.Code, r.Stdout, r.Stderr
 }
 

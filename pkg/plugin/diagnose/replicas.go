@@ -94,12 +94,8 @@ func ReplicasTable(reps []triage.Replica) *metav1.Table {
 				issue += ": " + i.Message
 			}
 		}
-		node := r.Node
-		if node == "" {
-			node = "<none>"
-		}
 		t.Rows = append(t.Rows, metav1.TableRow{Cells: []any{
-			r.Name, strconv.Itoa(r.Rank), node, r.Phase, r.Ready, strconv.Itoa(int(r.Restarts)), issue,
+			r.Name, strconv.Itoa(r.Rank), orNone(r.Node), r.Phase, r.Ready, strconv.Itoa(int(r.Restarts)), issue,
 		}})
 	}
 	return t

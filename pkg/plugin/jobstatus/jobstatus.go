@@ -67,7 +67,7 @@ func Of(job *batchv1.Job, pods []corev1.Pod) Result {
 	}
 
 	if c := condition(job, batchv1.JobFailed, batchv1.JobFailureTarget); c != nil {
-		r.Status, r.Message = Error, reasonMessage(c)
+		r.Status, r.Message = Error, ReasonMessage(c.Reason, c.Message)
 		return r
 	}
 	// Pods the Job's pod failure policy ignored were replaced: say so, since a Failed pod in
@@ -93,7 +93,7 @@ func Of(job *batchv1.Job, pods []corev1.Pod) Result {
 	// A Job just resumed (submit creates it suspended) keeps a True Suspended condition until
 	// the controller catches up; spec.suspend is what counts.
 	if c := condition(job, batchv1.JobSuspended); c != nil && job.Spec.Suspend != nil && *job.Spec.Suspend {
-		r.Status, r.Message = Pending, "suspended: "+reasonMessage(c)
+		r.Status, r.Message = Pending, "suspended: "+ReasonMessage(c.Reason, c.Message)
 		return r
 	}
 	if r.Running > 0 {
@@ -129,12 +129,14 @@ func condition(job *batchv1.Job, types ...batchv1.JobConditionType) *batchv1.Job
 	return nil
 }
 
-func reasonMessage(c *batchv1.JobCondition) string {
+// ReasonMessage is how a condition (a Job's or a pod's), or any reason with its detail, reads
+// to a user: "reason: message", or whichever of the two is set.
+func ReasonMessage(reason, message string) string {
 	switch {
-	case c.Reason != "" && c.Message != "":
-		return c.Reason + ": " + c.Message
-	case c.Reason != "":
-		return c.Reason
+	case reason != "" && message != "":
+		return reason + ": " + message
+	case reason != "":
+		return reason
 	}
-	return c.Message
+	return message
 }

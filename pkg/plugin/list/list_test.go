@@ -15,7 +15,6 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
-	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmdutil"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/exitcode"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/internal/cmdtest"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/internal/fixture"
@@ -52,7 +51,7 @@ func fixtures() []runtime.Object {
 }
 
 func run(ctx context.Context, c *fake.Clientset, args ...string) cmdtest.Result {
-	return cmdtest.Cmd{Factory: &cmdutil.FakeFactory{NS: "ml", Client: c}, Now: now}.Run(ctx, args...)
+	return cmdtest.Cmd{NS: "ml", Client: c, Now: now}.Run(ctx, args...)
 }
 
 func TestListGolden(t *testing.T) {
@@ -179,7 +178,7 @@ func TestListWatch(t *testing.T) {
 	out := &testbuf.Buffer{}
 	done := make(chan int)
 	go func() {
-		done <- cmdtest.Cmd{Factory: &cmdutil.FakeFactory{NS: "ml", Client: c}, Now: now, Stdout: out}.Run(ctx, "list", "--watch").Code
+		done <- cmdtest.Cmd{NS: "ml", Client: c, Now: now, Stdout: out}.Run(ctx, "list", "--watch").Code
 	}()
 	w := <-watchers
 	if w.opts.ResourceVersion != "41" || w.opts.LabelSelector != "app.kubernetes.io/managed-by=kubectl-tao" {

@@ -11,13 +11,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 
-	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmdutil"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/exitcode"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/internal/cmdtest"
 )
 
 func submit(ctx context.Context, c *fake.Clientset, args ...string) cmdtest.Result {
-	return cmdtest.Cmd{Factory: &cmdutil.FakeFactory{NS: "ns", Client: c}, RandomName: "x7k2p"}.Run(ctx,
+	return cmdtest.Cmd{NS: "ns", Client: c, RandomName: "x7k2p"}.Run(ctx,
 		append([]string{"submit", "train", "--image", "busybox", "--gpus", "0"}, append(args, "--", "echo hi")...)...)
 }
 

@@ -13,7 +13,6 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
-	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmdutil"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/exitcode"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/internal/cmdtest"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/internal/fixture"
@@ -47,7 +46,7 @@ func client(objs ...runtime.Object) (*fake.Clientset, *[]corev1.PodLogOptions) {
 
 func run(t *testing.T, c *fake.Clientset, args ...string) cmdtest.Result {
 	t.Helper()
-	return cmdtest.Cmd{Factory: &cmdutil.FakeFactory{NS: "ns", Client: c}, RandomName: "x7k2p"}.Run(context.Background(), append([]string{"logs"}, args...)...)
+	return cmdtest.Cmd{NS: "ns", Client: c, RandomName: "x7k2p"}.Run(context.Background(), append([]string{"logs"}, args...)...)
 }
 
 func TestLogsCommand(t *testing.T) {
@@ -139,7 +138,7 @@ func TestLogsFollowExitCodes(t *testing.T) {
 			}
 			// One mapping: kubectl tao wait ends the same job with the same code and error.
 			c, _ = client(tc.job)
-			w := cmdtest.Cmd{Factory: &cmdutil.FakeFactory{NS: "ns", Client: c}}.Run(context.Background(), "wait", "train")
+			w := cmdtest.Cmd{NS: "ns", Client: c}.Run(context.Background(), "wait", "train")
 			if w.Code != r.Code || !strings.HasSuffix(w.Stderr, r.Stderr) {
 				t.Errorf("wait: exit %d, stderr %q; logs -f: exit %d, stderr %q", w.Code, w.Stderr, r.Code, r.Stderr)
 			}

@@ -10,7 +10,6 @@ import (
 
 	"k8s.io/client-go/kubernetes/fake"
 
-	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmdutil"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/exitcode"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/internal/cmdtest"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/preflight"
@@ -23,7 +22,7 @@ func runWithDefaults(t *testing.T, c *fake.Clientset, config string, args ...str
 	if err := os.WriteFile(path, []byte(config), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	r := cmdtest.Cmd{Factory: &cmdutil.FakeFactory{NS: "ml", Client: c}, Env: map[string]string{"TAO_CONFIG": path}}.
+	r := cmdtest.Cmd{NS: "ml", Client: c, Env: map[string]string{"TAO_CONFIG": path}}.
 		Run(context.Background(), append([]string{"preflight", "-o", "json"}, args...)...)
 	var checks []preflight.Check
 	if err := json.Unmarshal([]byte(r.Stdout), &checks); err != nil {

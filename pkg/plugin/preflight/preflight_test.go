@@ -20,7 +20,6 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
-	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmdutil"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/exitcode"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/internal/cmdtest"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/internal/fixture"
@@ -40,7 +39,7 @@ func newClient(deny func(*authv1.ResourceAttributes) bool, objs ...runtime.Objec
 }
 
 func run(c *fake.Clientset, args ...string) cmdtest.Result {
-	return cmdtest.Cmd{Factory: &cmdutil.FakeFactory{NS: "ml", Client: c}}.Run(context.Background(), append([]string{"preflight"}, args...)...)
+	return cmdtest.Cmd{NS: "ml", Client: c}.Run(context.Background(), append([]string{"preflight"}, args...)...)
 }
 
 func cluster() []runtime.Object {
@@ -171,7 +170,7 @@ func TestPreflightQueue(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			r := cmdtest.Cmd{Factory: &cmdutil.FakeFactory{NS: "ml", Client: tc.client, Dynamic: dyn()}}.Run(context.Background(),
+			r := cmdtest.Cmd{NS: "ml", Client: tc.client, Dynamic: dyn()}.Run(context.Background(),
 				"preflight", "--gpus", "8", "--queue", tc.queue)
 			if r.Code != tc.code || !strings.Contains(r.Stdout, tc.want) {
 				t.Fatalf("exit %d (want %d), stdout:\n%s\nstderr: %s", r.Code, tc.code, r.Stdout, r.Stderr)

@@ -15,7 +15,6 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
-	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmdutil"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/exitcode"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/internal/cmdtest"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/pullsecret"
@@ -24,7 +23,7 @@ import (
 const key = "nvapi-Zk3q9TOPSECRET"
 
 func run(c *fake.Clientset, env map[string]string, stdin string, args ...string) cmdtest.Result {
-	return cmdtest.Cmd{Factory: &cmdutil.FakeFactory{NS: "ml", Client: c}, Env: env, Stdin: stdin}.Run(context.Background(),
+	return cmdtest.Cmd{NS: "ml", Client: c, Env: env, Stdin: stdin}.Run(context.Background(),
 		append([]string{"create-pull-secret"}, args...)...)
 }
 

@@ -311,17 +311,28 @@ func TestDownloadRefusesKeysThatEscape(t *testing.T) {
 	}
 }
 
+// firstRequests matches the first n requests with method (to path, when path is set) and no
+// more: a fault that retrying gets past. The server calls it from its handler goroutines.
+func firstRequests(n int, method, path string) func(*http.Request) bool {
+	var mu sync.Mutex
+	return func(r *http.Request) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		if r.Method != method || (path != "" && r.URL.Path != path) || n == 0 {
+			return false
+		}
+		n--
+		return true
+	}
+}
+
 // minio-go retries each request on 503 by itself: three 503s, then the object arrives.
 func TestDownloadRetries503(t *testing.T) {
 	f := newFakeS3(t)
 	f.put("big.bin", strings.Repeat("x", 1<<20))
-	var mu sync.Mutex
-	failures := 3
+	failing := firstRequests(3, http.MethodGet, "/data/big.bin")
 	f.fail = func(r *http.Request) int {
-		mu.Lock()
-		defer mu.Unlock()
-		if r.Method == http.MethodGet && r.URL.Path == "/data/big.bin" && failures > 0 {
-			failures--
+		if failing(r) {
 			return http.StatusServiceUnavailable
 		}
 		return 0
@@ -344,17 +355,7 @@ func TestDownloadRetriesABrokenBody(t *testing.T) {
 	f := newFakeS3(t)
 	data := strings.Repeat("0123456789", 100_000)
 	f.put("model.pth", data)
-	var mu sync.Mutex
-	broken := 1
-	f.truncate = func(r *http.Request) bool {
-		mu.Lock()
-		defer mu.Unlock()
-		if r.Method == http.MethodGet && r.URL.Path == "/data/model.pth" && broken > 0 {
-			broken--
-			return true
-		}
-		return false
-	}
+	f.truncate = firstRequests(1, http.MethodGet, "/data/model.pth")
 	dest := filepath.Join(t.TempDir(), "model.pth")
 	var log bytes.Buffer
 	if err := f.stager(&log).Download(context.Background(), []s3layout.Input{input(t, dest, "s3://data/model.pth")}); err != nil {
@@ -449,13 +450,9 @@ func TestUploadRetries503(t *testing.T) {
 	if err := os.WriteFile(p, []byte("payload"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	var mu sync.Mutex
-	failures := 2
+	failing := firstRequests(2, http.MethodPut, "")
 	f.fail = func(r *http.Request) int {
-		mu.Lock()
-		defer mu.Unlock()
-		if r.Method == http.MethodPut && failures > 0 {
-			failures--
+		if failing(r) {
 			return http.StatusServiceUnavailable
 		}
 		return 0

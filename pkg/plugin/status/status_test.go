@@ -19,7 +19,6 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/utils/ptr"
 
-	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmdutil"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/exitcode"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/internal/cmdtest"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/internal/fixture"
@@ -38,7 +37,7 @@ func train() *fixture.JobWrapper {
 
 func run(t *testing.T, c *fake.Clientset, args ...string) cmdtest.Result {
 	t.Helper()
-	return cmdtest.Cmd{Factory: &cmdutil.FakeFactory{NS: "ml", Client: c}, Now: now}.Run(context.Background(), append([]string{"status"}, args...)...)
+	return cmdtest.Cmd{NS: "ml", Client: c, Now: now}.Run(context.Background(), append([]string{"status"}, args...)...)
 }
 
 func requests(c *fake.Clientset) []string {

@@ -6,7 +6,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmdutil"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/internal/cmdtest"
 )
 
@@ -23,7 +22,7 @@ func runWithDefaults(t *testing.T, file string, args ...string) cmdtest.Result {
 			t.Fatal(err)
 		}
 	}
-	return runEnv(t, &cmdutil.FakeFactory{NS: "ml", Client: newClient()}, map[string]string{"XDG_CONFIG_HOME": xdg}, args...)
+	return runEnv(t, cmdtest.Cmd{NS: "ml", Client: newClient()}, map[string]string{"XDG_CONFIG_HOME": xdg}, args...)
 }
 
 const defaultsFile = `apiVersion: kubectl-tao.dev/v1alpha1

@@ -17,8 +17,8 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
-	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmdutil"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/exitcode"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/internal/cmdtest"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/internal/fixture"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/jobspec"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/kueue"
@@ -50,7 +50,7 @@ func queues(ns string, names ...string) *fakedynamic.FakeDynamicClient {
 
 func TestSubmitQueuedLabelsLastAndStaysSuspended(t *testing.T) {
 	c := withKueue(newClient(fixture.GPUNode("n1", 8).Obj(), fixture.GPUNode("n2", 8).Obj()))
-	r := run(t, &cmdutil.FakeFactory{NS: "ml", Client: c, Dynamic: queues("ml", "team-a")},
+	r := run(t, cmdtest.Cmd{NS: "ml", Client: c, Dynamic: queues("ml", "team-a")},
 		"ddp", "--image", "img", "--gpus", "8", "--nodes", "2", "--queue", "team-a", "--", "torchrun", "train.py")
 	if r.Code != 0 || r.Stdout != "job.batch/ddp created\nservice/ddp created\n" || !strings.Contains(r.Stderr, "queued in LocalQueue team-a: Kueue starts all 2 ranks") {
 		t.Fatalf("got %+v", r)
@@ -105,7 +105,7 @@ func TestSubmitQueueRefusedCreatesNothing(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			r := run(t, &cmdutil.FakeFactory{NS: "ml", Client: tc.client, Dynamic: queues("ml", "team-b")},
+			r := run(t, cmdtest.Cmd{NS: "ml", Client: tc.client, Dynamic: queues("ml", "team-b")},
 				"train", "--image", "img", "--queue", "team-a", "--", "true")
 			if r.Code != int(exitcode.NotFound) || r.Stdout != "" {
 				t.Fatalf("got %+v", r)
@@ -128,7 +128,7 @@ func TestSubmitQueueUnreadableWarnsAndGoesOn(t *testing.T) {
 	dyn.PrependReactor("get", kueue.LocalQueues, func(k8stesting.Action) (bool, runtime.Object, error) {
 		return true, nil, apierrors.NewForbidden(schema.GroupResource{Group: kueue.Group, Resource: kueue.LocalQueues}, "team-a", errors.New("RBAC"))
 	})
-	r := run(t, &cmdutil.FakeFactory{NS: "ml", Client: c, Dynamic: dyn}, "train", "--image", "img", "--queue", "team-a", "--", "true")
+	r := run(t, cmdtest.Cmd{NS: "ml", Client: c, Dynamic: dyn}, "train", "--image", "img", "--queue", "team-a", "--", "true")
 	if r.Code != 0 || !strings.Contains(r.Stderr, "Warning: could not check that LocalQueue team-a exists") {
 		t.Fatalf("got %+v", r)
 	}
@@ -142,7 +142,7 @@ func TestSubmitQueueLabelFailureRollsBack(t *testing.T) {
 	c.PrependReactor("patch", "jobs", func(k8stesting.Action) (bool, runtime.Object, error) {
 		return true, nil, errors.New("webhook said no")
 	})
-	r := run(t, &cmdutil.FakeFactory{Client: c, Dynamic: queues("default", "team-a")},
+	r := run(t, cmdtest.Cmd{Client: c, Dynamic: queues("default", "team-a")},
 		"ddp", "--image", "img", "--nodes", "2", "--queue", "team-a", "--", "true")
 	if r.Code == 0 || !strings.Contains(r.Stderr, "queueing job.batch/ddp: webhook said no") {
 		t.Fatalf("got %+v", r)
@@ -154,13 +154,13 @@ func TestSubmitQueueLabelFailureRollsBack(t *testing.T) {
 
 func TestSubmitQueueDryRuns(t *testing.T) {
 	// Client: no cluster, the final object (labelled, suspended).
-	r := run(t, &cmdutil.FakeFactory{ClientErr: errors.New("no cluster")}, "train", "--image", "img", "--queue", "team-a", "--dry-run=client", "-o", "yaml", "--", "true")
+	r := run(t, cmdtest.Cmd{ClientErr: errors.New("no cluster")}, "train", "--image", "img", "--queue", "team-a", "--dry-run=client", "-o", "yaml", "--", "true")
 	if r.Code != 0 || !strings.Contains(r.Stdout, "kueue.x-k8s.io/queue-name: team-a") || !strings.Contains(r.Stdout, "suspend: true") {
 		t.Fatalf("got %+v", r)
 	}
 	// Server: the queue is checked, the Job sent labelled and suspended, nothing patched.
 	c := withKueue(newClient(fixture.GPUNode("n1", 8).Obj()))
-	r = run(t, &cmdutil.FakeFactory{Client: c, Dynamic: queues("default", "team-a")}, "train", "--image", "img", "--queue", "team-a", "--dry-run=server", "-o", "yaml", "--", "true")
+	r = run(t, cmdtest.Cmd{Client: c, Dynamic: queues("default", "team-a")}, "train", "--image", "img", "--queue", "team-a", "--dry-run=server", "-o", "yaml", "--", "true")
 	if r.Code != 0 || !strings.Contains(r.Stdout, "kueue.x-k8s.io/queue-name: team-a") || !strings.Contains(r.Stdout, "suspend: true") {
 		t.Fatalf("got %+v", r)
 	}

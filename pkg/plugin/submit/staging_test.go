@@ -16,7 +16,6 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
-	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmdutil"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/exitcode"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/internal/cmdtest"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/internal/fixture"
@@ -32,9 +31,10 @@ var shellCreds = map[string]string{
 	"ACCESS_KEY": accessKey, "SECRET_KEY": secretKey, "S3_BUCKET_NAME": "results-bucket", "S3_ENDPOINT_URL": "http://127.0.0.1:7070",
 }
 
-func runEnv(t *testing.T, f cmdutil.Factory, env map[string]string, args ...string) cmdtest.Result {
+func runEnv(t *testing.T, cluster cmdtest.Cmd, env map[string]string, args ...string) cmdtest.Result {
 	t.Helper()
-	return cmdtest.Cmd{Factory: f, Env: env, RandomName: "x7k2p"}.Run(context.Background(), append([]string{"submit"}, args...)...)
+	cluster.Env, cluster.RandomName = env, "x7k2p"
+	return cluster.Run(context.Background(), append([]string{"submit"}, args...)...)
 }
 
 // staged are the arguments of a staged submit, before "--".
@@ -70,7 +70,7 @@ func noLeakInRequests(t *testing.T, c *fake.Clientset) {
 
 func TestSubmitStagingCreatesAnOwnedSecret(t *testing.T) {
 	c := newClient()
-	r := runEnv(t, &cmdutil.FakeFactory{NS: "ml", Client: c}, shellCreds, append(staged("train"), "--", "python train.py")...)
+	r := runEnv(t, cmdtest.Cmd{NS: "ml", Client: c}, shellCreds, append(staged("train"), "--", "python train.py")...)
 	if r.Code != 0 || r.Stdout != "job.batch/train created\nsecret/train-s3 created\n" || r.Stderr != "" {
 		t.Fatalf("got %+v", r)
 	}
@@ -119,9 +119,9 @@ func TestSubmitStagingPrintsTheSecretRedacted(t *testing.T) {
 		{"-o", "jsonpath={.items[1].data}{.items[1].stringData}"},
 	} {
 		c := newClient()
-		f := &cmdutil.FakeFactory{Client: c}
+		f := cmdtest.Cmd{Client: c}
 		if args[0] == "--dry-run=client" {
-			f = &cmdutil.FakeFactory{ClientErr: errors.New("no cluster for a client dry run")}
+			f = cmdtest.Cmd{ClientErr: errors.New("no cluster for a client dry run")}
 		}
 		r := runEnv(t, f, shellCreds, append(staged("train", args...), "--", "true")...)
 		if r.Code != 0 {
@@ -136,7 +136,7 @@ func TestSubmitStagingPrintsTheSecretRedacted(t *testing.T) {
 
 func TestSubmitStagingMissingCredentialsCreateNothing(t *testing.T) {
 	c := newClient()
-	r := runEnv(t, &cmdutil.FakeFactory{Client: c}, map[string]string{"SECRET_KEY": secretKey}, append(staged("train"), "--", "true")...)
+	r := runEnv(t, cmdtest.Cmd{Client: c}, map[string]string{"SECRET_KEY": secretKey}, append(staged("train"), "--", "true")...)
 	if r.Code != int(exitcode.Usage) || !strings.Contains(r.Stderr, "S3 staging needs ACCESS_KEY, S3_BUCKET_NAME in the submitting shell") {
 		t.Fatalf("got %+v", r)
 	}
@@ -160,7 +160,7 @@ func TestSubmitStagingUsageErrors(t *testing.T) {
 		{[]string{"j", "--image", "img", "--output-path", "/r", "--", "true"}, "development build (v0.0.0-dev) with no published stager image"},
 	} {
 		c := newClient()
-		r := runEnv(t, &cmdutil.FakeFactory{Client: c}, shellCreds, tc.args...)
+		r := runEnv(t, cmdtest.Cmd{Client: c}, shellCreds, tc.args...)
 		if r.Code != int(exitcode.Usage) || !strings.Contains(r.Stderr, tc.want) {
 			t.Errorf("%v: got %+v, want exit 2 and %q", tc.args, r, tc.want)
 		}
@@ -173,7 +173,7 @@ func TestSubmitStagingUsageErrors(t *testing.T) {
 func TestSubmitS3SecretIsReferencedNotCreated(t *testing.T) {
 	c := newClient(fixture.Secret("default", "team-s3", shellCreds))
 	// The shell's credentials are ignored with --s3-secret: nothing is copied.
-	r := runEnv(t, &cmdutil.FakeFactory{Client: c}, shellCreds, append(staged("train", "--s3-secret", "team-s3"), "--", "true")...)
+	r := runEnv(t, cmdtest.Cmd{Client: c}, shellCreds, append(staged("train", "--s3-secret", "team-s3"), "--", "true")...)
 	if r.Code != 0 || r.Stdout != "job.batch/train created\n" || r.Stderr != "" {
 		t.Fatalf("got %+v", r)
 	}
@@ -225,7 +225,7 @@ func TestSubmitS3SecretProblems(t *testing.T) {
 			if tc.react != nil {
 				tc.react(c)
 			}
-			r := runEnv(t, &cmdutil.FakeFactory{Client: c}, nil, append(staged("train", "--s3-secret", "team-s3"), "--", "true")...)
+			r := runEnv(t, cmdtest.Cmd{Client: c}, nil, append(staged("train", "--s3-secret", "team-s3"), "--", "true")...)
 			if r.Code != tc.code || !strings.Contains(r.Stderr, tc.want) || !strings.Contains(r.Stderr, tc.warnings) {
 				t.Fatalf("got %+v, want exit %d and %q", r, tc.code, tc.want+tc.warnings)
 			}
@@ -243,7 +243,7 @@ func TestSubmitFailedSecretCreateLeavesNothing(t *testing.T) {
 		// An error that quotes what was sent must not show it.
 		return true, nil, apierrors.NewForbidden(schema.GroupResource{Resource: "secrets"}, "train-s3", errors.New("denied for "+secretKey))
 	})
-	r := runEnv(t, &cmdutil.FakeFactory{Client: c}, shellCreds, append(staged("train"), "--", "true")...)
+	r := runEnv(t, cmdtest.Cmd{Client: c}, shellCreds, append(staged("train"), "--", "true")...)
 	if r.Code != int(exitcode.Forbidden) || !strings.Contains(r.Stderr, "creating secret/train-s3") || r.Stdout != "" {
 		t.Fatalf("got %+v", r)
 	}
@@ -261,7 +261,7 @@ func TestSubmitRollbackDeletesTheSecret(t *testing.T) {
 	c.PrependReactor("patch", "jobs", func(k8stesting.Action) (bool, runtime.Object, error) {
 		return true, nil, errors.New("resume failed")
 	})
-	r := runEnv(t, &cmdutil.FakeFactory{Client: c}, shellCreds, append(staged("train"), "--", "true")...)
+	r := runEnv(t, cmdtest.Cmd{Client: c}, shellCreds, append(staged("train"), "--", "true")...)
 	if r.Code == 0 {
 		t.Fatalf("got %+v", r)
 	}
@@ -276,7 +276,7 @@ func TestSubmitRollbackDeletesTheSecret(t *testing.T) {
 // Every Job carries the SDK's TAO_JOB_ID, and TAO_JOB_UID from the downward API.
 func TestSubmitSetsJobIdentity(t *testing.T) {
 	c := newClient()
-	if r := run(t, &cmdutil.FakeFactory{Client: c}, "plain", "--image", "img", "--gpus", "0", "--", "true"); r.Code != 0 {
+	if r := run(t, cmdtest.Cmd{Client: c}, "plain", "--image", "img", "--gpus", "0", "--", "true"); r.Code != 0 {
 		t.Fatalf("got %+v", r)
 	}
 	job, _ := c.BatchV1().Jobs("default").Get(context.Background(), "plain", metav1.GetOptions{})

@@ -20,7 +20,6 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
-	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmdutil"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/exitcode"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/internal/cmdtest"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/internal/fixture"
@@ -40,9 +39,9 @@ func newClient(objs ...runtime.Object) *fake.Clientset {
 	return c
 }
 
-func run(t *testing.T, f cmdutil.Factory, args ...string) cmdtest.Result {
+func run(t *testing.T, cluster cmdtest.Cmd, args ...string) cmdtest.Result {
 	t.Helper()
-	return runEnv(t, f, nil, args...)
+	return runEnv(t, cluster, nil, args...)
 }
 
 func mutations(c *fake.Clientset) []string {
@@ -57,7 +56,7 @@ func mutations(c *fake.Clientset) []string {
 
 func TestSubmitSingleNode(t *testing.T) {
 	c := newClient(fixture.GPUNode("n1", 8).Obj())
-	r := run(t, &cmdutil.FakeFactory{NS: "ml", Client: c}, "train", "--image", "img", "--gpus", "8", "--", "python train.py")
+	r := run(t, cmdtest.Cmd{NS: "ml", Client: c}, "train", "--image", "img", "--gpus", "8", "--", "python train.py")
 	if r.Code != 0 || r.Stdout != "job.batch/train created\n" || r.Stderr != "" {
 		t.Fatalf("got %+v", r)
 	}
@@ -75,7 +74,7 @@ func TestSubmitSingleNode(t *testing.T) {
 
 func TestSubmitMultiNodeOwnsItsService(t *testing.T) {
 	c := newClient(fixture.GPUNode("n1", 8).Obj(), fixture.GPUNode("n2", 8).Obj())
-	r := run(t, &cmdutil.FakeFactory{Client: c}, "ddp", "--image", "img", "--gpus", "8", "--nodes", "2", "--", "torchrun", "train.py")
+	r := run(t, cmdtest.Cmd{Client: c}, "ddp", "--image", "img", "--gpus", "8", "--nodes", "2", "--", "torchrun", "train.py")
 	if r.Code != 0 || r.Stdout != "job.batch/ddp created\nservice/ddp created\n" || r.Stderr != "" {
 		t.Fatalf("got %+v", r)
 	}
@@ -98,7 +97,7 @@ func TestSubmitFailedServiceCreateLeavesNothing(t *testing.T) {
 	c.PrependReactor("create", "services", func(k8stesting.Action) (bool, runtime.Object, error) {
 		return true, nil, apierrors.NewForbidden(schema.GroupResource{Resource: "services"}, "ddp", errors.New("RBAC: denied"))
 	})
-	r := run(t, &cmdutil.FakeFactory{Client: c}, "ddp", "--image", "img", "--nodes", "2", "--", "true")
+	r := run(t, cmdtest.Cmd{Client: c}, "ddp", "--image", "img", "--nodes", "2", "--", "true")
 	if r.Code != int(exitcode.Forbidden) || r.Stdout != "" || !strings.Contains(r.Stderr, "creating service/ddp") {
 		t.Fatalf("got %+v", r)
 	}
@@ -123,7 +122,7 @@ func TestSubmitFailedRollbackIsReported(t *testing.T) {
 	c.PrependReactor("delete", "jobs", func(k8stesting.Action) (bool, runtime.Object, error) {
 		return true, nil, errors.New("also boom")
 	})
-	r := run(t, &cmdutil.FakeFactory{Client: c}, "ddp", "--image", "img", "--nodes", "2", "--", "true")
+	r := run(t, cmdtest.Cmd{Client: c}, "ddp", "--image", "img", "--nodes", "2", "--", "true")
 	if r.Code != int(exitcode.Error) || !strings.Contains(r.Stderr, "delete it by hand (kubectl delete job ddp -n default)") {
 		t.Fatalf("got %+v", r)
 	}
@@ -144,7 +143,7 @@ func TestSubmitCapacityGuard(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			c := newClient(tc.nodes...)
 			args := append([]string{"j", "--image", "img"}, tc.args...)
-			r := run(t, &cmdutil.FakeFactory{Client: c}, append(args, "--", "true")...)
+			r := run(t, cmdtest.Cmd{Client: c}, append(args, "--", "true")...)
 			if r.Code != int(exitcode.NoCapacity) || r.Stdout != "" || !strings.Contains(r.Stderr, tc.want) {
 				t.Fatalf("got %+v, want exit 7 and %q", r, tc.want)
 			}
@@ -156,7 +155,7 @@ func TestSubmitCapacityGuard(t *testing.T) {
 	t.Run("skipped with --no-capacity-check and with --gpus 0", func(t *testing.T) {
 		for _, flag := range []string{"--no-capacity-check", "--gpus=0"} {
 			c := newClient()
-			if r := run(t, &cmdutil.FakeFactory{Client: c}, "j", "--image", "img", flag, "--", "true"); r.Code != 0 {
+			if r := run(t, cmdtest.Cmd{Client: c}, "j", "--image", "img", flag, "--", "true"); r.Code != 0 {
 				t.Fatalf("%s: got %+v", flag, r)
 			}
 		}
@@ -168,7 +167,7 @@ func TestSubmitNodeListForbiddenWarnsAndGoesOn(t *testing.T) {
 	c.PrependReactor("list", "nodes", func(k8stesting.Action) (bool, runtime.Object, error) {
 		return true, nil, apierrors.NewForbidden(schema.GroupResource{Resource: "nodes"}, "", errors.New("no"))
 	})
-	r := run(t, &cmdutil.FakeFactory{Client: c}, "j", "--image", "img", "--", "true")
+	r := run(t, cmdtest.Cmd{Client: c}, "j", "--image", "img", "--", "true")
 	if r.Code != 0 || r.Stdout != "job.batch/j created\n" || !strings.Contains(r.Stderr, "Warning: capacity check skipped") {
 		t.Fatalf("got %+v", r)
 	}
@@ -189,7 +188,7 @@ func TestSubmitPagesThroughNodes(t *testing.T) {
 		}
 		return true, list, nil
 	})
-	r := run(t, &cmdutil.FakeFactory{Client: c}, "j", "--image", "img", "--gpus", "8", "--nodes", "3", "--", "true")
+	r := run(t, cmdtest.Cmd{Client: c}, "j", "--image", "img", "--gpus", "8", "--nodes", "3", "--", "true")
 	if r.Code != 0 || calls != 3 {
 		t.Fatalf("got %+v after %d list calls; want success after 3 pages", r, calls)
 	}
@@ -198,7 +197,7 @@ func TestSubmitPagesThroughNodes(t *testing.T) {
 func TestSubmitExistingJobIsUntouched(t *testing.T) {
 	existing := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "j", Namespace: "default", UID: "theirs", Labels: map[string]string{"owner": "someone"}}}
 	c := newClient(fixture.GPUNode("a", 8).Obj(), existing)
-	r := run(t, &cmdutil.FakeFactory{Client: c}, "j", "--image", "img", "--", "true")
+	r := run(t, cmdtest.Cmd{Client: c}, "j", "--image", "img", "--", "true")
 	if r.Code != int(exitcode.AlreadyExists) || !strings.Contains(r.Stderr, `job.batch/j already exists in namespace "default"`) {
 		t.Fatalf("got %+v", r)
 	}
@@ -212,7 +211,7 @@ func TestSubmitMissingNamespace(t *testing.T) {
 	c.PrependReactor("create", "jobs", func(k8stesting.Action) (bool, runtime.Object, error) {
 		return true, nil, apierrors.NewNotFound(schema.GroupResource{Resource: "namespaces"}, "nope")
 	})
-	r := run(t, &cmdutil.FakeFactory{NS: "nope", Client: c}, "j", "--image", "img", "--", "true")
+	r := run(t, cmdtest.Cmd{NS: "nope", Client: c}, "j", "--image", "img", "--", "true")
 	if r.Code != int(exitcode.NotFound) || !strings.Contains(r.Stderr, `namespace "nope" not found`) {
 		t.Fatalf("got %+v", r)
 	}
@@ -220,7 +219,7 @@ func TestSubmitMissingNamespace(t *testing.T) {
 
 func TestSubmitServerDryRunStoresNothing(t *testing.T) {
 	c := newClient(fixture.GPUNode("a", 8).Obj(), fixture.GPUNode("b", 8).Obj())
-	r := run(t, &cmdutil.FakeFactory{Client: c}, "ddp", "--image", "img", "--nodes", "2", "--dry-run=server", "--", "true")
+	r := run(t, cmdtest.Cmd{Client: c}, "ddp", "--image", "img", "--nodes", "2", "--dry-run=server", "--", "true")
 	if r.Code != 0 || r.Stdout != "job.batch/ddp created (server dry run)\nservice/ddp created (server dry run)\n" {
 		t.Fatalf("got %+v", r)
 	}
@@ -240,7 +239,7 @@ func TestSubmitServerDryRunStoresNothing(t *testing.T) {
 }
 
 func TestSubmitClientDryRunNeedsNoCluster(t *testing.T) {
-	f := &cmdutil.FakeFactory{ClientErr: errors.New("must not be called")}
+	f := cmdtest.Cmd{ClientErr: errors.New("must not be called")}
 	r := run(t, f, "--image", "img", "--nodes", "2", "--dry-run=client", "-o", "json", "--", "true")
 	if r.Code != 0 || r.Stderr != "" {
 		t.Fatalf("got %+v", r)
@@ -263,7 +262,7 @@ func TestSubmitClientDryRunNeedsNoCluster(t *testing.T) {
 
 func TestSubmitOutputName(t *testing.T) {
 	c := newClient(fixture.GPUNode("a", 8).Obj(), fixture.GPUNode("b", 8).Obj())
-	r := run(t, &cmdutil.FakeFactory{Client: c}, "ddp", "--image", "img", "--nodes", "2", "-o", "name", "--", "true")
+	r := run(t, cmdtest.Cmd{Client: c}, "ddp", "--image", "img", "--nodes", "2", "-o", "name", "--", "true")
 	if r.Code != 0 || r.Stdout != "job.batch/ddp\nservice/ddp\n" {
 		t.Fatalf("got %+v", r)
 	}
@@ -271,7 +270,7 @@ func TestSubmitOutputName(t *testing.T) {
 
 func TestSubmitOutputJSONPath(t *testing.T) {
 	c := newClient(fixture.GPUNode("a", 8).Obj())
-	r := run(t, &cmdutil.FakeFactory{Client: c}, "j", "--image", "img", "-o", "jsonpath={.items[0].metadata.uid}", "--", "true")
+	r := run(t, cmdtest.Cmd{Client: c}, "j", "--image", "img", "-o", "jsonpath={.items[0].metadata.uid}", "--", "true")
 	if r.Code != 0 || r.Stdout != "uid-1" {
 		t.Fatalf("got %+v", r)
 	}
@@ -301,7 +300,7 @@ func TestSubmitUsageErrorsTouchNothing(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			c := newClient(fixture.GPUNode("a", 8).Obj())
-			r := run(t, &cmdutil.FakeFactory{Client: c}, tc.args...)
+			r := run(t, cmdtest.Cmd{Client: c}, tc.args...)
 			if r.Code != int(exitcode.Usage) || r.Stdout != "" || !strings.Contains(r.Stderr, tc.want) ||
 				!strings.Contains(r.Stderr, "See 'kubectl tao submit --help' for usage.") {
 				t.Fatalf("got %+v, want exit 2 and %q", r, tc.want)
@@ -314,7 +313,7 @@ func TestSubmitUsageErrorsTouchNothing(t *testing.T) {
 }
 
 func TestSubmitNoCluster(t *testing.T) {
-	f := &cmdutil.FakeFactory{ClientErr: exitcode.WithCode(exitcode.NoCluster, errors.New("Could not authenticate to a Kubernetes cluster"))}
+	f := cmdtest.Cmd{ClientErr: exitcode.WithCode(exitcode.NoCluster, errors.New("Could not authenticate to a Kubernetes cluster"))}
 	r := run(t, f, "j", "--image", "img", "--", "true")
 	if r.Code != int(exitcode.NoCluster) || !strings.Contains(r.Stderr, "Could not authenticate") {
 		t.Fatalf("got %+v", r)
@@ -328,7 +327,7 @@ func TestSubmitFilesGoInAnOwnedConfigMap(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := newClient(fixture.GPUNode("a", 8).Obj())
-	r := run(t, &cmdutil.FakeFactory{Client: c}, "dino", "--image", "img", "--file", spec+":/specs/train.yaml",
+	r := run(t, cmdtest.Cmd{Client: c}, "dino", "--image", "img", "--file", spec+":/specs/train.yaml",
 		"--volume", "results:/results", "--", "dino train -e /specs/train.yaml")
 	if r.Code != 0 || r.Stdout != "job.batch/dino created\nconfigmap/dino-files created\n" {
 		t.Fatalf("got %+v", r)
@@ -360,7 +359,7 @@ func TestSubmitFileErrors(t *testing.T) {
 	}
 	for flag, want := range tests {
 		c := newClient(fixture.GPUNode("a", 8).Obj())
-		r := run(t, &cmdutil.FakeFactory{Client: c}, "j", "--image", "img", "--file", flag, "--", "true")
+		r := run(t, cmdtest.Cmd{Client: c}, "j", "--image", "img", "--file", flag, "--", "true")
 		if r.Code != int(exitcode.Usage) || !strings.Contains(r.Stderr, want) || len(c.Actions()) != 0 {
 			t.Errorf("--file %s: got %+v, want exit 2 and %q with no API call", flag, r, want)
 		}
@@ -376,7 +375,7 @@ func TestSubmitFailedConfigMapCreateLeavesNothing(t *testing.T) {
 	c.PrependReactor("create", "services", func(k8stesting.Action) (bool, runtime.Object, error) {
 		return true, nil, errors.New("quota exceeded")
 	})
-	r := run(t, &cmdutil.FakeFactory{Client: c}, "ddp", "--image", "img", "--nodes", "2", "--file", spec+":/s.yaml", "--", "true")
+	r := run(t, cmdtest.Cmd{Client: c}, "ddp", "--image", "img", "--nodes", "2", "--file", spec+":/s.yaml", "--", "true")
 	if r.Code != int(exitcode.Error) {
 		t.Fatalf("got %+v", r)
 	}
@@ -387,7 +386,7 @@ func TestSubmitFailedConfigMapCreateLeavesNothing(t *testing.T) {
 
 func TestSubmitRetriesKeptByTheServer(t *testing.T) {
 	c := newClient(fixture.GPUNode("n1", 8).Obj(), fixture.GPUNode("n2", 8).Obj())
-	r := run(t, &cmdutil.FakeFactory{Client: c}, "ddp", "--image", "img", "--gpus", "8", "--nodes", "2", "--retries", "3", "--", "true")
+	r := run(t, cmdtest.Cmd{Client: c}, "ddp", "--image", "img", "--gpus", "8", "--nodes", "2", "--retries", "3", "--", "true")
 	if r.Code != 0 || r.Stderr != "" {
 		t.Fatalf("got %+v, want no warning", r)
 	}
@@ -410,7 +409,7 @@ func TestSubmitRetriesDroppedByTheServerWarns(t *testing.T) {
 				job.Spec.PodReplacementPolicy, job.Spec.PodFailurePolicy = nil, nil
 				return false, nil, nil
 			})
-			r := run(t, &cmdutil.FakeFactory{Client: c}, "train", "--image", "img", "--retries", "2", "--dry-run="+dryRun, "--", "true")
+			r := run(t, cmdtest.Cmd{Client: c}, "train", "--image", "img", "--retries", "2", "--dry-run="+dryRun, "--", "true")
 			if r.Code != 0 {
 				t.Fatalf("got %+v", r)
 			}

@@ -14,13 +14,13 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	k8stesting "k8s.io/client-go/testing"
 
-	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmdutil"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/exitcode"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/internal/cmdtest"
 )
 
 func TestSubmitWaitWithDryRunIsAUsageError(t *testing.T) {
 	c := newClient()
-	r := run(t, &cmdutil.FakeFactory{Client: c}, "j", "--image", "img", "--gpus", "0", "--wait", "--dry-run=server", "--", "true")
+	r := run(t, cmdtest.Cmd{Client: c}, "j", "--image", "img", "--gpus", "0", "--wait", "--dry-run=server", "--", "true")
 	if r.Code != int(exitcode.Usage) || !strings.Contains(r.Stderr, "--wait cannot be combined with --dry-run") || len(c.Actions()) != 0 {
 		t.Fatalf("got %+v, actions %v", r, c.Actions())
 	}
@@ -51,7 +51,7 @@ func TestSubmitWaitReportsTheOutcome(t *testing.T) {
 				})
 				return true, w, err
 			})
-			r := run(t, &cmdutil.FakeFactory{Client: c}, "j", "--image", "img", "--gpus", "0", "--wait", "--", "true")
+			r := run(t, cmdtest.Cmd{Client: c}, "j", "--image", "img", "--gpus", "0", "--wait", "--", "true")
 			if r.Code != int(tc.code) || r.Stdout != tc.stdout || !strings.HasPrefix(r.Stderr, "Pending (0/1 ranks)\nPending -> ") {
 				t.Fatalf("got %+v", r)
 			}
@@ -72,7 +72,7 @@ func TestSubmitWaitKeepsJSONClean(t *testing.T) {
 		}
 		return true, job, nil
 	})
-	r := run(t, &cmdutil.FakeFactory{Client: c}, "j", "--image", "img", "--gpus", "0", "--wait", "-o", "name", "--", "true")
+	r := run(t, cmdtest.Cmd{Client: c}, "j", "--image", "img", "--gpus", "0", "--wait", "-o", "name", "--", "true")
 	if r.Code != 0 || r.Stdout != "job.batch/j\n" || r.Stderr != "Complete (0/1 ranks succeeded)\n" {
 		t.Fatalf("got %+v", r)
 	}

@@ -217,6 +217,22 @@ func startFollow(e *Engine, cfg Config) *followRun {
 	return r
 }
 
+// followRank0 starts Follow on the Job train, whose one rank, rank0, is running and has a line
+// to print; it returns once both watches are open and that line is out, so that what the test
+// changes next happens to a job being followed.
+func followRank0(t *testing.T, rank0 *corev1.Pod) (*fake.Clientset, *followRun) {
+	t.Helper()
+	c, watches := watching(train().Obj(), rank0)
+	srv := newLogServer()
+	srv.add("train-0", 1)
+	out := &testbuf.Buffer{}
+	run := startFollow(&Engine{Client: c, Open: srv.open, Out: out, ErrOut: io.Discard}, Config{Namespace: "ns", Job: "train"})
+	<-watches
+	<-watches
+	waitFor(t, "the first line", func() bool { return out.String() != "" })
+	return c, run
+}
+
 // followUntilTheEnd runs e.Follow until the test ends, for a test that looks only at what it
 // writes and the requests it sends.
 func followUntilTheEnd(t *testing.T, e *Engine, cfg Config) {
@@ -311,14 +327,7 @@ func TestFollowEndsWithJobStatus(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			c, watches := watching(train().Obj(), fixture.RankPod(train().Obj(), -1).Name("train-0").Created(time.Unix(1, 0)).Running(time.Time{}).Obj())
-			srv := newLogServer()
-			srv.add("train-0", 1)
-			out := &testbuf.Buffer{}
-			run := startFollow(&Engine{Client: c, Open: srv.open, Out: out, ErrOut: io.Discard}, Config{Namespace: "ns", Job: "train"})
-			<-watches
-			<-watches
-			waitFor(t, "the first line", func() bool { return out.String() != "" })
+			c, run := followRank0(t, fixture.RankPod(train().Obj(), -1).Name("train-0").Created(time.Unix(1, 0)).Running(time.Time{}).Obj())
 			if err := tc.change(c); err != nil {
 				t.Fatal(err)
 			}
@@ -337,14 +346,7 @@ func TestFollowWaitsForCanceledRanksToStop(t *testing.T) {
 	rank0 := func() *fixture.PodWrapper {
 		return fixture.RankPod(train().Obj(), -1).Name("train-0").Created(time.Unix(1, 0)).Running(time.Time{})
 	}
-	c, watches := watching(train().Obj(), rank0().Obj())
-	srv := newLogServer()
-	srv.add("train-0", 1)
-	out := &testbuf.Buffer{}
-	run := startFollow(&Engine{Client: c, Open: srv.open, Out: out, ErrOut: io.Discard}, Config{Namespace: "ns", Job: "train"})
-	<-watches
-	<-watches
-	waitFor(t, "the first line", func() bool { return out.String() != "" })
+	c, run := followRank0(t, rank0().Obj())
 	ctx := context.Background()
 	deleting := train().Obj()
 	deleting.DeletionTimestamp = &metav1.Time{Time: t0}

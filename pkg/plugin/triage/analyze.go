@@ -218,7 +218,7 @@ func Analyze(s Snapshot) Analysis {
 		root = 0
 	}
 	if c := failedCondition(s.Job); c != nil {
-		a.JobFailure = joinNonEmpty(c.Reason, c.Message)
+		a.JobFailure = jobstatus.ReasonMessage(c.Reason, c.Message)
 		if c.Reason == batchv1.JobReasonDeadlineExceeded {
 			// The deadline is the cause: the ranks it killed died of SIGTERM after it.
 			events = append([]NodeEvent{{

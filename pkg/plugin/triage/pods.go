@@ -8,6 +8,8 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/jobstatus"
 )
 
 // stuckAfter is how long past its deletion time a pod may linger before it counts as stuck:
@@ -211,7 +213,7 @@ func (v podView) stuckTerminating() *finding {
 		msg += "; " + n
 	}
 	if c := podCondition(pod, corev1.DisruptionTarget); c != nil && c.Status == corev1.ConditionTrue {
-		msg += "; " + conditionText(c)
+		msg += "; " + jobstatus.ReasonMessage(c.Reason, c.Message)
 	}
 	sugg := fmt.Sprintf("The node has not confirmed that the pod stopped. If node %s is gone for good, "+
 		"remove the pod with `kubectl delete pod %s -n %s --force --grace-period=0` (only once the node is "+
@@ -221,16 +223,6 @@ func (v podView) stuckTerminating() *finding {
 			strings.Join(pod.Finalizers, ", "))
 	}
 	return &finding{name: "Terminating", message: msg, class: ErrInfra, suggestion: sugg, at: pod.DeletionTimestamp.Time}
-}
-
-func conditionText(c *corev1.PodCondition) string {
-	switch {
-	case c.Reason != "" && c.Message != "":
-		return c.Reason + ": " + c.Message
-	case c.Reason != "":
-		return c.Reason
-	}
-	return c.Message
 }
 
 // failed explains a pod in phase Failed: something stopped it from outside (infrastructure)
@@ -250,7 +242,7 @@ func (v podView) failed() *finding {
 			suggestion: "The kubelet evicted the pod because its node ran short of memory or disk. Resubmit; " +
 				"if it repeats, ask for a node with more headroom or keep less data on local disk."}
 	case reason == "NodeLost" || reason == "Shutdown" || reason == "NodeShutdown" || reason == "Terminated":
-		return &finding{name: "NodeLost", message: joinNonEmpty(reason, pod.Status.Message), class: ErrInfra, at: v.finishedAt(),
+		return &finding{name: "NodeLost", message: jobstatus.ReasonMessage(reason, pod.Status.Message), class: ErrInfra, at: v.finishedAt(),
 			suggestion: fmt.Sprintf("Node %s went away under the pod. Resubmit the job.", pod.Spec.NodeName)}
 	case reason == "DeadlineExceeded":
 		return &finding{name: "DeadlineExceeded", message: pod.Status.Message, class: ErrInfra, at: v.finishedAt(),
@@ -263,23 +255,13 @@ func (v podView) failed() *finding {
 	if f := v.exited(); f != nil {
 		return f
 	}
-	return &finding{name: "Failed", message: joinNonEmpty(pod.Status.Reason, pod.Status.Message), class: ErrProgram, at: v.finishedAt(),
+	return &finding{name: "Failed", message: jobstatus.ReasonMessage(pod.Status.Reason, pod.Status.Message), class: ErrProgram, at: v.finishedAt(),
 		suggestion: fmt.Sprintf("The pod failed without an exit code. Describe it: kubectl describe pod %s -n %s.", pod.Name, pod.Namespace)}
-}
-
-func joinNonEmpty(a, b string) string {
-	switch {
-	case a != "" && b != "":
-		return a + ": " + b
-	case a != "":
-		return a
-	}
-	return b
 }
 
 // disrupted names what the DisruptionTarget condition says removed the pod.
 func (v podView) disrupted(c *corev1.PodCondition) *finding {
-	f := &finding{message: conditionText(c), class: ErrInfra, at: c.LastTransitionTime.Time}
+	f := &finding{message: jobstatus.ReasonMessage(c.Reason, c.Message), class: ErrInfra, at: c.LastTransitionTime.Time}
 	if t := v.terminated(); t != nil {
 		f.exitCode = &t.ExitCode
 	}
@@ -407,7 +389,7 @@ func (v podView) waiting() *finding {
 				if t := cs.LastTerminationState.Terminated; t != nil {
 					code := t.ExitCode
 					f.exitCode = &code
-					f.message = joinNonEmpty(f.message, "last exit: "+joinNonEmpty(t.Reason, describeExit(code)))
+					f.message = jobstatus.ReasonMessage(f.message, "last exit: "+jobstatus.ReasonMessage(t.Reason, describeExit(code)))
 					if t.Reason == "OOMKilled" {
 						f.suggestion = "Container OOM-killed. Reduce batch size, lower max_length, or request more memory on a larger node."
 					}
@@ -461,7 +443,7 @@ func (v podView) imagePull(cs *corev1.ContainerStatus, w *corev1.ContainerStateW
 		sugg = fmt.Sprintf("An image pull secret the pod names does not exist in namespace %s (%s). Create it "+
 			"(kubectl create secret docker-registry NAME ...) and resubmit.", pod.Namespace, strings.Join(secrets, ", "))
 	}
-	return &finding{name: w.Reason, message: joinNonEmpty(msg, detail), class: ErrInfra, at: v.eventAt("Failed", "BackOff"), suggestion: sugg}
+	return &finding{name: w.Reason, message: jobstatus.ReasonMessage(msg, detail), class: ErrInfra, at: v.eventAt("Failed", "BackOff"), suggestion: sugg}
 }
 
 // mountFailure explains a pod stuck in ContainerCreating because a volume cannot be mounted.

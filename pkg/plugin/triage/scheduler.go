@@ -16,6 +16,7 @@ import (
 
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/gpufit"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/jobspec"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/jobstatus"
 )
 
 // schedulerMessage is the scheduler's "0/N nodes are available: ..." message, parsed.
@@ -85,7 +86,7 @@ func (v podView) unscheduled() *finding {
 	}
 	c := podCondition(pod, corev1.PodScheduled)
 	if c != nil && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonSchedulingGated {
-		return &finding{name: corev1.PodReasonSchedulingGated, message: joinNonEmpty("the pod has scheduling gates", gates(pod)),
+		return &finding{name: corev1.PodReasonSchedulingGated, message: jobstatus.ReasonMessage("the pod has scheduling gates", gates(pod)),
 			class: ErrInfra, at: c.LastTransitionTime.Time,
 			suggestion: "The pod waits for its scheduling gates to be removed (a queue such as Kueue admits it when there is room)."}
 	}

@@ -14,7 +14,6 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
-	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmdutil"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/exitcode"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/internal/cmdtest"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/internal/fixture"
@@ -54,7 +53,7 @@ func run(ctx context.Context, c *fake.Clientset, args ...string) cmdtest.Result 
 
 // runTo runs `wait args`, writing stderr to errOut (when set) that a test may read meanwhile.
 func runTo(ctx context.Context, c *fake.Clientset, errOut *testbuf.Buffer, args ...string) cmdtest.Result {
-	return cmdtest.Cmd{Factory: &cmdutil.FakeFactory{NS: "ml", Client: c}, Now: time.Now(), Stderr: errOut}.Run(ctx, append([]string{"wait"}, args...)...)
+	return cmdtest.Cmd{NS: "ml", Client: c, Now: time.Now(), Stderr: errOut}.Run(ctx, append([]string{"wait"}, args...)...)
 }
 
 // waitWhile runs `wait args` and, once its watch is up, applies the changes in order, each

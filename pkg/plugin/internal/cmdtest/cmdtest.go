@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin"
@@ -25,8 +27,14 @@ type Result struct {
 
 // Cmd is one run of kubectl tao. The zero value of each field is the usual test setting.
 type Cmd struct {
-	// Factory gives the command its namespace and clients, usually a *cmdutil.FakeFactory.
-	Factory cmdutil.Factory
+	// Client, Dynamic and NS are the cluster most tests want: the command reaches Client
+	// (usually a fake clientset) and Dynamic (nil: an empty fake) in namespace NS ("default"
+	// when empty), through a cmdutil.FakeFactory; with ClientErr set, asking for a client
+	// fails with it instead (no cluster).
+	Client    kubernetes.Interface
+	Dynamic   dynamic.Interface
+	NS        string
+	ClientErr error
 	// Env is the whole environment the command sees; nil: no variable is set.
 	Env map[string]string
 	// Stdin is what the command reads from standard input.
@@ -52,7 +60,7 @@ func (c Cmd) Run(ctx context.Context, args ...string) Result {
 	d := plugin.Deps{
 		Streams: genericiooptions.IOStreams{In: strings.NewReader(c.Stdin), Out: out, ErrOut: errOut},
 		Getenv:  func(k string) string { return c.Env[k] },
-		Factory: c.Factory,
+		Factory: &cmdutil.FakeFactory{NS: c.NS, Client: c.Client, Dynamic: c.Dynamic, ClientErr: c.ClientErr},
 	}
 	if !c.Now.IsZero() {
 		d.Clock = clocktesting.NewFakePassiveClock(c.Now)
