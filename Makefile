@@ -118,14 +118,17 @@ cluster-build: $(LOCALCLUSTER) ## Build (once per machine) the local cluster's b
 
 .PHONY: cluster-up
 cluster-up: $(LOCALCLUSTER) ## Start (or reuse) the local GPU cluster (REAL_NODE=1: with a real kubelet node); kubeconfig in .cluster/kubeconfig
-	$(LOCALCLUSTER) up --state-dir '$(CLUSTER_DIR)' --nodes $(GPU_NODES) --gpus-per-node $(GPUS_PER_NODE) --real-node=$(or $(REAL_NODE),0)
+	$(LOCALCLUSTER) up --state-dir '$(CLUSTER_DIR)' --nodes $(GPU_NODES) --gpus-per-node $(GPUS_PER_NODE) --real-node=$(REAL_NODE_UP)
 
 .PHONY: cluster-down
 cluster-down: $(LOCALCLUSTER) ## Stop the local cluster and remove its state
 	$(LOCALCLUSTER) down --state-dir '$(CLUSTER_DIR)'
 
 .PHONY: demo
-demo: build cluster-up ## Bring the local cluster up and run a multi-node GPU job through the plugin
+# cluster-up leaves the real node out unless asked; the demo shows it wherever the host allows.
+REAL_NODE_UP = $(or $(REAL_NODE),0)
+demo: REAL_NODE_UP = $(or $(REAL_NODE),auto)
+demo: build cluster-up ## Bring the local cluster up and run a multi-node GPU job through the plugin (and real containers on the real node where the host allows)
 	@PATH='$(CURDIR)/bin':"$$PATH" KUBECONFIG='$(CLUSTER_DIR)/kubeconfig' test/demo/demo.sh
 
 .PHONY: clean
