@@ -288,7 +288,7 @@ func TestLocalClusterEndToEnd(t *testing.T) {
 		})
 		t.Run("followed logs with interval", func(t *testing.T) {
 			t.Parallel()
-			pod := testPod("paced", map[string]string{AnnotationFate: FateRunForever, AnnotationLogLines: "3", AnnotationLogInterval: "500ms"}, 0)
+			pod := testPod("paced", map[string]string{AnnotationFate: FateRunForever, AnnotationLogLines: "4", AnnotationLogInterval: "1s"}, 0)
 			if _, err := cs.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 				t.Fatal(err)
 			}
@@ -301,7 +301,9 @@ func TestLocalClusterEndToEnd(t *testing.T) {
 				Read([]byte) (int, error)
 				Close() error
 			}
+			var opened time.Time
 			waitFor(ctx, t, "log stream", func() (bool, error) {
+				opened = time.Now()
 				s, err := cs.CoreV1().Pods("default").GetLogs("paced", &corev1.PodLogOptions{Follow: true, Timestamps: true}).Stream(ctx)
 				if err != nil {
 					return false, nil
@@ -312,19 +314,40 @@ func TestLocalClusterEndToEnd(t *testing.T) {
 			defer stream.Close()
 			sc := bufio.NewScanner(stream)
 			var got []string
-			begin := time.Now()
-			for len(got) < 3 && sc.Scan() {
+			var written, arrived []time.Time
+			for len(got) < 4 && sc.Scan() {
 				f := strings.SplitN(sc.Text(), " ", 2)
-				if _, err := time.Parse(time.RFC3339Nano, f[0]); err != nil || len(f) != 2 {
+				ts, err := time.Parse(time.RFC3339Nano, f[0])
+				if err != nil || len(f) != 2 {
 					t.Fatalf("line without timestamp: %q", sc.Text())
 				}
 				got = append(got, f[1])
+				written = append(written, ts)
+				arrived = append(arrived, time.Now())
 			}
-			if strings.Join(got, ",") != "rank 0 step 1,rank 0 step 2,rank 0 step 3" {
-				t.Errorf("followed lines %q (stream error: %v)", got, sc.Err())
+			if strings.Join(got, ",") != "rank 0 step 1,rank 0 step 2,rank 0 step 3,rank 0 step 4" {
+				t.Fatalf("followed lines %q (stream error: %v)", got, sc.Err())
 			}
-			if time.Since(begin) < 400*time.Millisecond {
-				t.Errorf("three lines 500ms apart arrived in %s", time.Since(begin))
+			// Paced and followed, not dumped: the lines are stamped 1s apart, and a line stamped
+			// after the stream opened reaches the follower no earlier than its stamp (same host
+			// clock). Measured against the stamps, not against when the stream opened, which a
+			// loaded machine may delay past the first lines.
+			live := 0
+			for k := range written {
+				if k > 0 {
+					if gap := written[k].Sub(written[k-1]); gap < 950*time.Millisecond || gap > 1050*time.Millisecond {
+						t.Errorf("lines %d and %d stamped %s apart, want 1s", k, k+1, gap)
+					}
+				}
+				if written[k].After(opened) {
+					live++
+					if early := written[k].Sub(arrived[k]); early > 50*time.Millisecond {
+						t.Errorf("line %d arrived %s before its stamp: written ahead, not followed", k+1, early)
+					}
+				}
+			}
+			if live == 0 {
+				t.Errorf("the stream opened at %s, after all four lines (last stamped %s): nothing was followed live", opened.Format(time.RFC3339Nano), written[3].Format(time.RFC3339Nano))
 			}
 		})
 	})
