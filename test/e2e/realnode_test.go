@@ -235,8 +235,14 @@ type background struct {
 
 func taoBackground(t *testing.T, args ...string) *background {
 	t.Helper()
+	return taoBackgroundEnv(t, nil, args...)
+}
+
+// taoBackgroundEnv is taoBackground with variables added to the environment (a later one wins).
+func taoBackgroundEnv(t *testing.T, env []string, args ...string) *background {
+	t.Helper()
 	b := &background{cmd: exec.Command(binary, args...), done: make(chan struct{})}
-	b.cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME"), "KUBECONFIG=" + kubeconfig}
+	b.cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME"), "KUBECONFIG=" + kubeconfig}, env...)
 	b.cmd.Stdout, b.cmd.Stderr = &b.out, &b.errOut
 	if err := b.cmd.Start(); err != nil {
 		t.Fatal(err)

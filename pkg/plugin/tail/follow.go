@@ -37,6 +37,9 @@ type tailer struct {
 // a dropped stream is reopened from its last line without repeating or losing any. Following
 // never relies on the server ending a stream: when the Job is terminal, the streams are stopped
 // and each pod is read one last time from its last line, so that the final lines are not lost.
+// Two servers need that: a real kubelet ends a stream when its container exits, but the Job can
+// turn terminal before that end has been read (or after a stream was cut and not yet reopened);
+// a simulated kubelet (KWOK) never ends a followed stream at all.
 //
 // A canceled ctx (Ctrl-C) stops following and returns ctx's error.
 func (e *Engine) Follow(ctx context.Context, cfg Config) (jobstatus.Result, error) {
@@ -485,12 +488,15 @@ func (f *follower) drainBound() time.Duration {
 }
 
 // quietOpenFailures is how many times a stream that never delivered a line may fail to open
-// before it is mentioned: a container that has just started often has no log for a moment.
+// before it is mentioned. What it absorbs is KWOK's "no logs found" for a running container that
+// has printed nothing (a real kubelet answers an empty log, proven on the real node); on a real
+// kubelet a first open fails only when the kubelet cannot be reached, retried the same way.
 const quietOpenFailures = 5
 
 // follow keeps one container's stream open until ctx ends: a stream that drops is reopened
 // after a pause, from the cursor. A clean end of stream after the container stopped (what a
-// real kubelet does) completes the tailer.
+// real kubelet does) completes the tailer, and the final read skips it; a clean end while the
+// container still runs (the API server's or a proxy's timeout) is reopened.
 func (f *follower) follow(ctx context.Context, tl *tailer) {
 	defer f.wg.Done()
 	defer close(tl.done)
