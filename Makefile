@@ -249,5 +249,17 @@ README_MAX_BYTES ?= 16384
 readme-check: ## Fail if README.md is larger than README_MAX_BYTES (16 KB)
 	README_MAX_BYTES='$(README_MAX_BYTES)' hack/readme-check.sh
 
+# Every fuzz target (func FuzzX in a _test.go file), one after the other (hack/fuzz.sh).
+FUZZ_SHORT_TIME ?= 3s
+FUZZ_TIME       ?= 1m
+
+.PHONY: fuzz-short
+fuzz-short: ## Run each fuzz target for FUZZ_SHORT_TIME (3s; part of ci-checks)
+	GO='$(GO)' FUZZ_TIME='$(FUZZ_SHORT_TIME)' hack/fuzz.sh
+
+.PHONY: fuzz
+fuzz: ## Run each fuzz target for FUZZ_TIME (1m; FUZZ_TIME=10m for a longer hunt)
+	GO='$(GO)' FUZZ_TIME='$(FUZZ_TIME)' hack/fuzz.sh
+
 .PHONY: ci-checks
-ci-checks: lint golangci-lint tidy-check vulncheck race krew-manifest-check readme-check ## The CI quality gates: gofmt, vet, golangci-lint, go mod tidy, govulncheck, race, krew/tao.yaml, README size
+ci-checks: lint golangci-lint tidy-check vulncheck race fuzz-short krew-manifest-check readme-check ## The CI quality gates: gofmt, vet, golangci-lint, go mod tidy, govulncheck, race, fuzz-short, krew/tao.yaml, README size

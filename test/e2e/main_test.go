@@ -99,13 +99,23 @@ func namespace(t *testing.T) string {
 		ctx := context.Background()
 		_ = client.CoreV1().Namespaces().Delete(ctx, name, metav1.DeleteOptions{})
 		// Wait until the namespace's pods are gone: they hold GPUs, and the next test (preflight's
-		// "free now", capacity) must find the cluster as idle as the test before found it.
+		// "free now", capacity) must find the cluster as idle as the test before found it. Pods
+		// that outlive their namespace fail this test, the one that made them, rather than
+		// whichever test next counts free GPUs.
+		var left []string
 		err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
 			pods, err := client.CoreV1().Pods(name).List(ctx, metav1.ListOptions{})
-			return err == nil && len(pods.Items) == 0, nil
+			if err != nil {
+				return false, nil
+			}
+			left = left[:0]
+			for _, p := range pods.Items {
+				left = append(left, fmt.Sprintf("%s (%s, on %s)", p.Name, p.Status.Phase, p.Spec.NodeName))
+			}
+			return len(left) == 0, nil
 		})
 		if err != nil {
-			t.Logf("pods of namespace %s still there after 60s: later tests may see fewer free GPUs", name)
+			t.Errorf("cleanup: pods of namespace %s still there 60s after its deletion: %s", name, strings.Join(left, ", "))
 		}
 	})
 	return name

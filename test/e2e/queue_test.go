@@ -200,8 +200,9 @@ func TestQueue(t *testing.T) {
 			t.Fatalf("queue label at revision %d, Service created at %d: the label must come after the Service", labelledRV, svcRV)
 		}
 
-		// Not admitted: it stays suspended, no pod, and every command says why.
-		time.Sleep(2 * time.Second)
+		// Not admitted: it stays suspended, no pod, and every command says why. The Job
+		// controller marks it Suspended once it has synced it, and from then on makes no pod.
+		poll(t, 30*time.Second, "the Job controller to mark ddp Suspended", jobCondition(ns, "ddp", batchv1.JobSuspended))
 		if pods, err := client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "job-name=ddp"}); err != nil || len(pods.Items) != 0 {
 			t.Fatalf("pods of a job not admitted yet: %d (%v)", len(pods.Items), err)
 		}

@@ -258,11 +258,23 @@ func taoBackgroundEnv(t *testing.T, env []string, args ...string) *background {
 // waitOutput waits until stdout contains every fragment.
 func (b *background) waitOutput(t *testing.T, timeout time.Duration, fragments ...string) {
 	t.Helper()
+	b.waitIn(t, &b.out, timeout, fragments...)
+}
+
+// waitStderr waits until stderr contains every fragment: a command's progress lines, which say
+// what it has seen.
+func (b *background) waitStderr(t *testing.T, timeout time.Duration, fragments ...string) {
+	t.Helper()
+	b.waitIn(t, &b.errOut, timeout, fragments...)
+}
+
+func (b *background) waitIn(t *testing.T, buf *testbuf.Buffer, timeout time.Duration, fragments ...string) {
+	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for {
 		missing := ""
 		for _, f := range fragments {
-			if !strings.Contains(b.out.String(), f) {
+			if !strings.Contains(buf.String(), f) {
 				missing = f
 				break
 			}

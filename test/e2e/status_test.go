@@ -35,6 +35,25 @@ func statusIs(t *testing.T, ns, name, want string) func(context.Context) (bool, 
 	}
 }
 
+// unschedulable is true once the scheduler has tried a pod of the job and found no node for it:
+// the event after which "still Pending" is the cluster's verdict, not a matter of time.
+func unschedulable(ns, job string) func(context.Context) (bool, error) {
+	return func(ctx context.Context) (bool, error) {
+		pods, err := client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: batchv1.JobNameLabel + "=" + job})
+		if err != nil {
+			return false, err
+		}
+		for _, p := range pods.Items {
+			for _, c := range p.Status.Conditions {
+				if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
+					return true, nil
+				}
+			}
+		}
+		return false, nil
+	}
+}
+
 func submitJob(t *testing.T, ns, name string, args ...string) {
 	t.Helper()
 	all := append([]string{"submit", name, "-n", ns, "--image", "busybox"}, args...)
@@ -55,7 +74,7 @@ func TestWatchStatusThroughAJobsLife(t *testing.T) {
 	}
 	// ...so the next one stays Pending.
 	submitJob(t, ns, "waiter", "--gpus", "8", "--annotation", "sim.kubectl-tao.dev/run-duration=1s")
-	time.Sleep(3 * time.Second)
+	poll(t, 60*time.Second, "the scheduler to find no room for waiter", unschedulable(ns, "waiter"))
 	if m, r := statusOf(t, ns, "waiter"); m["status"] != "Pending" || m["ready"] != 0.0 {
 		t.Fatalf("waiter with no free GPU: %v\n%s", m, r)
 	}
@@ -66,15 +85,15 @@ func TestWatchStatusThroughAJobsLife(t *testing.T) {
 		t.Errorf("timeout printed on stdout: %s", r)
 	}
 
-	// The hog canceled under a running wait: the wait says Canceled (10).
-	done := make(chan result)
-	go func() { done <- tao(t, nil, "wait", "hog", "-n", ns) }()
-	time.Sleep(2 * time.Second)
+	// The hog canceled under a running wait: the wait says Canceled (10). The Job is deleted
+	// once the wait has said what it saw first, so the deletion happens under it.
+	w := taoBackground(t, "wait", "hog", "-n", ns)
+	w.waitStderr(t, 60*time.Second, "Running (4/4 ranks)")
 	fg := metav1.DeletePropagationForeground
 	if err := client.BatchV1().Jobs(ns).Delete(context.Background(), "hog", metav1.DeleteOptions{PropagationPolicy: &fg}); err != nil {
 		t.Fatal(err)
 	}
-	r = <-done
+	r = w.wait(t, 60*time.Second)
 	contains(t, r, 10, "Running -> Canceled", "was canceled")
 	if r.stdout != "job.batch/hog Canceled\n" {
 		t.Errorf("wait stdout: %s", r)
@@ -111,7 +130,7 @@ func TestWatchOOMAndNodeSelector(t *testing.T) {
 
 	// No node has the label: Pending for good.
 	submitJob(t, ns, "nowhere", "--gpus", "1", "--node-selector", "pool=none", "--no-capacity-check")
-	time.Sleep(2 * time.Second)
+	poll(t, 60*time.Second, "the scheduler to find no node for nowhere", unschedulable(ns, "nowhere"))
 	if m, r := statusOf(t, ns, "nowhere"); m["status"] != "Pending" {
 		t.Errorf("nowhere: %v\n%s", m, r)
 	}

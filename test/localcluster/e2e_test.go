@@ -175,7 +175,7 @@ func TestLocalClusterEndToEnd(t *testing.T) {
 			})
 			check()
 			// Past its run-duration the pod must stay evicted: no other fate may finish it.
-			time.Sleep(4 * time.Second)
+			pastRunDuration(ctx, t, cs, "evictee", "3s")
 			check()
 		})
 		t.Run("crash", func(t *testing.T) {
@@ -199,7 +199,7 @@ func TestLocalClusterEndToEnd(t *testing.T) {
 				p, err = cs.CoreV1().Pods("default").Get(ctx, "crashee", metav1.GetOptions{})
 				return err == nil && p.Status.Phase == corev1.PodFailed, err
 			})
-			time.Sleep(4 * time.Second) // past run-duration: still crashed, not completed
+			pastRunDuration(ctx, t, cs, "crashee", "3s") // still crashed, not completed
 			p, _ = cs.CoreV1().Pods("default").Get(ctx, "crashee", metav1.GetOptions{})
 			term := p.Status.ContainerStatuses[0].State.Terminated
 			if p.Status.Phase != corev1.PodFailed || term == nil || term.ExitCode != 134 || term.Reason != "Error" {
@@ -230,11 +230,19 @@ func TestLocalClusterEndToEnd(t *testing.T) {
 			if _, err := cs.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 				t.Fatal(err)
 			}
-			time.Sleep(time.Second)
-			if p, _ := cs.CoreV1().Pods("default").Get(ctx, "forever", metav1.GetOptions{}); p.Status.Phase != corev1.PodPending {
-				t.Errorf("phase %s one second into a 2s start-delay; want Pending", p.Status.Phase)
+			// Judged by the pod's own stamps, not by when this test looks: it started no sooner
+			// than its start-delay after its creation (both stamps are whole seconds, and
+			// floor(a)-floor(b) >= floor(a-b)).
+			var p *corev1.Pod
+			waitFor(ctx, t, "forever Running", func() (bool, error) {
+				var err error
+				p, err = cs.CoreV1().Pods("default").Get(ctx, "forever", metav1.GetOptions{})
+				return err == nil && p.Status.Phase == corev1.PodRunning, err
+			})
+			if run := p.Status.ContainerStatuses[0].State.Running; run == nil || run.StartedAt.Sub(p.CreationTimestamp.Time) < 2*time.Second {
+				t.Errorf("created %s, running %+v: want its 2s start-delay first", p.CreationTimestamp, run)
 			}
-			time.Sleep(3 * time.Second)
+			pastRunDuration(ctx, t, cs, "forever", "1s")
 			if p, _ := cs.CoreV1().Pods("default").Get(ctx, "forever", metav1.GetOptions{}); p.Status.Phase != corev1.PodRunning {
 				t.Errorf("phase %s after start-delay + run-duration; want Running forever", p.Status.Phase)
 			}
@@ -436,6 +444,22 @@ func runToTermination(ctx context.Context, t *testing.T, cs kubernetes.Interface
 		return true, nil
 	})
 	return out
+}
+
+// pastRunDuration returns once the simulator has ended, at its run-duration, a plain pod
+// started after the pod of the test (name): from then on the stage that would end that pod at
+// the same run-duration has had its turn, so "it is still X" is the simulator's verdict, not
+// a matter of how long this test slept.
+func pastRunDuration(ctx context.Context, t *testing.T, cs kubernetes.Interface, name, runDuration string) {
+	t.Helper()
+	control := testPod(name+"-control", map[string]string{AnnotationRunDuration: runDuration}, 0)
+	if _, err := cs.CoreV1().Pods("default").Create(ctx, control, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(ctx, t, control.Name+" Succeeded after "+runDuration, func() (bool, error) {
+		p, err := cs.CoreV1().Pods("default").Get(ctx, control.Name, metav1.GetOptions{})
+		return err == nil && p.Status.Phase == corev1.PodSucceeded, err
+	})
 }
 
 func waitFor(ctx context.Context, t *testing.T, what string, cond func() (bool, error)) {

@@ -222,19 +222,26 @@ func Check(f *File, flags *pflag.FlagSet) error {
 	return nil
 }
 
-// checkValue parses v as a flag of pflag type typ would.
+// checkValue parses v as a flag of pflag type typ would: integers in base 0 (0x10, 0o7, 1_000;
+// a leading 0 is octal, so 08 is refused) and with the type's own size.
 func checkValue(typ, v string) error {
 	var err error
 	switch strings.TrimSuffix(strings.TrimSuffix(typ, "Slice"), "Array") {
-	case "int", "int32", "int64":
-		_, err = strconv.ParseInt(v, 10, 64)
-	case "uint", "uint32", "uint64":
-		_, err = strconv.ParseUint(v, 10, 64)
+	case "int", "int64":
+		_, err = strconv.ParseInt(v, 0, 64)
+	case "int32":
+		_, err = strconv.ParseInt(v, 0, 32)
+	case "uint", "uint64":
+		_, err = strconv.ParseUint(v, 0, 64)
+	case "uint32":
+		_, err = strconv.ParseUint(v, 0, 32)
 	case "bool":
 		_, err = strconv.ParseBool(v)
 	case "duration":
 		_, err = time.ParseDuration(v)
-	case "float32", "float64":
+	case "float32":
+		_, err = strconv.ParseFloat(v, 32)
+	case "float64":
 		_, err = strconv.ParseFloat(v, 64)
 	}
 	if err != nil {

@@ -273,6 +273,9 @@ func TestCheck(t *testing.T) {
 		{"  gpus: eight\n", `cfg.yaml:4: submit: --gpus "eight": not a valid int`},
 		{"  deadline: 3 days\n", `--deadline "3 days": not a valid duration`},
 		{"  one-rank-per-node: yes please\n", "not a valid bool"},
+		// Found by FuzzCheckValue: Check read 08 as decimal, and Apply then failed on it (the flag
+		// reads integers in base 0, where a leading 0 is octal).
+		{"  gpus: 08\n", `cfg.yaml:4: submit: --gpus "08": not a valid int`},
 	}
 	for _, tc := range tests {
 		fs, _ := newFlags()
@@ -285,6 +288,18 @@ func TestCheck(t *testing.T) {
 		if _, err := Apply(f, fs); err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 			t.Errorf("%q: error %v, want %q", tc.body, err, tc.wantErr)
 		}
+	}
+}
+
+// Check reads numbers as the flag does: what the command line takes, the file takes.
+func TestCheckReadsIntegersAsTheFlag(t *testing.T) {
+	fs, v := newFlags()
+	f, err := Parse("cfg.yaml", []byte("apiVersion: kubectl-tao.dev/v1alpha1\nkind: Config\nsubmit:\n  gpus: 0x10\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Apply(f, fs); err != nil || v.gpus != 16 {
+		t.Fatalf("gpus: 0x10: Apply = %v, gpus %d; want 16", err, v.gpus)
 	}
 }
 

@@ -15,7 +15,7 @@ var GPUToleration = corev1.Toleration{Key: string(GPUResource), Operator: corev1
 
 // ParseToleration reads KEY[=VALUE]:EFFECT, as kubectl taint writes taints. Without a value
 // the toleration matches any value of KEY (operator Exists). EFFECT may be empty ("KEY:") to
-// tolerate every effect.
+// tolerate every effect. A refused value returns the zero Toleration, never a partial one.
 func ParseToleration(s string) (corev1.Toleration, error) {
 	kv, effect, ok := strings.Cut(s, ":")
 	if !ok {
@@ -25,11 +25,11 @@ func ParseToleration(s string) (corev1.Toleration, error) {
 	switch corev1.TaintEffect(effect) {
 	case "", corev1.TaintEffectNoSchedule, corev1.TaintEffectPreferNoSchedule, corev1.TaintEffectNoExecute:
 	default:
-		return t, fmt.Errorf("--toleration %q: unknown effect %q: must be NoSchedule, PreferNoSchedule, NoExecute or empty", s, effect)
+		return corev1.Toleration{}, fmt.Errorf("--toleration %q: unknown effect %q: must be NoSchedule, PreferNoSchedule, NoExecute or empty", s, effect)
 	}
 	key, value, hasValue := strings.Cut(kv, "=")
 	if msgs := validation.IsQualifiedName(key); len(msgs) > 0 {
-		return t, fmt.Errorf("--toleration %q: invalid key %q: %s", s, key, strings.Join(msgs, "; "))
+		return corev1.Toleration{}, fmt.Errorf("--toleration %q: invalid key %q: %s", s, key, strings.Join(msgs, "; "))
 	}
 	t.Key = key
 	if !hasValue {
@@ -37,7 +37,7 @@ func ParseToleration(s string) (corev1.Toleration, error) {
 		return t, nil
 	}
 	if msgs := validation.IsValidLabelValue(value); len(msgs) > 0 {
-		return t, fmt.Errorf("--toleration %q: invalid value %q: %s", s, value, strings.Join(msgs, "; "))
+		return corev1.Toleration{}, fmt.Errorf("--toleration %q: invalid value %q: %s", s, value, strings.Join(msgs, "; "))
 	}
 	t.Operator, t.Value = corev1.TolerationOpEqual, value
 	return t, nil
@@ -109,8 +109,9 @@ func (s *Spec) validateResources() []error {
 			continue
 		}
 		q := parse("resource "+kv.Key, kv.Value)
-		// Extended resources are counted in whole units: the API server refuses fractions.
-		if q != nil && (q.IsZero() || q.MilliValue()%1000 != 0) {
+		// Extended resources are counted in whole units: the API server refuses fractions. An
+		// empty value is no quantity at all (parse lets "" through for the optional --cpu).
+		if kv.Value == "" || q != nil && (q.IsZero() || q.MilliValue()%1000 != 0) {
 			errs = append(errs, fmt.Errorf("invalid --resource %s=%s: must be a whole number above 0", kv.Key, kv.Value))
 		}
 		seen[kv.Key] = true

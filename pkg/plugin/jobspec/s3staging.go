@@ -66,6 +66,9 @@ func ValidateEndpoint(v string) error {
 		return fmt.Errorf("%s must be an http:// or https:// URL with a host, e.g. https://s3.example.com", s3layout.EnvEndpoint)
 	case u.User != nil:
 		return fmt.Errorf("%s must not carry a user or password: the keys go in %s and %s", s3layout.EnvEndpoint, s3layout.EnvAccessKey, s3layout.EnvSecretKey)
+	case u.Path != "" && u.Path != "/", u.RawQuery != "", u.Fragment != "":
+		// The stager (s3.ParseEndpoint) refuses these: the job would fail in its first second.
+		return fmt.Errorf("%s must be only scheme://host[:port], without a path, query or fragment", s3layout.EnvEndpoint)
 	}
 	return nil
 }

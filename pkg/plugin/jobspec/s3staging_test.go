@@ -293,6 +293,10 @@ func TestStagingValidation(t *testing.T) {
 		"endpoint with password": {func(s *Spec) {
 			s.Staging.Credentials[s3layout.EnvEndpoint] = "https://u:pw@s3.example.com"
 		}, "must not carry a user or password"},
+		// Found by FuzzParseEndpoint: submit took it, and the stager in the pod refused it.
+		"endpoint with a path": {func(s *Spec) {
+			s.Staging.Credentials[s3layout.EnvEndpoint] = "https://s3.example.com/bucket"
+		}, "without a path, query or fragment"},
 		"key on two lines": {func(s *Spec) { s.Staging.Credentials[s3layout.EnvSecretKey] = testSecretKey + "\n" }, "SECRET_KEY in the submitting shell spans several lines"},
 	} {
 		s := stagedSpec()

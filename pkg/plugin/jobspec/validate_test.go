@@ -112,6 +112,8 @@ func TestValidateRejectsBadInput(t *testing.T) {
 		{"resource that has its own flag", func(s *Spec) { s.Resources = []KeyValue{{"nvidia.com/gpu", "1"}} }, "use --cpu, --memory or --gpus"},
 		{"fractional extended resource", func(s *Spec) { s.Resources = []KeyValue{{"rdma/ib", "500m"}} }, "whole number above 0"},
 		{"bad resource quantity", func(s *Spec) { s.Resources = []KeyValue{{"rdma/ib", "x"}} }, `invalid --resource rdma/ib "x"`},
+		// Found by FuzzSpec: an empty value passed Validate and Build panicked on it.
+		{"empty extended resource", func(s *Spec) { s.Resources = []KeyValue{{"rdma/ib", ""}} }, "whole number above 0"},
 		{"one rank per node on one node", func(s *Spec) { s.OneRankPerNode = true }, "--one-rank-per-node needs --nodes"},
 		{"volume relative path", func(s *Spec) { s.Volumes = []Volume{{Claim: "data", MountPath: "data"}} }, `invalid --volume path "data": must be absolute`},
 		{"volume with ..", func(s *Spec) { s.Volumes = []Volume{{Claim: "data", MountPath: "/data/../etc"}} }, `must not contain ".."`},
@@ -172,8 +174,13 @@ func TestParseToleration(t *testing.T) {
 		"k=bad value:NoSchedule": `invalid value "bad value"`,
 		"=v:NoSchedule":          `invalid key ""`,
 	} {
-		if _, err := ParseToleration(in); err == nil || !strings.Contains(err.Error(), want) {
+		got, err := ParseToleration(in)
+		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("ParseToleration(%q) = %v, want %q", in, err, want)
+		}
+		// Found by FuzzParseToleration: a refusal used to return the effect it had read.
+		if got != (corev1.Toleration{}) {
+			t.Errorf("ParseToleration(%q) refused it but returned %+v", in, got)
 		}
 	}
 }
@@ -201,8 +208,15 @@ func TestParseVolumeAndFile(t *testing.T) {
 			t.Errorf("ParseFileFlag(%q) = %v", bad, err)
 		}
 	}
-	if k := fileKey("/opt/model weights (v2).bin"); k != "model_weights_v2_.bin" {
-		t.Errorf("fileKey = %q", k)
+	for in, want := range map[string]string{
+		"/opt/model weights (v2).bin": "model_weights_v2_.bin",
+		// Found by FuzzParseFileFlag: the API server refuses ConfigMap keys starting with "..".
+		"/specs/..data": "_..data",
+		"/specs/...":    "_...",
+	} {
+		if k := fileKey(in); k != want {
+			t.Errorf("fileKey(%q) = %q, want %q", in, k, want)
+		}
 	}
 }
 

@@ -42,11 +42,15 @@ func ParseFileFlag(s string) (local, container string, err error) {
 var keyUnsafe = regexp.MustCompile(`[^-._a-zA-Z0-9]+`)
 
 // fileKey maps a container path to a ConfigMap key ([-._a-zA-Z0-9]+): its base name, with
-// every other character replaced.
+// every other character replaced. The API server refuses keys starting with ".." (the kubelet
+// keeps its own ..data links there), so such a name gets a leading "_".
 func fileKey(containerPath string) string {
 	k := keyUnsafe.ReplaceAllString(path.Base(containerPath), "_")
-	if k == "." || k == ".." || k == "" {
+	switch {
+	case k == "." || k == ".." || k == "":
 		k = "file"
+	case strings.HasPrefix(k, ".."):
+		k = "_" + k
 	}
 	return k
 }

@@ -103,19 +103,24 @@ func ParseEndpoint(s string) (host string, secure bool, err error) {
 	if !strings.Contains(s, "://") {
 		s = "https://" + s
 	}
+	// Errors quote the URL only with its password masked (url.Redacted): it may carry one.
 	u, err := url.Parse(s)
 	if err != nil {
+		var uerr *url.Error
+		if errors.As(err, &uerr) {
+			err = uerr.Err // url.Error quotes the whole URL
+		}
 		return "", false, fmt.Errorf("invalid endpoint URL: %w", err)
 	}
 	switch {
 	case u.Scheme != "http" && u.Scheme != "https":
-		return "", false, fmt.Errorf("endpoint %q: the scheme must be http or https", s)
+		return "", false, fmt.Errorf("endpoint %q: the scheme must be http or https", u.Redacted())
 	case u.Host == "":
-		return "", false, fmt.Errorf("endpoint %q names no host", s)
+		return "", false, fmt.Errorf("endpoint %q names no host", u.Redacted())
 	case u.User != nil:
 		return "", false, errors.New("the endpoint URL may not carry credentials: use ACCESS_KEY and SECRET_KEY")
 	case u.Path != "" && u.Path != "/", u.RawQuery != "", u.Fragment != "":
-		return "", false, fmt.Errorf("endpoint %q: want only scheme://host[:port], without a path", s)
+		return "", false, fmt.Errorf("endpoint %q: want only scheme://host[:port], without a path", u.Redacted())
 	}
 	return u.Host, u.Scheme == "https", nil
 }

@@ -556,6 +556,12 @@ func TestConfigAndEndpoint(t *testing.T) {
 			t.Errorf("ParseEndpoint(%q) = %q (%v); want %q", ep, got, err, want)
 		}
 	}
+	// Found by FuzzParseEndpoint: the errors quoted the URL, password and all.
+	for _, ep := range []string{"ftp://u:hunter2@host", "https://u:hunter2@host%zz", "https://u:hunter2@host/path"} {
+		if _, _, err := ParseEndpoint(ep); err == nil || strings.Contains(err.Error(), "hunter2") {
+			t.Errorf("ParseEndpoint(%q) = %v; want an error without the password", ep, err)
+		}
+	}
 	c := ConfigFromEnv(func(k string) string { return map[string]string{"SECRET_KEY": "s3cr3t"}[k] })
 	err := c.Check(true, "the environment")
 	if err == nil || err.Error() != "S3 credentials incomplete: ACCESS_KEY, S3_BUCKET_NAME not set in the environment" || exitcode.Of(err) != exitcode.Usage {
