@@ -38,7 +38,13 @@ func stagedArgs(ns, name string, extra ...string) []string {
 // assertNoCredentials greps text for the credentials, raw and base64-encoded.
 func assertNoCredentials(t *testing.T, what, text string) {
 	t.Helper()
-	for _, v := range []string{e2eAccessKey, e2eSecretKey} {
+	assertNoneOf(t, what, text, e2eAccessKey, e2eSecretKey)
+}
+
+// assertNoneOf greps text for each of secrets, raw and base64-encoded.
+func assertNoneOf(t *testing.T, what, text string, secrets ...string) {
+	t.Helper()
+	for _, v := range secrets {
 		for _, form := range []string{v, base64.StdEncoding.EncodeToString([]byte(v))} {
 			if strings.Contains(text, form) {
 				t.Fatalf("a credential leaked into %s:\n%s", what, text)
