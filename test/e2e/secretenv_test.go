@@ -4,12 +4,9 @@ package e2e
 
 import (
 	"context"
-	"strings"
 	"testing"
 	"time"
 
-	batchv1 "k8s.io/api/batch/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -43,16 +40,8 @@ func assertNoSecrets(t *testing.T, ns string) {
 	}
 }
 
-func secretGone(ns, name string) func(context.Context) (bool, error) {
-	return func(ctx context.Context) (bool, error) {
-		_, err := client.CoreV1().Secrets(ns).Get(ctx, name, metav1.GetOptions{})
-		return apierrors.IsNotFound(err), ignoreNotFound(err)
-	}
-}
-
 func TestSecretEnv(t *testing.T) {
 	ns := namespace(t)
-	ctx := context.Background()
 
 	// Dry runs print the Secret, redacted, and create nothing.
 	for _, dry := range []string{"--dry-run=client", "--dry-run=server"} {
@@ -69,29 +58,13 @@ func TestSecretEnv(t *testing.T) {
 	contains(t, r, 0, "kind: Secret", "name: keyed-env", "NGC_KEY: REDACTED")
 	assertNoKeys(t, "submit -o yaml", r.stdout+r.stderr)
 
-	job, err := client.BatchV1().Jobs(ns).Get(ctx, "keyed", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	secret, err := client.CoreV1().Secrets(ns).Get(ctx, "keyed-env", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	refs := secret.OwnerReferences
-	if len(refs) != 1 || refs[0].UID != job.UID || refs[0].Kind != "Job" || !*refs[0].BlockOwnerDeletion || !*refs[0].Controller {
-		t.Fatalf("secret owner references = %+v, want the Job %s", refs, job.UID)
-	}
+	job, secret := ownedSecret(t, ns, "keyed", "keyed-env")
 	if string(secret.Data["NGC_KEY"]) != e2eNGCKey || string(secret.Data["HF_TOKEN"]) != e2eHFToken || len(secret.Data) != 2 || !*secret.Immutable {
 		t.Fatalf("secret = %+v", secret.ObjectMeta)
 	}
 	assertNoKeys(t, "the Job", asJSON(t, job))
 
-	poll(t, 60*time.Second, "the job to complete", jobFinished(ns, "keyed", batchv1.JobComplete))
-	pods, err := client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "job-name=keyed"})
-	if err != nil || len(pods.Items) != 1 {
-		t.Fatalf("pods: %v, %d", err, len(pods.Items))
-	}
-	pod := pods.Items[0]
+	pod := completedPod(t, ns, "keyed")
 	assertNoKeys(t, "the pod", asJSON(t, pod))
 	found := map[string]bool{}
 	for _, e := range pod.Spec.Containers[0].Env {
@@ -108,16 +81,7 @@ func TestSecretEnv(t *testing.T) {
 	}
 
 	// What the other commands print holds no credential either.
-	for _, args := range [][]string{
-		{"status", "keyed"}, {"status", "keyed", "-o", "json"}, {"logs", "keyed"}, {"diagnose", "keyed"},
-		{"diagnose", "keyed", "-o", "json"}, {"replicas", "keyed", "-o", "yaml"}, {"list", "-o", "yaml"}, {"list", "-o", "wide"},
-	} {
-		r := tao(t, nil, append(args, "-n", ns)...)
-		if r.code != 0 {
-			t.Fatalf("%v: %s", args, r)
-		}
-		assertNoKeys(t, strings.Join(args, " "), r.stdout+r.stderr)
-	}
+	assertCommandsHoldNone(t, ns, "keyed", e2eNGCKey, e2eHFToken)
 
 	contains(t, tao(t, nil, "delete", "keyed", "-n", ns), 0)
 	poll(t, 30*time.Second, "the Secret to go with its Job", secretGone(ns, "keyed-env"))
@@ -125,11 +89,7 @@ func TestSecretEnv(t *testing.T) {
 
 func TestSecretEnvCancelRemovesTheSecret(t *testing.T) {
 	ns := namespace(t)
-	r := tao(t, keyEnv, append(secretEnvArgs(ns, "running", "--annotation", "sim.kubectl-tao.dev/fate=run-forever"), "--", "true")...)
-	contains(t, r, 0, "secret/running-env created")
-	poll(t, 60*time.Second, "the rank to run", runningPods(ns, "running", 1))
-	contains(t, tao(t, nil, "cancel", "running", "-n", ns, "--timeout", "60s"), 0, "job.batch/running canceled")
-	poll(t, 30*time.Second, "the Secret to go with its Job", secretGone(ns, "running-env"))
+	assertCancelRemovesSecret(t, ns, "running-env", keyEnv, append(secretEnvArgs(ns, "running", "--annotation", "sim.kubectl-tao.dev/fate=run-forever"), "--", "true"))
 }
 
 // An unset variable, a value where a name belongs and a credential as a plain --env: exit 2,
@@ -160,10 +120,8 @@ func TestSecretEnvRefusesBadInputAndCreatesNothing(t *testing.T) {
 func TestSecretEnvRBACDeniedSecretRollsBack(t *testing.T) {
 	ns := namespace(t)
 	grantRole(t, ns, "jobs-only-user", manageJobs)
-	r := tao(t, keyEnv, append(secretEnvArgs(ns, "denied", "--as", "jobs-only-user"), "--", "true")...)
-	contains(t, r, 6, "creating secret/denied-env", "forbidden")
-	assertNoKeys(t, "the error", r.stdout+r.stderr)
-	assertRolledBack(t, ns, "denied", r)
+	assertSecretDeniedRollsBack(t, ns, "denied", "denied-env", keyEnv, append(secretEnvArgs(ns, "denied", "--as", "jobs-only-user"), "--", "true"),
+		e2eNGCKey, e2eHFToken)
 }
 
 // A user bound to exactly what `kubectl tao rbac` prints can submit with --secret-env.

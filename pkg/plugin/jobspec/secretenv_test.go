@@ -37,15 +37,7 @@ func TestValidateEnvCredentialNames(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			s := validSpec()
 			s.Env, s.EnvAllow = tc.env, tc.allow
-			err := s.Validate()
-			switch {
-			case tc.want == "" && err != nil:
-				t.Fatalf("Validate() = %v, want nil", err)
-			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
-				t.Fatalf("Validate() = %v, want %q", err, tc.want)
-			case err != nil && strings.Contains(err.Error(), testNGCKey):
-				t.Fatalf("the message quotes the value: %v", err)
-			}
+			checkValidate(t, s, tc.want)
 		})
 	}
 }
@@ -71,16 +63,22 @@ func TestValidateSecretEnv(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			s := validSpec()
 			tc.mutate(&s)
-			err := s.Validate()
-			switch {
-			case tc.want == "" && err != nil:
-				t.Fatalf("Validate() = %v, want nil", err)
-			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
-				t.Fatalf("Validate() = %v, want %q", err, tc.want)
-			case err != nil && strings.Contains(err.Error(), testNGCKey):
-				t.Fatalf("the message quotes the value: %v", err)
-			}
+			checkValidate(t, s, tc.want)
 		})
+	}
+}
+
+// checkValidate wants s valid when want is "", else an error holding want; never the value.
+func checkValidate(t *testing.T, s Spec, want string) {
+	t.Helper()
+	err := s.Validate()
+	switch {
+	case want == "" && err != nil:
+		t.Fatalf("Validate() = %v, want nil", err)
+	case want != "" && (err == nil || !strings.Contains(err.Error(), want)):
+		t.Fatalf("Validate() = %v, want %q", err, want)
+	case err != nil && strings.Contains(err.Error(), testNGCKey):
+		t.Fatalf("the message quotes the value: %v", err)
 	}
 }
 
