@@ -107,6 +107,11 @@ func TestPreflightWarnsOnNodesWithoutGFDLabels(t *testing.T) {
 	if r.code != 0 || c.Result != "WARN" || !strings.Contains(c.Message, fmt.Sprintf("1 of %d GPU nodes carry no GPU Feature Discovery", nodes)) || !strings.Contains(c.Message, name) {
 		t.Fatalf("node-runtime %+v\n%s", c, r)
 	}
+	// Managed GPU nodes: the SDK's TAO_K8S_SKIP_NODE_RUNTIME_CHECK=1 skips the check, and says so.
+	checks, r = preflightJSONWith(t, []string{"TAO_K8S_SKIP_NODE_RUNTIME_CHECK=1"}, "--gpus", "1")
+	if c := checks["node-runtime"]; r.code != 0 || c.Result != "INFO" || !strings.Contains(c.Message, "skipped: TAO_K8S_SKIP_NODE_RUNTIME_CHECK=1") {
+		t.Fatalf("node-runtime with the skip %+v\n%s", c, r)
+	}
 }
 
 type capacityReport struct {

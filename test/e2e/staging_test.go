@@ -38,12 +38,63 @@ func stagedArgs(ns, name string, extra ...string) []string {
 // assertNoCredentials greps text for the credentials, raw and base64-encoded.
 func assertNoCredentials(t *testing.T, what, text string) {
 	t.Helper()
-	for _, v := range []string{e2eAccessKey, e2eSecretKey} {
+	assertNoneOf(t, what, text, e2eAccessKey, e2eSecretKey)
+}
+
+// assertNoneOf greps text for each of secrets, raw and base64-encoded.
+func assertNoneOf(t *testing.T, what, text string, secrets ...string) {
+	t.Helper()
+	for _, v := range secrets {
 		for _, form := range []string{v, base64.StdEncoding.EncodeToString([]byte(v))} {
 			if strings.Contains(text, form) {
 				t.Fatalf("a credential leaked into %s:\n%s", what, text)
 			}
 		}
+	}
+}
+
+// ownedSecret gets the Job and the Secret submit made with it, and checks that the Job owns it.
+func ownedSecret(t *testing.T, ns, job, name string) (*batchv1.Job, *corev1.Secret) {
+	t.Helper()
+	ctx := context.Background()
+	j, err := client.BatchV1().Jobs(ns).Get(ctx, job, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	secret, err := client.CoreV1().Secrets(ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	refs := secret.OwnerReferences
+	if len(refs) != 1 || refs[0].UID != j.UID || refs[0].Kind != "Job" || !*refs[0].BlockOwnerDeletion || !*refs[0].Controller {
+		t.Fatalf("secret owner references = %+v, want the Job %s", refs, j.UID)
+	}
+	return j, secret
+}
+
+// completedPod waits for a one-rank job to complete and returns its pod.
+func completedPod(t *testing.T, ns, job string) corev1.Pod {
+	t.Helper()
+	poll(t, 60*time.Second, "job "+job+" to complete", jobFinished(ns, job, batchv1.JobComplete))
+	pods, err := client.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{LabelSelector: "job-name=" + job})
+	if err != nil || len(pods.Items) != 1 {
+		t.Fatalf("pods: %v, %d", err, len(pods.Items))
+	}
+	return pods.Items[0]
+}
+
+// assertCommandsHoldNone runs the commands that show a job and fails if one prints a secret.
+func assertCommandsHoldNone(t *testing.T, ns, job string, secrets ...string) {
+	t.Helper()
+	for _, args := range [][]string{
+		{"status", job}, {"status", job, "-o", "json"}, {"logs", job}, {"diagnose", job},
+		{"diagnose", job, "-o", "json"}, {"replicas", job, "-o", "yaml"}, {"list", "-o", "yaml"}, {"list", "-o", "wide"},
+	} {
+		r := tao(t, nil, append(args, "-n", ns)...)
+		if r.code != 0 {
+			t.Fatalf("%v: %s", args, r)
+		}
+		assertNoneOf(t, strings.Join(args, " "), r.stdout+r.stderr, secrets...)
 	}
 }
 
@@ -58,7 +109,6 @@ func asJSON(t *testing.T, v any) string {
 
 func TestStagingWithShellCredentials(t *testing.T) {
 	ns := namespace(t)
-	ctx := context.Background()
 
 	// Dry runs print the Secret, redacted.
 	for _, dry := range []string{"--dry-run=client", "--dry-run=server"} {
@@ -74,29 +124,13 @@ func TestStagingWithShellCredentials(t *testing.T) {
 	contains(t, r, 0, "kind: Secret", "name: staged-s3")
 	assertNoCredentials(t, "submit -o yaml", r.stdout+r.stderr)
 
-	job, err := client.BatchV1().Jobs(ns).Get(ctx, "staged", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	secret, err := client.CoreV1().Secrets(ns).Get(ctx, "staged-s3", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	refs := secret.OwnerReferences
-	if len(refs) != 1 || refs[0].UID != job.UID || refs[0].Kind != "Job" || !*refs[0].BlockOwnerDeletion || !*refs[0].Controller {
-		t.Fatalf("secret owner references = %+v, want the Job %s", refs, job.UID)
-	}
+	job, secret := ownedSecret(t, ns, "staged", "staged-s3")
 	if string(secret.Data["SECRET_KEY"]) != e2eSecretKey || string(secret.Data["S3_BUCKET_NAME"]) != "e2e-results" || !*secret.Immutable {
 		t.Fatalf("secret = %+v", secret.ObjectMeta)
 	}
 	assertNoCredentials(t, "the Job", asJSON(t, job))
 
-	poll(t, 60*time.Second, "the staged job to complete", jobFinished(ns, "staged", batchv1.JobComplete))
-	pods, err := client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "job-name=staged"})
-	if err != nil || len(pods.Items) != 1 {
-		t.Fatalf("pods: %v, %d", err, len(pods.Items))
-	}
-	pod := pods.Items[0]
+	pod := completedPod(t, ns, "staged")
 	assertNoCredentials(t, "the pod", asJSON(t, pod))
 	if len(pod.Spec.InitContainers) != 1 || pod.Spec.InitContainers[0].Name != "tao-stager" ||
 		pod.Spec.InitContainers[0].Image != "registry.invalid/kubectl-tao:e2e" {
@@ -128,37 +162,36 @@ func TestStagingWithShellCredentials(t *testing.T) {
 	}
 
 	// What the other commands print holds no credential either.
-	for _, args := range [][]string{
-		{"status", "staged"}, {"status", "staged", "-o", "json"}, {"logs", "staged"}, {"diagnose", "staged"},
-		{"diagnose", "staged", "-o", "json"}, {"replicas", "staged", "-o", "yaml"}, {"list", "-o", "yaml"}, {"list", "-o", "wide"},
-	} {
-		r := tao(t, nil, append(args, "-n", ns)...)
-		if r.code != 0 {
-			t.Fatalf("%v: %s", args, r)
-		}
-		assertNoCredentials(t, strings.Join(args, " "), r.stdout+r.stderr)
-	}
+	assertCommandsHoldNone(t, ns, "staged", e2eAccessKey, e2eSecretKey)
 
 	// The Secret lives and dies with the Job (a finished Job is removed with delete, a running one
 	// with cancel: see TestStagingCancelRemovesTheSecret).
 	contains(t, tao(t, nil, "delete", "staged", "-n", ns), 0)
-	poll(t, 30*time.Second, "the Secret to go with its Job", func(ctx context.Context) (bool, error) {
-		_, err := client.CoreV1().Secrets(ns).Get(ctx, "staged-s3", metav1.GetOptions{})
-		return apierrors.IsNotFound(err), ignoreNotFound(err)
-	})
+	poll(t, 30*time.Second, "the Secret to go with its Job", secretGone(ns, "staged-s3"))
 }
 
 func TestStagingCancelRemovesTheSecret(t *testing.T) {
 	ns := namespace(t)
-	r := tao(t, s3Env, append(stagedArgs(ns, "running", "--annotation", "sim.kubectl-tao.dev/fate=run-forever"), "--", "true")...)
-	contains(t, r, 0, "secret/running-s3 created")
+	assertCancelRemovesSecret(t, ns, "running-s3", s3Env, append(stagedArgs(ns, "running", "--annotation", "sim.kubectl-tao.dev/fate=run-forever"), "--", "true"))
+}
+
+// assertCancelRemovesSecret submits (args, env) a job named "running" that runs until canceled,
+// cancels it, and waits for its Secret to go.
+func assertCancelRemovesSecret(t *testing.T, ns, secret string, env, args []string) {
+	t.Helper()
+	r := tao(t, env, args...)
+	contains(t, r, 0, "secret/"+secret+" created")
 	poll(t, 60*time.Second, "the rank to run", runningPods(ns, "running", 1))
 	contains(t, tao(t, nil, "cancel", "running", "-n", ns, "--timeout", "60s"), 0, "job.batch/running canceled")
 	// cancel returns once the Job and its pods are gone; the GC removes the owned Secret with it.
-	poll(t, 30*time.Second, "the Secret to go with its Job", func(ctx context.Context) (bool, error) {
-		_, err := client.CoreV1().Secrets(ns).Get(ctx, "running-s3", metav1.GetOptions{})
+	poll(t, 30*time.Second, "the Secret to go with its Job", secretGone(ns, secret))
+}
+
+func secretGone(ns, name string) func(context.Context) (bool, error) {
+	return func(ctx context.Context) (bool, error) {
+		_, err := client.CoreV1().Secrets(ns).Get(ctx, name, metav1.GetOptions{})
 		return apierrors.IsNotFound(err), ignoreNotFound(err)
-	})
+	}
 }
 
 func TestStagingReferencesAnExistingSecret(t *testing.T) {
@@ -224,14 +257,22 @@ func TestStagingRBACDeniedSecretRollsBack(t *testing.T) {
 	ns := namespace(t)
 	// The user may manage Jobs, not Secrets (nor list nodes: the capacity check is skipped).
 	grantRole(t, ns, "jobs-only-user", manageJobs)
-	r := tao(t, s3Env, append(stagedArgs(ns, "denied", "--as", "jobs-only-user"), "--", "true")...)
-	contains(t, r, 6, "creating secret/denied-s3", "forbidden")
-	assertNoCredentials(t, "the error", r.stdout+r.stderr)
-	assertRolledBack(t, ns, "denied", r)
+	assertSecretDeniedRollsBack(t, ns, "denied", "denied-s3", s3Env, append(stagedArgs(ns, "denied", "--as", "jobs-only-user"), "--", "true"),
+		e2eAccessKey, e2eSecretKey)
 
 	// --s3-secret when Secrets may not be read: a warning, and the job goes on.
-	r = tao(t, nil, append(stagedArgs(ns, "unchecked", "--as", "jobs-only-user", "--s3-secret", "team-s3"), "--", "true")...)
+	r := tao(t, nil, append(stagedArgs(ns, "unchecked", "--as", "jobs-only-user", "--s3-secret", "team-s3"), "--", "true")...)
 	contains(t, r, 0, "Warning: --s3-secret team-s3 not checked: you may not read Secrets")
+}
+
+// assertSecretDeniedRollsBack submits (args, env) as a user who may not create Secrets: the
+// error names the Secret and holds none of secrets, and the Job is rolled back.
+func assertSecretDeniedRollsBack(t *testing.T, ns, job, secret string, env, args []string, secrets ...string) {
+	t.Helper()
+	r := tao(t, env, args...)
+	contains(t, r, 6, "creating secret/"+secret, "forbidden")
+	assertNoneOf(t, "the error", r.stdout+r.stderr, secrets...)
+	assertRolledBack(t, ns, job, r)
 }
 
 // A user bound to exactly what `kubectl tao rbac` prints can submit staged jobs both ways.

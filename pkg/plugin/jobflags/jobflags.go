@@ -99,6 +99,8 @@ type Job struct {
 	Outputs         []string
 	S3Secret        string
 	StagerImage     string
+	SecretEnv       []string
+	EnvAllow        []string
 }
 
 // NewJob returns the job flags' defaults.
@@ -109,6 +111,8 @@ func (j *Job) AddFlags(fl *pflag.FlagSet) {
 	j.Shape.AddFlags(fl)
 	fl.StringVar(&j.Image, "image", j.Image, "Container image to run (required).")
 	fl.StringArrayVar(&j.Env, "env", j.Env, "Environment variable KEY=VALUE for the command (repeatable). The value arrives literally.")
+	fl.StringArrayVar(&j.SecretEnv, "secret-env", j.SecretEnv, "Credential NAME for the command, its value read from this shell's $NAME, or NAME=LOCAL_NAME to read $LOCAL_NAME (repeatable); never on the command line. Carried in a Secret JOB-env owned by the Job, read by secretKeyRef, shown REDACTED.")
+	fl.StringArrayVar(&j.EnvAllow, "env-allow", j.EnvAllow, "Let --env set NAME although the name looks like a credential (*_TOKEN, *_PASSWORD, ...) when it holds none (repeatable). Known credentials such as NGC_KEY need --secret-env.")
 	fl.StringArrayVar(&j.EnvFromSecrets, "env-from-secret", j.EnvFromSecrets, "Name of a Secret whose keys become environment variables (repeatable).")
 	fl.StringArrayVar(&j.Labels, "label", j.Labels, "Label KEY=VALUE for the Job and its pods (repeatable).")
 	fl.StringArrayVar(&j.Annotations, "annotation", j.Annotations, "Annotation KEY=VALUE for the Job and its pods (repeatable).")

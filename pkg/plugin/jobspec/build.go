@@ -98,6 +98,9 @@ func Build(s Spec) Objects {
 		// Before the other children: the Secret is what the pod needs first.
 		addStaging(s, &objs)
 	}
+	if len(s.SecretEnv) > 0 {
+		objs.Children = append(objs.Children, envSecret(s))
+	}
 	if len(s.Files) > 0 {
 		objs.Children = append(objs.Children, filesConfigMap(s))
 	}
@@ -205,7 +208,7 @@ func containerEnv(s Spec) []corev1.EnvVar {
 	for _, kv := range s.Env {
 		env = append(env, corev1.EnvVar{Name: kv.Key, Value: EscapeKubelet(kv.Value)})
 	}
-	return env
+	return append(env, secretEnvVars(s)...)
 }
 
 func envFrom(secrets []string) []corev1.EnvFromSource {

@@ -10,7 +10,6 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/utils/ptr"
 
@@ -307,15 +306,5 @@ func credentialsSecret(s Spec) *corev1.Secret {
 			data[k] = []byte(v)
 		}
 	}
-	return &corev1.Secret{
-		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
-		ObjectMeta: metav1.ObjectMeta{
-			Name:      s3layout.SecretName(s.Name),
-			Namespace: s.Namespace,
-			Labels:    objectLabels(s),
-		},
-		Type:      corev1.SecretTypeOpaque,
-		Immutable: ptr.To(true),
-		Data:      data,
-	}
+	return ownedSecret(s, s3layout.SecretName(s.Name), data)
 }

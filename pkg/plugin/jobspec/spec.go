@@ -118,6 +118,11 @@ type Spec struct {
 	// Queue is a Kueue LocalQueue in the namespace; "" submits without a queue. A queued Job is
 	// built suspended with QueueLabel: Kueue admits it by resuming it, never kubectl-tao.
 	Queue string
+	// SecretEnv are the --secret-env variables and their values, read from the submitting
+	// shell: they go into the Secret EnvSecretName(job), and the pod reads them by secretKeyRef.
+	SecretEnv []KeyValue
+	// EnvAllow are --env names that only look like credentials (see credentials.LooksSecret).
+	EnvAllow []string
 }
 
 // Volume is one --volume CLAIM:MOUNT_PATH[:ro].

@@ -88,16 +88,9 @@ func (s *Spec) Validate() error {
 		}
 	}
 	for _, kv := range s.Env {
-		if msgs := validation.IsEnvVarName(kv.Key); len(msgs) > 0 {
-			add("invalid --env %q: %s", kv.Key, strings.Join(msgs, "; "))
-		}
-		if kv.Key == s3layout.EnvJobID || kv.Key == s3layout.EnvJobUID {
-			add("invalid --env %q: kubectl-tao sets it to the Job's name and UID", kv.Key)
-		}
-		if s.MultiNode() && slices.Contains(reservedEnv, kv.Key) {
-			add("invalid --env %q: multi-node jobs set it themselves (use --nodes, --gpus or --master-port)", kv.Key)
-		}
+		errs = append(errs, s.validateEnvName("env", kv.Key)...)
 	}
+	errs = append(errs, s.validateSecretEnv()...)
 	for _, name := range s.EnvFromSecrets {
 		if msgs := validation.IsDNS1123Subdomain(name); len(msgs) > 0 {
 			add("invalid --env-from-secret %q: %s", name, strings.Join(msgs, "; "))
@@ -131,6 +124,22 @@ func (s *Spec) Validate() error {
 	errs = append(errs, s.validateMounts()...)
 	errs = append(errs, s.validateStaging()...)
 	return errors.Join(errs...)
+}
+
+// validateEnvName checks the name of a variable the user sets (--env, --secret-env): one the
+// container accepts, and none kubectl-tao sets itself.
+func (s *Spec) validateEnvName(flag, key string) []error {
+	var errs []error
+	if msgs := validation.IsEnvVarName(key); len(msgs) > 0 {
+		errs = append(errs, fmt.Errorf("invalid --%s %q: %s", flag, key, strings.Join(msgs, "; ")))
+	}
+	if key == s3layout.EnvJobID || key == s3layout.EnvJobUID {
+		errs = append(errs, fmt.Errorf("invalid --%s %q: kubectl-tao sets it to the Job's name and UID", flag, key))
+	}
+	if s.MultiNode() && slices.Contains(reservedEnv, key) {
+		errs = append(errs, fmt.Errorf("invalid --%s %q: multi-node jobs set it themselves (use --nodes, --gpus or --master-port)", flag, key))
+	}
+	return errs
 }
 
 // validateCounts checks --gpus and --nodes; it is part of Validate and ValidateShape.

@@ -48,7 +48,7 @@ var Needed = []Access{
 	{Verb: "delete", Resource: "services", For: "submit rollback"},
 	{Verb: "create", Resource: "configmaps", For: "submit --file"},
 	{Verb: "delete", Resource: "configmaps", For: "submit rollback"},
-	{Verb: "create", Resource: "secrets", For: "create-pull-secret, submit --input/--output-path (S3 credentials)"},
+	{Verb: "create", Resource: "secrets", For: "create-pull-secret, submit --secret-env (NAME-env) and --input/--output-path (NAME-s3)"},
 	{Verb: "update", Resource: "secrets", For: "create-pull-secret --overwrite"},
 	{Verb: "delete", Resource: "secrets", For: "submit rollback"},
 	{Verb: "get", Resource: "secrets", Optional: true, For: "submit --s3-secret's check; delete-artifacts without S3 credentials in the shell"},

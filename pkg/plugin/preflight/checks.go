@@ -102,7 +102,15 @@ type Facts struct {
 
 	// Defaults is what the defaults file did to the flags.
 	Defaults DefaultsFile
+
+	// SkipNodeRuntime is EnvSkipNodeRuntimeCheck set: the node-runtime check reports it was
+	// skipped instead of judging the nodes.
+	SkipNodeRuntime bool
 }
+
+// EnvSkipNodeRuntimeCheck, set to 1, skips the node-runtime check, as it does in the TAO SDK: on
+// managed GPU nodes the provider owns the driver and toolkit, and their labels may say nothing.
+const EnvSkipNodeRuntimeCheck = "TAO_K8S_SKIP_NODE_RUNTIME_CHECK"
 
 // PullSecret is one --image-pull-secret as read: Secret, or Err.
 type PullSecret struct {
@@ -351,6 +359,13 @@ func selected(nodes []corev1.Node, r gpufit.Request) []*corev1.Node {
 // could use. Some nodes below: WARN (pin with --node-selector); all of them: FAIL.
 func runtimeCheck(f Facts) Check {
 	c := Check{Name: "node-runtime"}
+	if f.SkipNodeRuntime {
+		c.Result = Info
+		c.Message = "skipped: " + EnvSkipNodeRuntimeCheck + "=1 says the GPU nodes' driver and CUDA are the provider's (managed GPU nodes)"
+		c.Fix = "unset " + EnvSkipNodeRuntimeCheck + " to check driver " + strconv.Itoa(MinDriverMajor) + "+ and CUDA " +
+			strconv.Itoa(MinCUDAMajor) + "." + strconv.Itoa(MinCUDAMinor) + "+ on the nodes"
+		return c
+	}
 	nodes := selected(f.Nodes, f.Request)
 	var unlabelled, old []string
 	for _, n := range nodes {

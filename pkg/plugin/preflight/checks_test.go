@@ -119,6 +119,13 @@ func TestEvaluate(t *testing.T) {
 			f.Nodes[0].Labels["pool"] = "new"
 			f.Request.Selector = labels.SelectorFromSet(labels.Set{"pool": "new"})
 		}, "node-runtime", Pass, []string{"all 1 GPU nodes"}},
+		{"runtime skipped on managed nodes", func(f *Facts) {
+			f.Nodes[0] = fixture.Node("a").Label(LabelDriverMajor, "470").Label(LabelCUDAMajor, "11").Label(LabelCUDAMinor, "0").GPUs(8).Val()
+			f.SkipNodeRuntime = true
+		}, "node-runtime", Info, []string{"skipped: TAO_K8S_SKIP_NODE_RUNTIME_CHECK=1", "managed GPU nodes"}},
+		{"runtime judged without the skip", func(f *Facts) {
+			f.Nodes[0] = fixture.Node("a").Label(LabelDriverMajor, "470").Label(LabelCUDAMajor, "11").Label(LabelCUDAMinor, "0").GPUs(8).Val()
+		}, "node-runtime", Warn, []string{"1 of 2 GPU nodes are below driver 580+"}},
 		{"toolkit is info", func(*Facts) {}, "container-toolkit", Info, []string{"1.19.0", "not visible through the Kubernetes API"}},
 		{"multi-node on new server", func(f *Facts) { f.Request = request(8, 2) }, "multi-node", Pass, []string{"1.28+"}},
 		{"multi-node on old server", func(f *Facts) { f.Request = request(4, 2); f.Version = &version.Info{Major: "1", Minor: "27+"} }, "multi-node", Fail, []string{"Kubernetes 1.27 is too old"}},

@@ -46,6 +46,9 @@ allocatable resources can never hold FAILs; one that fits only once other pods f
 FAILs with --now. Where a defaults file exists (see kubectl tao config view), its values for
 these flags apply as they do to submit (flags given win), and a file submit would refuse FAILs.
 
+With TAO_K8S_SKIP_NODE_RUNTIME_CHECK=1 (managed GPU nodes, whose driver and toolkit the provider
+owns) the driver and CUDA check is skipped and says so (INFO), as in the TAO SDK.
+
 Each check is PASS, INFO, WARN or FAIL, with the fix when it is not PASS. The exit code is 0 unless
 a check FAILs (then 11, PreflightFailed).`
 
@@ -147,6 +150,7 @@ func (o *Options) Run(ctx context.Context) error {
 	})
 	facts.Now = o.Now
 	facts.Defaults = o.defaults
+	facts.SkipNodeRuntime = o.getenv != nil && o.getenv(EnvSkipNodeRuntimeCheck) == "1"
 	checks := Evaluate(facts)
 	if err := o.print(checks); err != nil {
 		return err

@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/kubernetes/scheme"
 
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmdutil"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/credentials"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/exitcode"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/redact"
 )
@@ -119,7 +120,7 @@ func (o *Options) Complete(_ *cobra.Command, args []string) error {
 		o.key = CleanKey(string(raw))
 		return nil
 	}
-	o.key = CleanKey(o.getenv(EnvKey))
+	o.key = CleanKey(credentials.FromEnv(o.getenv, EnvKey)[EnvKey])
 	return nil
 }
 

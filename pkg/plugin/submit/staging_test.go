@@ -43,10 +43,16 @@ func staged(name string, extra ...string) []string {
 		"--input", "/data=s3://datasets/coco/", "--output-path", "/results"}, extra...)
 }
 
-// noLeak fails if a credential (or its base64) appears in text.
+// noLeak fails if an S3 credential (or its base64) appears in text.
 func noLeak(t *testing.T, what, text string) {
 	t.Helper()
-	for _, v := range []string{accessKey, secretKey} {
+	holdsNone(t, what, text, accessKey, secretKey)
+}
+
+// holdsNone fails if one of secrets (or its base64) appears in text.
+func holdsNone(t *testing.T, what, text string, secrets ...string) {
+	t.Helper()
+	for _, v := range secrets {
 		for _, form := range []string{v, base64.StdEncoding.EncodeToString([]byte(v))} {
 			if strings.Contains(text, form) {
 				t.Fatalf("a credential leaked into %s:\n%s", what, text)
@@ -58,13 +64,19 @@ func noLeak(t *testing.T, what, text string) {
 // noLeakInRequests checks every object sent to the API server except the Secret itself.
 func noLeakInRequests(t *testing.T, c *fake.Clientset) {
 	t.Helper()
+	requestsHoldNone(t, c, accessKey, secretKey)
+}
+
+// requestsHoldNone checks every object sent to the API server but Secrets for secrets.
+func requestsHoldNone(t *testing.T, c *fake.Clientset, secrets ...string) {
+	t.Helper()
 	for _, a := range c.Actions() {
 		ca, ok := a.(k8stesting.CreateAction)
 		if !ok || a.GetResource().Resource == "secrets" {
 			continue
 		}
 		b, _ := json.Marshal(ca.GetObject())
-		noLeak(t, "a "+a.GetResource().Resource+" request", string(b))
+		holdsNone(t, "a "+a.GetResource().Resource+" request", string(b), secrets...)
 	}
 }
 

@@ -18,6 +18,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmdutil"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/credentials"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/exitcode"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/jobflags"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/jobspec"
@@ -50,7 +51,10 @@ const example = `  # One node, 8 GPUs, a bash command string (run as /bin/bash -
     --output-path /results -- 'dino train -e /specs/train.yaml results_dir=/results'
 
   # The same with credentials from an existing Secret (keys ACCESS_KEY, SECRET_KEY, S3_BUCKET_NAME)
-  kubectl tao submit dino --image IMAGE --s3-secret team-s3 --input /data=s3://datasets/coco/ --output-path /results -- 'train.sh'`
+  kubectl tao submit dino --image IMAGE --s3-secret team-s3 --input /data=s3://datasets/coco/ --output-path /results -- 'train.sh'
+
+  # An NGC key and a Hugging Face token for the command, from this shell, never on the command line
+  kubectl tao submit ft --image IMAGE --secret-env NGC_KEY --secret-env HF_TOKEN=MY_HF_TOKEN -- 'train.sh'`
 
 const long = `Submit a GPU training job as a Kubernetes Job.
 
@@ -97,6 +101,14 @@ succeeded but the upload failed, with the upload's, so that the job fails. On SI
 upload waits until the command has exited; an OOM kill or SIGKILL (the end of the termination
 grace period) takes the whole container, and nothing is uploaded then. Every job's container
 gets TAO_JOB_ID (the job's name) and TAO_JOB_UID (its UID).
+
+Credentials: --secret-env VAR gives the command the variable VAR with the value of $VAR in this
+shell (VAR=LOCAL_VAR: of $LOCAL_VAR), never taken from the command line; the values go
+into a Secret NAME-env owned by the Job, which the pods read through secretKeyRef, and dry runs
+print it redacted. An unset or empty variable is an error, and nothing is created. --env refuses
+names that hold credentials (NGC_KEY, HF_TOKEN, WANDB_API_KEY, ...) or look like them (*_TOKEN,
+*_SECRET, *_SECRET_KEY, *_PASSWORD, *_API_KEY): its values are on the command line and in the
+Job for anyone who may read it. --env-allow VAR lets a name that only looks secret through.
 
 With --queue NAME the job goes through a Kueue LocalQueue: it is created suspended, and labelled
 for the queue only once its Service and ConfigMap exist; Kueue admits it by resuming it, so all
@@ -267,7 +279,29 @@ func (o *Options) complete(cmd *cobra.Command, args []string) error {
 		}
 		*p.into = kvs
 	}
+	o.spec.EnvAllow = o.EnvAllow
+	if o.spec.SecretEnv, err = o.completeSecretEnv(); err != nil {
+		return exitcode.WithCode(exitcode.Usage, err)
+	}
 	return nil
+}
+
+// completeSecretEnv reads the --secret-env values from this shell: an unset one stops submit
+// here, before anything is sent.
+func (o *Options) completeSecretEnv() ([]jobspec.KeyValue, error) {
+	refs, err := credentials.ParseRefs("secret-env", o.SecretEnv)
+	if err != nil {
+		return nil, err
+	}
+	vals, err := credentials.Resolve("secret-env", o.getenv, refs)
+	if err != nil {
+		return nil, err
+	}
+	var out []jobspec.KeyValue
+	for _, v := range vals {
+		out = append(out, jobspec.KeyValue{Key: v.Name, Value: v.Value})
+	}
+	return out, nil
 }
 
 // completeStaging turns --input, --output-path, --s3-secret and --stager-image into the spec's
@@ -300,12 +334,7 @@ func (o *Options) completeStaging(cmd *cobra.Command) (*jobspec.Staging, error) 
 	}
 	if o.S3Secret == "" {
 		// Copied into the Secret NAME-s3; never printed, never on a command line.
-		st.Credentials = map[string]string{}
-		for _, k := range s3layout.CredentialKeys {
-			if v := o.getenv(k); v != "" {
-				st.Credentials[k] = v
-			}
-		}
+		st.Credentials = credentials.FromEnv(o.getenv, s3layout.CredentialKeys...)
 	}
 	return st, nil
 }
@@ -390,10 +419,13 @@ func (o *Options) Run(ctx context.Context) error {
 
 // secretValues are the credentials submit holds, to be scrubbed from any error.
 func (o *Options) secretValues() []string {
-	if o.spec.Staging == nil {
-		return nil
-	}
 	var out []string
+	for _, kv := range o.spec.SecretEnv {
+		out = append(out, kv.Value)
+	}
+	if o.spec.Staging == nil {
+		return out
+	}
 	for _, v := range o.spec.Staging.Credentials {
 		out = append(out, v)
 	}
