@@ -34,13 +34,14 @@ import (
 	ignore "github.com/sabhiram/go-gitignore"
 
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/s3"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/s3layout"
 )
 
 const (
 	// DefaultMaxSize bounds the uncompressed size of the files packed (--workdir-max-size).
 	DefaultMaxSize = 256 << 20
 	// ArchiveName is the archive's file name, in a ConfigMap key and in S3.
-	ArchiveName = "workdir.tar.zst"
+	ArchiveName = s3layout.WorkdirArchive
 	// IgnoreFile is kubectl-tao's own ignore file, read after .gitignore at every level.
 	IgnoreFile = ".taoignore"
 	// largestShown is how many of the largest entries a size error names.
