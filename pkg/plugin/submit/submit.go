@@ -112,11 +112,12 @@ Without NAME, a name "tao-" plus 5 random characters is chosen.
 (sorted, times and owners zeroed, less .git/ and whatever .gitignore and .taoignore files
 exclude; a symlink leaving DIR is refused), unpacked on every rank at --workdir-mount
 (/workspace) by an init container before the command runs there. The archive's SHA-256 is in
-the pod's TAO_WORKDIR_SHA256 and in status -o json. Without S3 it travels in a ConfigMap NAME-workdir
-owned by the Job (1 MiB compressed at most; readable by anyone who may get ConfigMaps in the
-namespace); with S3 staging, --s3-secret, or the S3 variables in this shell, it is uploaded to
-s3://$S3_BUCKET_NAME/results/NAME/JOB_UID/.kubectl-tao/workdir.tar.zst while the Job is still
-suspended. --dry-run=client shows its size, file count and checksum and sends nothing.
+the pod's TAO_WORKDIR_SHA256 and in status -o json. Without S3 it travels in a ConfigMap
+NAME-workdir owned by the Job (1 MiB compressed at most; readable by anyone who may get
+ConfigMaps in the namespace); with S3 staging, --s3-secret, or the S3 variables in this shell,
+submit uploads it to s3://$S3_BUCKET_NAME/results/NAME/JOB_UID/.kubectl-tao/workdir.tar.zst
+while the Job is still suspended (the one upload submit makes itself). --dry-run=client shows
+its size, file count and checksum and sends nothing.
 
 Defaults for any of these flags (but --dry-run, -o, --wait, --follow, --file and --workdir) can be kept in
 $XDG_CONFIG_HOME/kubectl-tao/config.yaml (~/.config/kubectl-tao/config.yaml, or the file
