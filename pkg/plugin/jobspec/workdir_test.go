@@ -1,14 +1,10 @@
 package jobspec
 
 import (
-	"bytes"
 	"strings"
 	"testing"
 
-	"sigs.k8s.io/yaml"
-
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/s3layout"
-	"github.com/kubectl-tao/kubectl-tao/test/golden"
 )
 
 const testWorkdirSum = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
@@ -19,35 +15,6 @@ func workdirSpec() Spec {
 	s.Command = []string{"bash run.sh"}
 	s.Workdir = &Workdir{MountPath: DefaultWorkdirMount, SHA256: testWorkdirSum, Archive: []byte{0x28, 0xb5, 0x2f, 0xfd}, StagerImage: "ghcr.io/kubectl-tao/kubectl-tao:v1.2.3"}
 	return s
-}
-
-func TestBuildWorkdirGolden(t *testing.T) {
-	tests := map[string]Spec{
-		"workdir-configmap": workdirSpec(),
-		"workdir-s3": func() Spec {
-			s := stagedSpec()
-			s.Staging.Inputs = nil
-			s.Workdir = &Workdir{MountPath: "/code/", SHA256: testWorkdirSum, StagerImage: s.Staging.StagerImage}
-			return s
-		}(),
-	}
-	for name, spec := range tests {
-		t.Run(name, func(t *testing.T) {
-			if err := spec.Validate(); err != nil {
-				t.Fatalf("golden spec is invalid: %v", err)
-			}
-			var buf bytes.Buffer
-			for _, obj := range Build(spec).All() {
-				b, err := yaml.Marshal(obj)
-				if err != nil {
-					t.Fatal(err)
-				}
-				buf.WriteString("---\n")
-				buf.Write(b)
-			}
-			golden.Check(t, name+".yaml", buf.String())
-		})
-	}
 }
 
 // The invariants, on the objects: every rank unpacks before the command and runs in the
