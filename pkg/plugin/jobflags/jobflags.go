@@ -101,10 +101,18 @@ type Job struct {
 	StagerImage     string
 	SecretEnv       []string
 	EnvAllow        []string
+	Workdir         string
+	WorkdirMount    string
+	WorkdirMaxSize  string
 }
 
 // NewJob returns the job flags' defaults.
-func NewJob() Job { return Job{Shape: NewShape(), MasterPort: jobspec.DefaultMasterPort} }
+func NewJob() Job {
+	return Job{Shape: NewShape(), MasterPort: jobspec.DefaultMasterPort, WorkdirMount: jobspec.DefaultWorkdirMount, WorkdirMaxSize: DefaultWorkdirMaxSize}
+}
+
+// DefaultWorkdirMaxSize is --workdir-max-size's default, 256 MiB.
+const DefaultWorkdirMaxSize = "256Mi"
 
 // AddFlags declares every job flag on fl.
 func (j *Job) AddFlags(fl *pflag.FlagSet) {
@@ -128,7 +136,10 @@ func (j *Job) AddFlags(fl *pflag.FlagSet) {
 	fl.StringArrayVar(&j.Inputs, "input", j.Inputs, "Download from S3 before the command, CONTAINER_PATH=s3://BUCKET/KEY (repeatable); a KEY ending in / is a prefix, downloaded as a directory.")
 	fl.StringArrayVar(&j.Outputs, "output-path", j.Outputs, "Upload CONTAINER_PATH (a file or directory) to s3://$S3_BUCKET_NAME/results/NAME/JOB_UID/CONTAINER_PATH after the command, even when it failed (repeatable).")
 	fl.StringVar(&j.S3Secret, "s3-secret", j.S3Secret, "Existing Secret with the S3 credentials (keys ACCESS_KEY, SECRET_KEY, S3_BUCKET_NAME, optional S3_ENDPOINT_URL) for --input/--output-path. Default: the variables of the same names in this shell, copied into a Secret NAME-s3 owned by the Job.")
-	fl.StringVar(&j.StagerImage, "stager-image", j.StagerImage, "Image holding the static kubectl-tao binary at /kubectl-tao, which makes the transfers of --input/--output-path. Default: "+s3layout.PublishedImage+":VERSION for a release; a development build has no published image and needs this flag (make stager-image).")
+	fl.StringVar(&j.StagerImage, "stager-image", j.StagerImage, "Image holding the static kubectl-tao binary at /kubectl-tao, which makes the transfers of --input/--output-path and unpacks --workdir. Default: "+s3layout.PublishedImage+":VERSION for a release; a development build has no published image and needs this flag (make stager-image).")
+	fl.StringVar(&j.Workdir, "workdir", j.Workdir, "Local directory to ship with the job: packed into one archive (less .git/ and what .gitignore and .taoignore files exclude), unpacked on every rank at --workdir-mount before the command, which runs there. In a ConfigMap owned by the Job, or through S3 when the job has S3 staging (--input, --output-path, --s3-secret) or the S3 variables are set in this shell. Needs the stager image (--stager-image).")
+	fl.StringVar(&j.WorkdirMount, "workdir-mount", j.WorkdirMount, "Where --workdir's files appear in the container; the command's working directory.")
+	fl.StringVar(&j.WorkdirMaxSize, "workdir-max-size", j.WorkdirMaxSize, "Refuse a --workdir whose files add up to more than this (uncompressed), a quantity such as 256Mi or 2Gi; checked before anything is packed or sent.")
 	fl.BoolVar(&j.NoCapacityCheck, "no-capacity-check", j.NoCapacityCheck, "Skip the check that the cluster's allocatable GPUs can hold the job.")
 }
 

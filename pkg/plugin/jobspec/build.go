@@ -104,6 +104,9 @@ func Build(s Spec) Objects {
 	if len(s.Files) > 0 {
 		objs.Children = append(objs.Children, filesConfigMap(s))
 	}
+	if s.Workdir != nil {
+		addWorkdir(s, &objs)
+	}
 	if !s.MultiNode() {
 		return objs
 	}

@@ -106,6 +106,13 @@ func TestBuildGolden(t *testing.T) {
 			return s
 		}(),
 		"no-gpu-toleration": func() Spec { s := validSpec(); s.NoGPUToleration = true; s.ShmSize = "1Gi"; return s }(),
+		"workdir-configmap": workdirSpec(),
+		"workdir-s3": func() Spec {
+			s := stagedSpec()
+			s.Staging.Inputs = nil
+			s.Workdir = &Workdir{MountPath: "/code/", SHA256: testWorkdirSum, StagerImage: s.Staging.StagerImage}
+			return s
+		}(),
 		"every-flag": {
 			Name: "full", Namespace: "research", Image: "pytorch/pytorch:2.9.0-cuda13.0",
 			Command: []string{"python", "train.py", "--lr", "3e-4"},

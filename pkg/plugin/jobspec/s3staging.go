@@ -111,7 +111,7 @@ func (s *Spec) validateStaging() []error {
 			add("invalid --env %q: S3 staging sets it (credentials come from the shell or --s3-secret)", kv.Key)
 		}
 	}
-	if len(st.Inputs) == 0 && len(st.Outputs) == 0 {
+	if len(st.Inputs) == 0 && len(st.Outputs) == 0 && (s.Workdir == nil || !s.Workdir.InS3()) {
 		add("S3 staging needs at least one --input or --output-path")
 	}
 	switch {
@@ -263,22 +263,7 @@ func addStaging(s Spec, objs *Objects) {
 		Image:        st.StagerImage,
 		Command:      []string{s3layout.StagerImageBinary, "stage", "install", s3layout.StagerDir},
 		VolumeMounts: []corev1.VolumeMount{{Name: s3layout.StagerVolume, MountPath: s3layout.StagerDir}},
-	}
-	// The main container's CPU and memory, so that a namespace whose quota demands them admits
-	// the pod; an init container's request never adds to the pod's (it is the max, not the sum).
-	for _, r := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
-		if q, ok := main.Resources.Requests[r]; ok {
-			if init.Resources.Requests == nil {
-				init.Resources.Requests = corev1.ResourceList{}
-			}
-			init.Resources.Requests[r] = q
-		}
-		if q, ok := main.Resources.Limits[r]; ok {
-			if init.Resources.Limits == nil {
-				init.Resources.Limits = corev1.ResourceList{}
-			}
-			init.Resources.Limits[r] = q
-		}
+		Resources:    initResources(main),
 	}
 	pod.InitContainers = append(pod.InitContainers, init)
 	// Read-only: the training command cannot replace the binary that uploads its results.
@@ -295,6 +280,28 @@ func addStaging(s Spec, objs *Objects) {
 	if st.ExistingSecret == "" {
 		objs.Children = append(objs.Children, credentialsSecret(s))
 	}
+}
+
+// initResources are the main container's CPU and memory, for an init container: a namespace
+// whose quota demands them then admits the pod, and an init container's request never adds to
+// the pod's (it is the max, not the sum).
+func initResources(main *corev1.Container) corev1.ResourceRequirements {
+	var out corev1.ResourceRequirements
+	for _, r := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
+		if q, ok := main.Resources.Requests[r]; ok {
+			if out.Requests == nil {
+				out.Requests = corev1.ResourceList{}
+			}
+			out.Requests[r] = q
+		}
+		if q, ok := main.Resources.Limits[r]; ok {
+			if out.Limits == nil {
+				out.Limits = corev1.ResourceList{}
+			}
+			out.Limits[r] = q
+		}
+	}
+	return out
 }
 
 // credentialsSecret holds the shell's credentials, immutable: nothing edits it in place, and

@@ -115,6 +115,8 @@ type Spec struct {
 	Retries int
 	// Staging, when set, downloads inputs from S3 before the command and uploads outputs after.
 	Staging *Staging
+	// Workdir, when set, ships a packed local directory (--workdir) to every rank.
+	Workdir *Workdir
 	// Queue is a Kueue LocalQueue in the namespace; "" submits without a queue. A queued Job is
 	// built suspended with QueueLabel: Kueue admits it by resuming it, never kubectl-tao.
 	Queue string

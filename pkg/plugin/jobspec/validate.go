@@ -123,6 +123,7 @@ func (s *Spec) Validate() error {
 	errs = append(errs, s.validateResources()...)
 	errs = append(errs, s.validateMounts()...)
 	errs = append(errs, s.validateStaging()...)
+	errs = append(errs, s.validateWorkdir()...)
 	return errors.Join(errs...)
 }
 

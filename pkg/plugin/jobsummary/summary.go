@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/jobstatus"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/s3layout"
 )
 
 // Summary is what `status -o json` prints. Its keys are a contract with users' scripts: every
@@ -30,6 +31,9 @@ type Summary struct {
 	Failed         int32            `json:"failed"`
 	StartTime      *metav1.Time     `json:"startTime"`
 	CompletionTime *metav1.Time     `json:"completionTime"`
+	// WorkdirSHA256 is the checksum of the --workdir snapshot the job runs (null without one),
+	// so that a user knows which code a run used.
+	WorkdirSHA256 *string `json:"workdirSHA256"`
 
 	// created is for AGE in the table; not part of the JSON contract.
 	created time.Time
@@ -52,5 +56,8 @@ func Summarize(namespace, name string, job *batchv1.Job, pods []corev1.Pod) Summ
 	s.Ready = r.Running
 	s.StartTime, s.CompletionTime = job.Status.StartTime, job.Status.CompletionTime
 	s.created = job.CreationTimestamp.Time
+	if sum, ok := job.Annotations[s3layout.AnnotationWorkdirSHA256]; ok {
+		s.WorkdirSHA256 = &sum
+	}
 	return s
 }

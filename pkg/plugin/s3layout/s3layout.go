@@ -56,7 +56,27 @@ const (
 	AnnotationOutputs = "kubectl-tao.dev/outputs"
 	// AnnotationS3Secret names the Secret holding the staging credentials.
 	AnnotationS3Secret = "kubectl-tao.dev/s3-secret"
+	// AnnotationWorkdirSHA256 is the SHA-256 of the --workdir archive the Job runs.
+	AnnotationWorkdirSHA256 = "kubectl-tao.dev/workdir-sha256"
 )
+
+// The --workdir snapshot: where it travels and how a pod tells which one it runs.
+const (
+	// EnvWorkdirSHA256 carries the archive's SHA-256 in every container of the pod.
+	EnvWorkdirSHA256 = "TAO_WORKDIR_SHA256"
+	// WorkdirArchive is the archive's name: a ConfigMap key, and the last part of WorkdirKey.
+	WorkdirArchive = "workdir.tar.zst"
+)
+
+// WorkdirKey is where a run's --workdir archive lives in S3, below the run's results prefix so
+// that `results` and `delete-artifacts` treat it like any other object of the run.
+func WorkdirKey(jobName, uid string) (string, error) {
+	prefix, err := ResultsPrefix(jobName, uid)
+	if err != nil {
+		return "", err
+	}
+	return prefix + ".kubectl-tao/" + WorkdirArchive, nil
+}
 
 // SecretName is the Secret submit creates (owned by the Job) from the shell's credentials.
 func SecretName(job string) string { return job + "-s3" }

@@ -1,5 +1,6 @@
 // Package stage implements the hidden `kubectl-tao stage` command that runs inside a Job's pod:
-// `install DIR` (the init container copies this binary into a shared volume), `in` (download
+// `install DIR` (the init container copies this binary into a shared volume), `workdir` (an
+// init container unpacks the --workdir snapshot), `in` (download
 // every input before the user's command) and `out` (upload every output after it). The
 // transfers themselves are in the S3 client package s3; this is the thin layer that reads the pod's
 // environment.
@@ -21,6 +22,7 @@ import (
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/exitcode"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/s3"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/s3layout"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/workdir"
 )
 
 // NewCmd builds the hidden `kubectl-tao stage` command. getenv is os.Getenv outside tests.
@@ -38,6 +40,7 @@ func NewCmd(streams genericiooptions.IOStreams, getenv func(string) string) *cob
 		newTransferCmd(streams, getenv, true),
 		newTransferCmd(streams, getenv, false),
 		newInstallCmd(streams, os.Executable),
+		newWorkdirCmd(streams, getenv),
 	)
 	return cmd
 }
@@ -226,4 +229,74 @@ func Install(self, dir string) (string, error) {
 	}
 	done = true
 	return dest, nil
+}
+
+// newWorkdirCmd builds `stage workdir --to DIR (--archive FILE | --from-s3)`: the init
+// container's unpacking of the --workdir snapshot, checked against $TAO_WORKDIR_SHA256 first.
+func newWorkdirCmd(streams genericiooptions.IOStreams, getenv func(string) string) *cobra.Command {
+	var to, archive string
+	var fromS3 bool
+	cmd := &cobra.Command{
+		Use:   "workdir --to DIR (--archive FILE | --from-s3)",
+		Short: "Unpack the job's --workdir snapshot into DIR, after checking its checksum ($" + s3layout.EnvWorkdirSHA256 + ")",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			want := getenv(s3layout.EnvWorkdirSHA256)
+			switch {
+			case to == "" || (archive == "") == !fromS3:
+				return exitcode.Usagef("stage workdir needs --to and exactly one of --archive and --from-s3")
+			case want == "":
+				return exitcode.Usagef("$%s is empty: it names the snapshot to unpack", s3layout.EnvWorkdirSHA256)
+			}
+			if fromS3 {
+				cleanup, err := fetchWorkdir(cmd.Context(), getenv, to, streams.ErrOut)
+				if err != nil {
+					return err
+				}
+				defer cleanup()
+				archive = filepath.Join(to, workdirDownload)
+			}
+			sum, err := workdir.Unpack(archive, to, want)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(streams.ErrOut, "workdir: unpacked %s into %s\n", sum, to)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&to, "to", "", "directory to unpack into")
+	cmd.Flags().StringVar(&archive, "archive", "", "the archive file (a mounted ConfigMap key)")
+	cmd.Flags().BoolVar(&fromS3, "from-s3", false, "download the archive from s3://$"+s3layout.EnvBucket+"/results/$"+s3layout.EnvJobID+"/$"+s3layout.EnvJobUID+"/.kubectl-tao/"+s3layout.WorkdirArchive)
+	return cmd
+}
+
+// workdirDownload is the archive's name inside DIR while it is unpacked: the init container's
+// image is FROM scratch, DIR is the only writable place it has.
+const workdirDownload = ".tao-stage-workdir.tar.zst"
+
+// fetchWorkdir downloads the run's archive into dir; cleanup removes it again.
+func fetchWorkdir(ctx context.Context, getenv func(string) string, dir string, log io.Writer) (func(), error) {
+	cfg := s3.ConfigFromEnv(getenv)
+	if err := cfg.Check(true, "the environment"); err != nil {
+		return nil, err
+	}
+	key, err := s3layout.WorkdirKey(getenv(s3layout.EnvJobID), getenv(s3layout.EnvJobUID))
+	if err != nil {
+		return nil, exitcode.Usagef("$%s and $%s name the archive: %w", s3layout.EnvJobID, s3layout.EnvJobUID, err)
+	}
+	client, err := s3.NewClient(cfg, nil)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	dest := filepath.Join(dir, workdirDownload)
+	s := &s3.Stager{Client: client, Log: log, Parallel: 1, Attempts: s3.DefaultAttempts, IdleTimeout: s3.DefaultIdleTimeout}
+	cleanup := func() { _ = os.Remove(dest) }
+	if err := s.Download(ctx, []s3layout.Input{{Path: dest, Source: s3layout.URL{Bucket: cfg.Bucket, Key: key}}}); err != nil {
+		cleanup()
+		return nil, err
+	}
+	return cleanup, nil
 }

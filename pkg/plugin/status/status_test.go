@@ -87,7 +87,7 @@ func TestStatusJSONHasExactlyTheContractKeys(t *testing.T) {
 	if err := json.Unmarshal([]byte(r.Stdout), &m); err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"name", "namespace", "uid", "status", "message", "gpus", "nodes", "active", "ready", "succeeded", "failed", "startTime", "completionTime"}
+	want := []string{"name", "namespace", "uid", "status", "message", "gpus", "nodes", "active", "ready", "succeeded", "failed", "startTime", "completionTime", "workdirSHA256"}
 	if len(m) != len(want) {
 		t.Errorf("keys = %v, want exactly %v", m, want)
 	}
@@ -98,6 +98,17 @@ func TestStatusJSONHasExactlyTheContractKeys(t *testing.T) {
 	}
 	if m["status"] != "Error" || m["gpus"] != 8.0 || m["nodes"] != 2.0 {
 		t.Errorf("got %v", m)
+	}
+}
+
+// A job submitted with --workdir names its snapshot, so a user knows which code ran.
+func TestStatusJSONNamesTheWorkdirSnapshot(t *testing.T) {
+	job := train().Obj()
+	sum := strings.Repeat("ab", 32)
+	job.Annotations = map[string]string{"kubectl-tao.dev/workdir-sha256": sum}
+	r := run(t, fake.NewClientset(job), "train", "-o", "jsonpath={.workdirSHA256}")
+	if r.Code != 0 || r.Stdout != sum {
+		t.Fatalf("got %+v, want %s", r, sum)
 	}
 }
 

@@ -59,7 +59,11 @@ func checkCapacity(ctx context.Context, client kubernetes.Interface, s jobspec.S
 // A server dry run sends every object with DryRunAll and stops there: nothing was stored, so
 // nothing is resumed or rolled back, and the Job is shown as it would run (not suspended, or
 // queued: suspended and labelled).
-func create(ctx context.Context, client kubernetes.Interface, objs jobspec.Objects, serverDryRun bool) (out jobspec.Objects, err error) {
+//
+// before, when not nil, runs once the Job and its children exist and the Job is still
+// suspended (the --workdir upload, which needs the Job's UID); if a later step fails, its undo
+// runs with the rollback.
+func create(ctx context.Context, client kubernetes.Interface, objs jobspec.Objects, serverDryRun bool, before beforeStart) (out jobspec.Objects, err error) {
 	opts := metav1.CreateOptions{FieldManager: "kubectl-tao"}
 	if serverDryRun {
 		opts.DryRun = []string{metav1.DryRunAll}
@@ -76,9 +80,14 @@ func create(ctx context.Context, client kubernetes.Interface, objs jobspec.Objec
 		return out, explainCreate(job.Namespace, "job.batch/"+job.Name, err)
 	}
 	var made []runtime.Object
+	var undo func(context.Context) error
 	defer func() {
 		if err != nil && !serverDryRun {
-			if rbErr := rollback(client, created, made); rbErr != nil {
+			rbErr := rollback(client, created, made)
+			if undo != nil {
+				rbErr = errors.Join(rbErr, undoFresh(undo))
+			}
+			if rbErr != nil {
 				err = fmt.Errorf("%w\nremoving what was already created also failed, delete it by hand "+
 					"(kubectl delete job %s -n %s): %w", err, created.Name, created.Namespace, rbErr)
 			}
@@ -97,6 +106,11 @@ func create(ctx context.Context, client kubernetes.Interface, objs jobspec.Objec
 	if serverDryRun {
 		out.Job.Spec.Suspend = objs.Job.Spec.Suspend
 		return withTypes(out), nil
+	}
+	if before != nil {
+		if undo, err = before(ctx, created); err != nil {
+			return out, err
+		}
 	}
 	// The UID in the patch is a precondition: it fails instead of resuming (or queueing) a
 	// same-name Job that replaced ours.
@@ -117,6 +131,16 @@ func create(ctx context.Context, client kubernetes.Interface, objs jobspec.Objec
 	}
 	out.Job = resumed
 	return withTypes(out), nil
+}
+
+// beforeStart is a step of create that needs the created Job (see create); undo reverses it.
+type beforeStart func(ctx context.Context, job *batchv1.Job) (undo func(context.Context) error, err error)
+
+// undoFresh runs undo on a fresh context, as rollback does.
+func undoFresh(undo func(context.Context) error) error {
+	ctx, cancel := context.WithTimeout(context.Background(), rollbackTimeout)
+	defer cancel()
+	return undo(ctx)
 }
 
 func createChild(ctx context.Context, client kubernetes.Interface, child runtime.Object, owner *batchv1.Job, opts metav1.CreateOptions) (runtime.Object, error) {

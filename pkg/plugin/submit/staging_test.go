@@ -168,7 +168,7 @@ func TestSubmitStagingUsageErrors(t *testing.T) {
 		{[]string{"j", "--image", "img", "--stager-image", "s", "--input", "/data", "--", "true"}, "want CONTAINER_PATH=s3://BUCKET/KEY"},
 		{[]string{"j", "--image", "img", "--stager-image", "s", "--input", "/a=s3://bucket/x", "--input", "/a/b=s3://bucket/y", "--", "true"}, "are nested"},
 		{[]string{"j", "--image", "img", "--stager-image", "s", "--output-path", "/r/", "--", "true"}, "is not clean"},
-		{[]string{"j", "--image", "img", "--s3-secret", "team", "--", "true"}, "--s3-secret only applies with --input or --output-path"},
+		{[]string{"j", "--image", "img", "--s3-secret", "team", "--", "true"}, "--s3-secret only applies with --input, --output-path or --workdir"},
 		{[]string{"j", "--image", "img", "--output-path", "/r", "--", "true"}, "development build (v0.0.0-dev) with no published stager image"},
 	} {
 		c := newClient()

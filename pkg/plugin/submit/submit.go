@@ -50,6 +50,9 @@ const example = `  # One node, 8 GPUs, a bash command string (run as /bin/bash -
     --input /data/train=s3://datasets/coco/train/ --input /specs/train.yaml=s3://datasets/specs/dino.yaml \
     --output-path /results -- 'dino train -e /specs/train.yaml results_dir=/results'
 
+  # Ship the code in ./src: every rank runs in /workspace, a snapshot of it
+  kubectl tao submit exp-1 --image python:3.13 --gpus 1 --nodes 2 --workdir ./src -- 'python3 train.py'
+
   # The same with credentials from an existing Secret (keys ACCESS_KEY, SECRET_KEY, S3_BUCKET_NAME)
   kubectl tao submit dino --image IMAGE --s3-secret team-s3 --input /data=s3://datasets/coco/ --output-path /results -- 'train.sh'
 
@@ -117,7 +120,18 @@ in the namespace (a job nobody admits would stay suspended forever).
 
 Without NAME, a name "tao-" plus 5 random characters is chosen.
 
-Defaults for any of these flags (but --dry-run, -o, --wait, --follow and --file) can be kept in
+--workdir DIR ships a local directory with the job: packed into one reproducible archive
+(sorted, times and owners zeroed, less .git/ and whatever .gitignore and .taoignore files
+exclude; a symlink leaving DIR is refused), unpacked on every rank at --workdir-mount
+(/workspace) by an init container before the command runs there. The archive's SHA-256 is in
+the pod's TAO_WORKDIR_SHA256 and in status -o json. Without S3 it travels in a ConfigMap
+NAME-workdir owned by the Job (1 MiB compressed at most; readable by anyone who may get
+ConfigMaps in the namespace); with S3 staging, --s3-secret, or the S3 variables in this shell,
+submit uploads it to s3://$S3_BUCKET_NAME/results/NAME/JOB_UID/.kubectl-tao/workdir.tar.zst
+while the Job is still suspended (the one upload submit makes itself). --dry-run=client shows
+its size, file count and checksum and sends nothing.
+
+Defaults for any of these flags (but --dry-run, -o, --wait, --follow, --file and --workdir) can be kept in
 $XDG_CONFIG_HOME/kubectl-tao/config.yaml (~/.config/kubectl-tao/config.yaml, or the file
 $TAO_CONFIG names), under "submit:" with the flags' names as keys. A flag on the command line
 wins; for a repeatable flag, the command line's values replace the file's list. --dry-run=client
@@ -141,6 +155,8 @@ type Options struct {
 	dryRun  cmdutil.DryRun
 	ttlSet  bool
 	printer printers.ResourcePrinter
+	// workdir is --workdir, packed (nil without it).
+	workdir *packedWorkdir
 
 	factory    cmdutil.Factory
 	clock      clock.PassiveClock
@@ -264,6 +280,9 @@ func (o *Options) complete(cmd *cobra.Command, args []string) error {
 	if o.spec.Staging, err = o.completeStaging(cmd); err != nil {
 		return exitcode.WithCode(exitcode.Usage, err)
 	}
+	if err := o.completeWorkdir(cmd); err != nil {
+		return exitcode.WithCode(exitcode.Usage, err)
+	}
 	for _, p := range []struct {
 		flag   string
 		values []string
@@ -308,10 +327,10 @@ func (o *Options) completeSecretEnv() ([]jobspec.KeyValue, error) {
 // staging, with the credentials from the shell unless --s3-secret names a Secret. nil without
 // --input and --output-path.
 func (o *Options) completeStaging(cmd *cobra.Command) (*jobspec.Staging, error) {
-	if len(o.Inputs) == 0 && len(o.Outputs) == 0 {
+	if len(o.Inputs) == 0 && len(o.Outputs) == 0 && !o.workdirViaS3() {
 		for _, flag := range []string{"s3-secret", "stager-image"} {
-			if cmd.Flags().Changed(flag) {
-				return nil, fmt.Errorf("--%s only applies with --input or --output-path", flag)
+			if cmd.Flags().Changed(flag) && (flag == "s3-secret" || o.Workdir == "") {
+				return nil, fmt.Errorf("--%s only applies with --input, --output-path or --workdir", flag)
 			}
 		}
 		return nil, nil
@@ -358,6 +377,7 @@ func (o *Options) validate() error {
 // Run checks capacity and creates the objects, or only prints them for a client dry run.
 func (o *Options) Run(ctx context.Context) error {
 	objs := jobspec.Build(o.spec)
+	o.reportWorkdir(o.ErrOut)
 	if o.dryRun == cmdutil.DryRunClient {
 		return o.print(objs)
 	}
@@ -384,7 +404,11 @@ func (o *Options) Run(ctx context.Context) error {
 			return err
 		}
 	}
-	created, err := create(ctx, client, objs, o.dryRun == cmdutil.DryRunServer)
+	upload, err := o.workdirUpload(ctx, client)
+	if err != nil {
+		return err
+	}
+	created, err := create(ctx, client, objs, o.dryRun == cmdutil.DryRunServer, upload)
 	if err != nil {
 		// An API error could quote what was sent: never the credentials.
 		return redact.Error(err, o.secretValues()...)

@@ -1,0 +1,33 @@
+package workdir
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+
+	"github.com/minio/minio-go/v7"
+
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/s3"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/s3layout"
+)
+
+// Upload puts a run's archive at s3layout.WorkdirKey in bucket. remove deletes it again, for a
+// submit that fails after the upload: nothing of a failed submit stays behind.
+func Upload(ctx context.Context, client *minio.Client, bucket, job, uid string, archive []byte) (remove func(context.Context) error, err error) {
+	key, err := s3layout.WorkdirKey(job, uid)
+	if err != nil {
+		return nil, err
+	}
+	what := "s3://" + bucket + "/" + key
+	_, err = client.PutObject(ctx, bucket, key, bytes.NewReader(archive), int64(len(archive)),
+		minio.PutObjectOptions{ContentType: "application/zstd"})
+	if err != nil {
+		return nil, fmt.Errorf("uploading the --workdir archive: %w", s3.Describe(err, "upload", what))
+	}
+	return func(ctx context.Context) error {
+		if err := client.RemoveObject(ctx, bucket, key, minio.RemoveObjectOptions{}); err != nil {
+			return s3.Describe(err, "delete", what)
+		}
+		return nil
+	}, nil
+}
