@@ -99,6 +99,7 @@ type Job struct {
 	Outputs         []string
 	S3Secret        string
 	StagerImage     string
+	NoLogArchive    bool
 }
 
 // NewJob returns the job flags' defaults.
@@ -125,6 +126,7 @@ func (j *Job) AddFlags(fl *pflag.FlagSet) {
 	fl.StringArrayVar(&j.Outputs, "output-path", j.Outputs, "Upload CONTAINER_PATH (a file or directory) to s3://$S3_BUCKET_NAME/results/NAME/JOB_UID/CONTAINER_PATH after the command, even when it failed (repeatable).")
 	fl.StringVar(&j.S3Secret, "s3-secret", j.S3Secret, "Existing Secret with the S3 credentials (keys ACCESS_KEY, SECRET_KEY, S3_BUCKET_NAME, optional S3_ENDPOINT_URL) for --input/--output-path. Default: the variables of the same names in this shell, copied into a Secret NAME-s3 owned by the Job.")
 	fl.StringVar(&j.StagerImage, "stager-image", j.StagerImage, "Image holding the static kubectl-tao binary at /kubectl-tao, which makes the transfers of --input/--output-path. Default: "+s3layout.PublishedImage+":VERSION for a release; a development build has no published image and needs this flag (make stager-image).")
+	fl.BoolVar(&j.NoLogArchive, "no-log-archive", j.NoLogArchive, "With --output-path, do not keep each rank's combined stdout and stderr in S3 (results/NAME/JOB_UID/.kubectl-tao/logs/rank-N.log, refreshed every minute while the command runs).")
 	fl.BoolVar(&j.NoCapacityCheck, "no-capacity-check", j.NoCapacityCheck, "Skip the check that the cluster's allocatable GPUs can hold the job.")
 }
 

@@ -1,6 +1,7 @@
 // Package stage implements the hidden `kubectl-tao stage` command that runs inside a Job's pod:
 // `install DIR` (the init container copies this binary into a shared volume), `in` (download
-// every input before the user's command) and `out` (upload every output after it). The
+// every input before the user's command), `run` (run the command, archiving its log: the
+// runner is the engine logarchive) and `out` (upload every output after it). The
 // transfers themselves are in the S3 client package s3; this is the thin layer that reads the pod's
 // environment.
 package stage
@@ -38,6 +39,7 @@ func NewCmd(streams genericiooptions.IOStreams, getenv func(string) string) *cob
 		newTransferCmd(streams, getenv, true),
 		newTransferCmd(streams, getenv, false),
 		newInstallCmd(streams, os.Executable),
+		newRunCmd(streams, getenv),
 	)
 	return cmd
 }
