@@ -67,8 +67,9 @@ and every rank gets WORLD_SIZE and NNODES (N), NUM_GPU_PER_NODE and NPROC_PER_NO
 NODE_RANK (its index, 0..N-1), MASTER_ADDR (NAME-0.NAME) and MASTER_PORT (--master-port).
 
 --retries N replaces failed pods instead, through a pod failure policy: evicted, preempted and
-lost pods are replaced without counting, OOM kills (exit 137) and commands that cannot run
-(exit 2, 126, 127) fail the job at once, and any other failure is retried up to N times (per
+lost pods are replaced without counting, OOM kills (exit 137), commands that cannot run
+(exit 2, 126, 127) and staging failures (exit 201-203) fail the job at once, and any other
+failure is retried up to N times (per
 rank with --nodes). A multi-node torchrun gang survives a lost rank only by restarting as a
 whole, from the start of its command: have it resume from its last checkpoint (README,
 "Retries").
