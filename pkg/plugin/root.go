@@ -136,6 +136,9 @@ func Execute(ctx context.Context, d Deps, args []string) int {
 	if err == nil {
 		return int(exitcode.OK)
 	}
+	if code, ok := exitcode.PassedThrough(err); ok {
+		return code
+	}
 	// cobra reports an unknown subcommand as a plain error; it is a usage error all the same.
 	if strings.HasPrefix(err.Error(), "unknown command") {
 		err = exitcode.WithCode(exitcode.Usage, err)

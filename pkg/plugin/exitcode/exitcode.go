@@ -69,6 +69,30 @@ func WithCode(code Code, err error) error {
 	return &codedError{code: code, err: err}
 }
 
+// passthrough is the exit status of a program a command ran in the foreground for the user (the
+// in-pod `stage run`), passed on as the command's own.
+type passthrough struct{ code int }
+
+func (e *passthrough) Error() string { return fmt.Sprintf("the program exited with code %d", e.code) }
+
+// Passthrough makes the process exit with code, the status of the program it ran, printing
+// nothing: the program has said what went wrong. 0 is no error.
+func Passthrough(code int) error {
+	if code == 0 {
+		return nil
+	}
+	return &passthrough{code: code}
+}
+
+// PassedThrough returns the code of a Passthrough error.
+func PassedThrough(err error) (int, bool) {
+	var p *passthrough
+	if errors.As(err, &p) {
+		return p.code, true
+	}
+	return 0, false
+}
+
 // Usagef makes a usage error: the user asked for something malformed.
 func Usagef(format string, args ...any) error {
 	return WithCode(Usage, fmt.Errorf(format, args...))

@@ -78,3 +78,16 @@ func TestTableMatchesReadme(t *testing.T) {
 		t.Errorf("README exit-code table:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
+
+func TestPassthrough(t *testing.T) {
+	if Passthrough(0) != nil {
+		t.Error("Passthrough(0) is an error")
+	}
+	err := fmt.Errorf("run: %w", Passthrough(143))
+	if code, ok := PassedThrough(err); !ok || code != 143 {
+		t.Errorf("PassedThrough = %d, %v", code, ok)
+	}
+	if _, ok := PassedThrough(errors.New("other")); ok {
+		t.Error("a plain error passed through")
+	}
+}

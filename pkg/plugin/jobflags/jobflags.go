@@ -104,6 +104,7 @@ type Job struct {
 	Workdir         string
 	WorkdirMount    string
 	WorkdirMaxSize  string
+	NoLogArchive    bool
 }
 
 // NewJob returns the job flags' defaults.
@@ -132,7 +133,7 @@ func (j *Job) AddFlags(fl *pflag.FlagSet) {
 	fl.BoolVar(&j.OneRankPerNode, "one-rank-per-node", j.OneRankPerNode, "Spread a multi-node job's pods over distinct nodes (topology spread on the hostname).")
 	fl.StringArrayVar(&j.Volumes, "volume", j.Volumes, "PersistentVolumeClaim to mount, CLAIM:MOUNT_PATH[:ro] (repeatable). A volume at /results sets TAO_RESULTS_ROOT=/results.")
 	fl.StringArrayVar(&j.Files, "file", j.Files, "Local file to ship with the job, LOCAL_PATH:CONTAINER_PATH (repeatable), e.g. a TAO spec file. Carried in a ConfigMap owned by the Job, 1 MiB in all.")
-	fl.IntVar(&j.Retries, "retries", j.Retries, "Replace failed pods up to N times (per rank for multi-node jobs). Evictions, preemption and node loss never count and are always replaced; OOM kills (exit 137) and commands that cannot run (exit 2, 126, 127) fail the job at once. 0: the first failure fails the job. At most "+strconv.Itoa(jobspec.MaxRetries)+".")
+	fl.IntVar(&j.Retries, "retries", j.Retries, "Replace failed pods up to N times (per rank for multi-node jobs). Evictions, preemption and node loss never count and are always replaced; OOM kills (exit 137), commands that cannot run (exit 2, 126, 127) and staging failures (exit 201-203) fail the job at once. 0: the first failure fails the job. At most "+strconv.Itoa(jobspec.MaxRetries)+".")
 	fl.StringArrayVar(&j.Inputs, "input", j.Inputs, "Download from S3 before the command, CONTAINER_PATH=s3://BUCKET/KEY (repeatable); a KEY ending in / is a prefix, downloaded as a directory.")
 	fl.StringArrayVar(&j.Outputs, "output-path", j.Outputs, "Upload CONTAINER_PATH (a file or directory) to s3://$S3_BUCKET_NAME/results/NAME/JOB_UID/CONTAINER_PATH after the command, even when it failed (repeatable).")
 	fl.StringVar(&j.S3Secret, "s3-secret", j.S3Secret, "Existing Secret with the S3 credentials (keys ACCESS_KEY, SECRET_KEY, S3_BUCKET_NAME, optional S3_ENDPOINT_URL) for --input/--output-path. Default: the variables of the same names in this shell, copied into a Secret NAME-s3 owned by the Job.")
@@ -140,6 +141,7 @@ func (j *Job) AddFlags(fl *pflag.FlagSet) {
 	fl.StringVar(&j.Workdir, "workdir", j.Workdir, "Local directory to ship with the job: packed into one archive (less .git/ and what .gitignore and .taoignore files exclude), unpacked on every rank at --workdir-mount before the command, which runs there. In a ConfigMap owned by the Job, or through S3 when the job has S3 staging (--input, --output-path, --s3-secret) or the S3 variables are set in this shell. Needs the stager image (--stager-image).")
 	fl.StringVar(&j.WorkdirMount, "workdir-mount", j.WorkdirMount, "Where --workdir's files appear in the container; the command's working directory.")
 	fl.StringVar(&j.WorkdirMaxSize, "workdir-max-size", j.WorkdirMaxSize, "Refuse a --workdir whose files add up to more than this (uncompressed), a quantity such as 256Mi or 2Gi; checked before anything is packed or sent.")
+	fl.BoolVar(&j.NoLogArchive, "no-log-archive", j.NoLogArchive, "With --output-path, do not keep each rank's combined stdout and stderr in S3 (results/NAME/JOB_UID/.kubectl-tao/logs/rank-N.log, refreshed every minute while the command runs).")
 	fl.BoolVar(&j.NoCapacityCheck, "no-capacity-check", j.NoCapacityCheck, "Skip the check that the cluster's allocatable GPUs can hold the job.")
 }
 

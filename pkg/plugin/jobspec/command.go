@@ -2,6 +2,13 @@ package jobspec
 
 import "strings"
 
+// The wrapper's own failure codes s3layout.ExitStageIn and ExitStageOut, as the script spells
+// them (constants, to build the script's constants; TestStagedWrapperCodes keeps them equal).
+const (
+	exitStageIn  = "201"
+	exitStageOut = "202"
+)
+
 // How the user's command becomes the container's command. No shell is put in front of it unless
 // the command needs one:
 //
@@ -36,16 +43,21 @@ import "strings"
 //
 // The steps and their exit codes:
 //
-//  1. `stage in` (when there are inputs). If it fails, the wrapper exits with its code and the
-//     command never runs; if a signal came while it ran, the command does not start either
-//     (exit 128+signal).
-//  2. the command. Without outputs the wrapper execs it, exactly as without staging.
+//  1. `stage in` (when there are inputs). If a signal came while it ran, the command does not
+//     start (exit 128+signal); if it fails, the command never runs and the wrapper exits with
+//     s3layout.ExitStageIn, not stage in's own code, which would pass for the command's (the
+//     pod failure policy fails the Job on it at once; stage in's code is on stderr).
+//  2. the command. Without outputs the wrapper execs it, exactly as without staging. With
+//     outputs it runs under `stage run` (unless --no-log-archive), which passes its output
+//     through, keeps it in a file uploaded as this rank's log archive every minute and once the
+//     command has ended, forwards the signals it gets from the wrapper to it and exits with its
+//     code (the logarchive package).
 //  3. `stage out`, always, even when the command failed or was signalled (in a multi-node job on
 //     rank 0 only: the result keys carry no rank, so ranks would overwrite each other). It runs
 //     in the foreground: a signal arriving now lets the upload go on until the grace period ends.
 //  4. exit with the command's own code; if the command succeeded but `stage out` failed, with
-//     stage out's code instead, because the results were lost and the Job must not look
-//     Complete.
+//     s3layout.ExitStageOut instead, because the results were lost and the Job must not look
+//     Complete (and --retries must not rerun the training for a failed upload).
 //
 // An OOM kill of the container or a SIGKILL (the end of the grace period) takes the wrapper with
 // it: nothing is uploaded then.
@@ -68,13 +80,13 @@ run() {
 }
 `
 	stagedIn = `run "$TAO_STAGER" stage in
-if [ "$rc" -ne 0 ]; then
-  echo "kubectl-tao: stage in failed (exit code $rc): the command was not run" >&2
-  exit "$rc"
-fi
 if [ -n "$got" ]; then
   echo "kubectl-tao: signalled during stage in: the command was not run" >&2
   exit "$got"
+fi
+if [ "$rc" -ne 0 ]; then
+  echo "kubectl-tao: stage in failed (exit code $rc): the command was not run" >&2
+  exit ` + exitStageIn + `
 fi
 `
 	stagedOut = `out=0
@@ -82,12 +94,14 @@ fi
 if [ "$out" -ne 0 ]; then
   if [ "$rc" -eq 0 ]; then
     echo "kubectl-tao: stage out failed (exit code $out): the command succeeded but its outputs were not uploaded" >&2
-    exit "$out"
+    exit ` + exitStageOut + `
   fi
   echo "kubectl-tao: stage out failed (exit code $out) after the command failed (exit code $rc)" >&2
 fi
 exit "$rc"
 `
+	// stagedArchive runs the command under `stage run`, which keeps and uploads its log.
+	stagedArchive = `"$TAO_STAGER" stage run -- `
 	// stagedRankZero ends other ranks of a multi-node job before stage out.
 	stagedRankZero = `[ "$` + EnvNodeRank + `" = 0 ] || exit "$rc"
 `
@@ -150,6 +164,9 @@ func stagedScript(s Spec) string {
 	if len(s.Staging.Outputs) == 0 {
 		// Nothing to do afterwards: hand the container over to the command, as without staging.
 		return script + "trap - TERM INT\nexec " + command + "\n"
+	}
+	if !s.Staging.NoLogArchive {
+		command = stagedArchive + command
 	}
 	script += "run " + command + "\n"
 	if s.MultiNode() {

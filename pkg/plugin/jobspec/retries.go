@@ -6,6 +6,8 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/ptr"
+
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/s3layout"
 )
 
 // MaxRetries bounds --retries. Evictions, preemptions and node loss never count against it, so
@@ -43,6 +45,8 @@ const (
 	RuleDisruption = 0
 	RuleOOM        = 1
 	RuleProgram    = 2
+	// RuleStaging is only in the policy of a job with --output-path or --input.
+	RuleStaging = 3
 )
 
 // PodFailurePolicy is the policy --retries N > 0 sets, rules in order (the first match wins):
@@ -53,6 +57,12 @@ const (
 //     its grace period also exits 137.
 //  1. FailJob on ExitOOM in the training container.
 //  2. FailJob on ExitProgram in the training container.
+//
+// A staged job (StagedPodFailurePolicy) adds
+//
+//  3. FailJob on s3layout.StagingExitCodes: the staging wrapper's own failures. A failed upload
+//     (retried by the stager already) or a missing output after a successful run must not buy
+//     another full training run, nor a failed download of the inputs another GPU pod.
 //
 // Every other failure counts against the retries (backoffLimit, or backoffLimitPerIndex for
 // multi-node jobs).
@@ -81,6 +91,19 @@ func PodFailurePolicy() *batchv1.PodFailurePolicy {
 	}}
 }
 
+// StagedPodFailurePolicy is PodFailurePolicy with the staging rule (RuleStaging) after the others.
+func StagedPodFailurePolicy() *batchv1.PodFailurePolicy {
+	p := PodFailurePolicy()
+	p.Rules = append(p.Rules, batchv1.PodFailurePolicyRule{
+		Action: batchv1.PodFailurePolicyActionFailJob,
+		OnExitCodes: &batchv1.PodFailurePolicyOnExitCodesRequirement{
+			ContainerName: ptr.To(ContainerName), Operator: batchv1.PodFailurePolicyOnExitCodesOpIn,
+			Values: append([]int32(nil), s3layout.StagingExitCodes...),
+		},
+	})
+	return p
+}
+
 // applyRetries sets the failure handling of --retries on the Job. 0 keeps the SDK's contract:
 // backoffLimit 0 and no policy, so the first failure fails the Job.
 //
@@ -102,6 +125,9 @@ func applyRetries(s Spec, job *batchv1.Job) {
 		return
 	}
 	job.Spec.PodFailurePolicy = PodFailurePolicy()
+	if s.Staging != nil {
+		job.Spec.PodFailurePolicy = StagedPodFailurePolicy()
+	}
 	job.Spec.PodReplacementPolicy = ptr.To(batchv1.Failed)
 	if !s.MultiNode() {
 		job.Spec.BackoffLimit = ptr.To(int32(s.Retries))

@@ -2,11 +2,14 @@ package jobspec
 
 import (
 	"slices"
+	"strconv"
 	"testing"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/ptr"
+
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/s3layout"
 )
 
 // The policy's invariants, checked on the objects so that a careless -update cannot bless a
@@ -69,6 +72,51 @@ func TestRetriesContract(t *testing.T) {
 			}
 		})
 	}
+}
+
+// Staging and --retries together: the wrapper's own failures fail the Job at once, after the
+// other rules; a job without staging has no such rule (201 is then just its command's code).
+func TestRetriesWithStagingFailAtOnceOnStagingCodes(t *testing.T) {
+	s := stagedSpec()
+	s.Retries = 3
+	rules := Build(s).Job.Spec.PodFailurePolicy.Rules
+	if len(rules) != 4 {
+		t.Fatalf("rules = %d, want 4", len(rules))
+	}
+	r := rules[RuleStaging]
+	if r.Action != batchv1.PodFailurePolicyActionFailJob || r.OnExitCodes == nil || *r.OnExitCodes.ContainerName != ContainerName ||
+		!slices.Equal(r.OnExitCodes.Values, []int32{201, 202, 203}) {
+		t.Errorf("rule %d = %+v, want FailJob on 201, 202, 203", RuleStaging, r)
+	}
+	for i := range RuleStaging {
+		if !equalRule(rules[i], PodFailurePolicy().Rules[i]) {
+			t.Errorf("rule %d moved: %+v", i, rules[i])
+		}
+	}
+	// The codes stay clear of the ones the other rules and the retries are about.
+	for _, c := range r.OnExitCodes.Values {
+		if c <= 192 || slices.Contains(ExitProgram, c) || c == ExitOOM {
+			t.Errorf("staging code %d collides with a program's or a signal's", c)
+		}
+	}
+	plain := validSpec()
+	plain.Retries = 3
+	if n := len(Build(plain).Job.Spec.PodFailurePolicy.Rules); n != 3 {
+		t.Errorf("an unstaged job has %d rules, want 3", n)
+	}
+}
+
+func TestStagedWrapperCodes(t *testing.T) {
+	if exitStageIn != strconv.Itoa(s3layout.ExitStageIn) || exitStageOut != strconv.Itoa(s3layout.ExitStageOut) {
+		t.Errorf("the wrapper exits %s and %s, s3layout says %d and %d", exitStageIn, exitStageOut, s3layout.ExitStageIn, s3layout.ExitStageOut)
+	}
+}
+
+func equalRule(a, b batchv1.PodFailurePolicyRule) bool {
+	if a.Action != b.Action || (a.OnExitCodes == nil) != (b.OnExitCodes == nil) {
+		return false
+	}
+	return a.OnExitCodes == nil || slices.Equal(a.OnExitCodes.Values, b.OnExitCodes.Values)
 }
 
 func equalPtr(a, b *int32) bool {

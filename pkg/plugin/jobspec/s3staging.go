@@ -27,6 +27,9 @@ type Staging struct {
 	Outputs []string
 	// StagerImage holds the static kubectl-tao binary at s3layout.StagerImageBinary.
 	StagerImage string
+	// NoLogArchive (--no-log-archive) runs the command without `stage run`: no rank's log is
+	// kept in S3.
+	NoLogArchive bool
 	// ExistingSecret names a Secret the user made (--s3-secret); it is referenced, not created.
 	ExistingSecret string
 	// Credentials, when ExistingSecret is empty, become the Secret s3layout.SecretName(job),

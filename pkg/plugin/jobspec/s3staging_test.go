@@ -20,7 +20,14 @@ import (
 // fakeStager stands in for `kubectl-tao stage in|out`: it appends its argv (byte for byte,
 // "|"-separated) and the staging variables it sees to $LOG, and exits with $FAKE_IN_RC or
 // $FAKE_OUT_RC. With FAKE_IN_SLEEP=1, stage in waits for a signal, as a long download would.
+// `stage run -- CMD...` execs CMD, unlogged (the real one, which also archives the log, is
+// tested in the logarchive package and against the S3 test server in test/s3staging).
 const fakeStager = `#!/bin/bash
+if [ "$2" = run ]; then
+  [ "$3" = -- ] || exit 98
+  shift 3
+  exec "$@"
+fi
 printf 'stager:' >> "$LOG"; printf '%s|' "$@" >> "$LOG"
 printf ' job=%s uid=%s ak=%s in=%s out=%s\n' "$TAO_JOB_ID" "$TAO_JOB_UID" "$ACCESS_KEY" "${TAO_STAGE_INPUTS//$'\n'/;}" "$TAO_STAGE_OUTPUTS" >> "$LOG"
 case "$2" in
@@ -137,9 +144,9 @@ func TestStagedWrapperOrderAndExitCodes(t *testing.T) {
 	}{
 		{"success", nil, 0, []string{wantIn, "cmd: ran", wantOut}, ""},
 		{"command fails: stage out still runs, the command's code", map[string]string{"CMD_RC": "3"}, 3, []string{wantIn, "cmd: ran", wantOut}, ""},
-		{"stage in fails: no command, no stage out", map[string]string{"FAKE_IN_RC": "5"}, 5, []string{wantIn},
+		{"stage in fails: no command, no stage out, the staging code", map[string]string{"FAKE_IN_RC": "5"}, 201, []string{wantIn},
 			"kubectl-tao: stage in failed (exit code 5): the command was not run\n"},
-		{"stage out fails after success: its code", map[string]string{"FAKE_OUT_RC": "7"}, 7, []string{wantIn, "cmd: ran", wantOut},
+		{"stage out fails after success: the staging code", map[string]string{"FAKE_OUT_RC": "7"}, 202, []string{wantIn, "cmd: ran", wantOut},
 			"kubectl-tao: stage out failed (exit code 7): the command succeeded but its outputs were not uploaded\n"},
 		{"both fail: the command's code", map[string]string{"CMD_RC": "3", "FAKE_OUT_RC": "7"}, 3, []string{wantIn, "cmd: ran", wantOut},
 			"kubectl-tao: stage out failed (exit code 7) after the command failed (exit code 3)\n"},
@@ -254,6 +261,33 @@ func TestStagedWrapperInputsOnlyExecsTheCommand(t *testing.T) {
 	}
 	if strings.Contains(ContainerCommand(s)[2], "stage out") {
 		t.Error("inputs-only wrapper runs stage out")
+	}
+}
+
+// With outputs the command runs under `stage run` (the log archive) unless --no-log-archive;
+// without outputs it is exec'ed as before, archive or not.
+func TestStagedWrapperRunsTheCommandUnderStageRun(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		outputs   []string
+		noArchive bool
+		want      bool
+	}{
+		{"outputs", []string{"/results"}, false, true},
+		{"outputs, --no-log-archive", []string{"/results"}, true, false},
+		{"inputs only", nil, false, false},
+	} {
+		s := stagedSpec()
+		s.Staging.Outputs, s.Staging.NoLogArchive = tc.outputs, tc.noArchive
+		s.Command = []string{"python", "train.py"}
+		script := stagedScript(s)
+		if got := strings.Contains(script, `run "$TAO_STAGER" stage run -- "$@"`); got != tc.want {
+			t.Errorf("%s: stage run in the wrapper = %v, want %v:\n%s", tc.name, got, tc.want, script)
+		}
+		s.Command = []string{"python train.py"}
+		if got := strings.Contains(stagedScript(s), `run "$TAO_STAGER" stage run -- /bin/bash -c "$1"`); got != tc.want {
+			t.Errorf("%s, bash string: stage run in the wrapper = %v, want %v", tc.name, got, tc.want)
+		}
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -144,4 +145,13 @@ func (s *Stager) put(ctx context.Context, bucket string, u upload) (int64, error
 	}
 	s.logf("%s -> %s (%s)", u.path, dest, rate(n, time.Since(start)))
 	return n, nil
+}
+
+// PutSnapshot uploads the first size bytes of r to s3://bucket/key, replacing the object there:
+// the log archive, a file that keeps growing while its first bytes never change. The section is
+// seekable, so minio-go retries the request on 5xx and transport errors.
+func PutSnapshot(ctx context.Context, client *minio.Client, bucket, key string, r io.ReaderAt, size int64) error {
+	_, err := client.PutObject(ctx, bucket, key, io.NewSectionReader(r, 0, size), size,
+		minio.PutObjectOptions{ContentType: "text/plain; charset=utf-8"})
+	return Describe(err, "uploading", "s3://"+bucket+"/"+key)
 }

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"path"
 	"regexp"
+	"strconv"
 	"strings"
 )
 
@@ -275,4 +276,47 @@ func DefaultStagerImage(version string) (string, bool) {
 		return "", false
 	}
 	return PublishedImage + ":" + version, true
+}
+
+// ToolDir is the directory below a run's results prefix that holds kubectl-tao's own objects
+// (the log archive), apart from the outputs the command wrote.
+const ToolDir = ".kubectl-tao/"
+
+// LogArchiveKey is the key of one rank's archived log below a run's results prefix (as
+// ResultsPrefix returns it, ending in "/"): PREFIX.kubectl-tao/logs/rank-N.log. Every attempt of
+// a rank (--retries) overwrites the same object: it holds the latest attempt's log.
+func LogArchiveKey(prefix string, rank int) string {
+	return prefix + ToolDir + "logs/rank-" + strconv.Itoa(rank) + ".log"
+}
+
+// Exit codes the staged container's wrapper gives its own failures, instead of the stager's
+// (kubectl-tao's table: 2 usage, 3 not found, 6 denied...), which would pass for the training
+// command's: with --retries, the pod failure policy would rerun the whole GPU job for a failed
+// upload (3) or call a stager usage error "the command cannot run" (2). They sit above the
+// signal codes (128+N, up to 192) where programs rarely go; the policy fails the Job on them at
+// once, and diagnose names them as staging failures. The stager's own code is on stderr.
+const (
+	// ExitStageIn: stage in failed; the command did not run.
+	ExitStageIn = 201
+	// ExitStageOut: the command succeeded, but stage out failed: its outputs were not uploaded.
+	ExitStageOut = 202
+	// ExitStageRun: `stage run`, which runs the command and archives its log, could not start
+	// (a usage error of the wrapper's own call).
+	ExitStageRun = 203
+)
+
+// StagingExitCodes are the wrapper's own failure codes, in order.
+var StagingExitCodes = []int32{ExitStageIn, ExitStageOut, ExitStageRun}
+
+// StagingFailure says what a wrapper exit code means, and false for any other code.
+func StagingFailure(code int32) (string, bool) {
+	switch code {
+	case ExitStageIn:
+		return "stage in failed: the inputs were not downloaded and the command did not run", true
+	case ExitStageOut:
+		return "stage out failed: the command succeeded but its outputs were not uploaded", true
+	case ExitStageRun:
+		return "the staging wrapper could not start the command's log archiver (stage run)", true
+	}
+	return "", false
 }

@@ -90,6 +90,11 @@ func TestResultsLayout(t *testing.T) {
 	if _, err := OutputKey("j", "u", "/a/../../etc"); err == nil {
 		t.Error("OutputKey accepted a path escaping with ..")
 	}
+	for rank, want := range map[int]string{0: "results/train-1/0b6c-uid/.kubectl-tao/logs/rank-0.log", 12: "results/train-1/0b6c-uid/.kubectl-tao/logs/rank-12.log"} {
+		if got := LogArchiveKey(p, rank); got != want {
+			t.Errorf("LogArchiveKey(%q, %d) = %q, want %q", p, rank, got, want)
+		}
+	}
 }
 
 func TestDefaultStagerImage(t *testing.T) {

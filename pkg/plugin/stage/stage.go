@@ -1,7 +1,8 @@
 // Package stage implements the hidden `kubectl-tao stage` command that runs inside a Job's pod:
 // `install DIR` (the init container copies this binary into a shared volume), `workdir` (an
-// init container unpacks the --workdir snapshot), `in` (download
-// every input before the user's command) and `out` (upload every output after it). The
+// init container unpacks the --workdir snapshot), `in` (download every input before the user's
+// command), `run` (run the command, archiving its log: the runner is the engine logarchive) and
+// `out` (upload every output after it). The
 // transfers themselves are in the S3 client package s3; this is the thin layer that reads the pod's
 // environment.
 package stage
@@ -41,6 +42,7 @@ func NewCmd(streams genericiooptions.IOStreams, getenv func(string) string) *cob
 		newTransferCmd(streams, getenv, false),
 		newInstallCmd(streams, os.Executable),
 		newWorkdirCmd(streams, getenv),
+		newRunCmd(streams, getenv),
 	)
 	return cmd
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/exitcode"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/s3"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/s3layout"
 )
 
 func run(env map[string]string, args ...string) (string, string, error) {
@@ -142,5 +143,55 @@ func TestOutThenIn(t *testing.T) {
 	}
 	if strings.Contains(errOut, "s3cr3t-value") {
 		t.Error("the secret key was printed")
+	}
+}
+
+// `stage run` passes the command's output and exit code through; what keeps the log from S3
+// is a warning, never an error of the command; its own usage errors carry the staging code.
+func TestStageRun(t *testing.T) {
+	out, errOut, err := run(nil, "run", "--", "/bin/sh", "-c", "echo out; echo err >&2; exit 4")
+	if code, ok := exitcode.PassedThrough(err); !ok || code != 4 || out != "out\n" ||
+		errOut != "kubectl-tao: log archive: off: S3 credentials incomplete: ACCESS_KEY, SECRET_KEY, S3_BUCKET_NAME not set in the environment\nerr\n" {
+		t.Errorf("exit %v, stdout %q, stderr %q", err, out, errOut)
+	}
+	env := map[string]string{"ACCESS_KEY": "a", "SECRET_KEY": "s", "S3_BUCKET_NAME": "bucket", "S3_ENDPOINT_URL": "http://127.0.0.1:1",
+		"TAO_JOB_ID": "train", "TAO_JOB_UID": "uid", "NODE_RANK": "x"}
+	if _, errOut, err := run(env, "run", "--", "/bin/sh", "-c", "exit 0"); err != nil || !strings.Contains(errOut, `$NODE_RANK="x" is not a rank`) {
+		t.Errorf("bad rank: %v, %q", err, errOut)
+	}
+	for _, args := range [][]string{{"run"}, {"run", "/bin/true"}, {"run", "--bogus", "--", "/bin/true"}, {"run", "--interval", "0s", "--", "/bin/true"}} {
+		if _, _, err := run(nil, args...); exitcode.Of(err) != s3layout.ExitStageRun {
+			t.Errorf("%q: %v (exit %d), want the staging code %d", args, err, exitcode.Of(err), s3layout.ExitStageRun)
+		}
+	}
+}
+
+// The rank's log lands at its archive key, against an in-process S3.
+func TestStageRunArchivesTheRankLog(t *testing.T) {
+	srv := httptest.NewServer(gofakes3.New(s3mem.New()).Server())
+	defer srv.Close()
+	env := map[string]string{"ACCESS_KEY": "AKIA1", "SECRET_KEY": "s3cr3t-value", "S3_BUCKET_NAME": "bucket", "S3_ENDPOINT_URL": srv.URL,
+		"TAO_JOB_ID": "train", "TAO_JOB_UID": "0000-uid", "NODE_RANK": "1"}
+	client, err := s3.NewClient(s3.ConfigFromEnv(func(k string) string { return env[k] }), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := client.MakeBucket(context.Background(), "bucket", minio.MakeBucketOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, err := run(env, "run", "--", "/bin/sh", "-c", "echo step 1; sleep 0.1; echo oops >&2; sleep 0.1; printf 'no newline'; exit 1")
+	if code, _ := exitcode.PassedThrough(err); code != 1 || out != "step 1\nno newline" || errOut != "oops\n" {
+		t.Fatalf("exit %v, stdout %q, stderr %q", err, out, errOut)
+	}
+	obj, err := client.GetObject(context.Background(), "bucket", "results/train/0000-uid/.kubectl-tao/logs/rank-1.log", minio.GetObjectOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got bytes.Buffer
+	if _, err := got.ReadFrom(obj); err != nil {
+		t.Fatal(err)
+	}
+	if got.String() != "step 1\noops\nno newline" {
+		t.Errorf("archive %q", got.String())
 	}
 }

@@ -74,8 +74,9 @@ and every rank gets WORLD_SIZE and NNODES (N), NUM_GPU_PER_NODE and NPROC_PER_NO
 NODE_RANK (its index, 0..N-1), MASTER_ADDR (NAME-0.NAME) and MASTER_PORT (--master-port).
 
 --retries N replaces failed pods instead, through a pod failure policy: evicted, preempted and
-lost pods are replaced without counting, OOM kills (exit 137) and commands that cannot run
-(exit 2, 126, 127) fail the job at once, and any other failure is retried up to N times (per
+lost pods are replaced without counting, OOM kills (exit 137), commands that cannot run
+(exit 2, 126, 127) and staging failures (exit 201-203) fail the job at once, and any other
+failure is retried up to N times (per
 rank with --nodes). A multi-node torchrun gang survives a lost rank only by restarting as a
 whole, from the start of its command: have it resume from its last checkpoint (README,
 "Retries").
@@ -99,10 +100,13 @@ into a Secret NAME-s3 owned by the Job; or an existing Secret with those keys na
 print the Secret redacted. submit itself never contacts S3: in the pod, kubectl-tao makes the
 transfers, copied there by an init container from --stager-image (default: this release's
 published image, ghcr.io/kubectl-tao/kubectl-tao:VERSION; a development build has none and
-needs the flag, see make stager-image). The job exits with the command's code; if the command
-succeeded but the upload failed, with the upload's, so that the job fails. On SIGTERM the
-upload waits until the command has exited; an OOM kill or SIGKILL (the end of the termination
-grace period) takes the whole container, and nothing is uploaded then. Every job's container
+needs the flag, see make stager-image). With --output-path every rank's combined stdout and
+stderr is also kept in S3, at results/NAME/JOB_UID/.kubectl-tao/logs/rank-N.log, refreshed every
+minute while the command runs and once after it ends (--no-log-archive: not kept). The job exits
+with the command's code; if the command succeeded but the upload failed, with 202 (stage in
+failed: 201), which --retries never retries, so that the job fails. On SIGTERM the upload waits
+until the command has exited; an OOM kill or SIGKILL (the end of the termination grace period)
+takes the whole container, and nothing more is uploaded then. Every job's container
 gets TAO_JOB_ID (the job's name) and TAO_JOB_UID (its UID).
 
 Credentials: --secret-env VAR gives the command the variable VAR with the value of $VAR in this
@@ -335,7 +339,7 @@ func (o *Options) completeStaging(cmd *cobra.Command) (*jobspec.Staging, error) 
 		}
 		return nil, nil
 	}
-	st := &jobspec.Staging{Outputs: o.Outputs, StagerImage: o.StagerImage, ExistingSecret: o.S3Secret}
+	st := &jobspec.Staging{Outputs: o.Outputs, StagerImage: o.StagerImage, ExistingSecret: o.S3Secret, NoLogArchive: o.NoLogArchive}
 	for _, raw := range o.Inputs {
 		in, err := s3layout.ParseInput(raw)
 		if err != nil {

@@ -261,7 +261,7 @@ func programReason(reason string, rule *FiredRule) bool {
 	case batchv1.JobReasonBackoffLimitExceeded, batchv1.JobReasonMaxFailedIndexesExceeded, batchv1.JobReasonFailedIndexes:
 		return true
 	case batchv1.JobReasonPodFailurePolicy:
-		return rule != nil && (rule.Kind == RuleKindOOM || rule.Kind == RuleKindProgram)
+		return rule != nil && (rule.Kind == RuleKindOOM || rule.Kind == RuleKindProgram || rule.Kind == RuleKindStaging)
 	}
 	return false
 }

@@ -9,7 +9,9 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/jobspec"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/jobstatus"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/s3layout"
 )
 
 // stuckAfter is how long past its deletion time a pod may linger before it counts as stuck:
@@ -313,6 +315,33 @@ func (v podView) finishedAt() time.Time {
 	return time.Time{}
 }
 
+// staged reports whether the pod runs the staging wrapper (submit --input/--output-path), whose
+// own failure codes mean a staging failure rather than the command's.
+func (v podView) staged() bool {
+	for _, c := range v.pod.Spec.Containers {
+		for _, e := range c.Env {
+			if e.Name == jobspec.EnvStager {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// stagingSuggestion says where a staging failure's cause is: the stager's error on stderr.
+func stagingSuggestion(code int32, job string, rank int) string {
+	what := "stage out's error (the upload of the outputs)"
+	switch code {
+	case s3layout.ExitStageIn:
+		what = "stage in's error (the download of the inputs)"
+	case s3layout.ExitStageRun:
+		what = "the wrapper's error"
+	}
+	return fmt.Sprintf("A staging failure, not the training command's: with --retries it fails the job at once. Read %s at the end "+
+		"of the rank's log: kubectl tao logs %s --rank %d. Check the S3 credentials, bucket and endpoint, and that "+
+		"every --output-path exists when the command ends.", what, job, rank)
+}
+
 // exited explains a non-zero exit: OOM, a signal, or what the last log lines say.
 func (v podView) exited() *finding {
 	t := v.terminated()
@@ -331,6 +360,12 @@ func (v podView) exited() *finding {
 	if t.Reason == "OOMKilled" {
 		f.message = describeExit(code) + ": the container hit its memory limit and the kernel killed it"
 		f.suggestion = "Container OOM-killed. Reduce batch size, lower max_length, or request more memory on a larger node."
+		return f
+	}
+	if what, ok := s3layout.StagingFailure(code); ok && v.staged() {
+		f.name = "StagingFailed"
+		f.message = describeExit(code) + ": " + what
+		f.suggestion = stagingSuggestion(code, v.jobName(), v.rank)
 		return f
 	}
 	if t.Reason == "StartError" || t.Reason == "ContainerCannotRun" {

@@ -9,13 +9,16 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/jobspec"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/jobstatus"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/s3layout"
 )
 
 // What a pod failure policy rule is about, as diagnose explains it.
 const (
 	RuleKindOOM       = "oom"
 	RuleKindProgram   = "program"
+	RuleKindStaging   = "staging"
 	RuleKindCondition = "condition"
 )
 
@@ -52,6 +55,9 @@ func firedRule(job *batchv1.Job) *FiredRule {
 		r.Index, _ = strconv.Atoi(m[5])
 		if code == 137 {
 			r.Kind = RuleKindOOM
+		}
+		if _, ok := s3layout.StagingFailure(int32(code)); ok && r.Index == jobspec.RuleStaging {
+			r.Kind = RuleKindStaging
 		}
 	} else if m := condRuleMsg.FindStringSubmatch(c.Message); m != nil {
 		r.Pod, r.Action, r.Kind = m[1], m[3], RuleKindCondition
@@ -105,6 +111,10 @@ func policyNote(r *FiredRule) string {
 	case RuleKindOOM:
 		return fmt.Sprintf("the Job's pod failure policy failed it at once, by %s: pod %s was killed by SIGKILL (exit code 137, "+
 			"the OOM killer's signal), and the same memory limit would run out again, so no retry was spent on it", rule, r.Pod)
+	case RuleKindStaging:
+		what, _ := s3layout.StagingFailure(*r.ExitCode)
+		return fmt.Sprintf("the Job's pod failure policy failed it at once, by %s: pod %s exited with %s, a staging failure (%s), "+
+			"which a rerun of the training would not fix, so no retry was spent on it", rule, r.Pod, describeExit(*r.ExitCode), what)
 	case RuleKindProgram:
 		return fmt.Sprintf("the Job's pod failure policy failed it at once, by %s: pod %s exited with %s, "+
 			"a program error that retrying cannot fix, so no retry was spent on it", rule, r.Pod, describeExit(*r.ExitCode))

@@ -93,6 +93,16 @@ func TestDiagnoseRetriesPolicy(t *testing.T) {
 			wantNotes: []string{"pod ddp-1-abcde exited with exit code 127, a program error that retrying cannot fix"},
 		},
 		{
+			name: "staged job: a failed upload fails it at once by the staging rule, named a staging failure",
+			job: jobOf("t", 1).Conditions(policyCond("t-0-abcde", 202, jobspec.RuleStaging)).
+				PodFailurePolicy(jobspec.StagedPodFailurePolicy()).Obj(),
+			pods:      []corev1.Pod{stagedPod(podOf("t", 0).Node("gpu-node-0").Exited(202, "Error", t0.Add(2*time.Minute)).Val())},
+			wantClass: ErrProgram, wantFirst: "StagingFailed", wantPod: "t-0-abcde", wantKind: RuleKindStaging,
+			wantRule: "FailJob on exit codes 201, 202, 203 of container tao", wantSugg: "A staging failure, not the training command's", wantEvents: 1,
+			wantNotes: []string{"pod t-0-abcde exited with exit code 202, a staging failure (stage out failed: the command succeeded but its outputs were not uploaded)",
+				"no retry was spent"},
+		},
+		{
 			name: "policy failure with the pods gone is the program's", job: retriesJob("t", 1, policyCond("t-0-abcde", 2, 2)),
 			wantClass: ErrProgram, wantKind: RuleKindProgram, wantSugg: "pods are gone",
 		},
@@ -132,6 +142,38 @@ func TestDiagnoseRetriesPolicy(t *testing.T) {
 				if !strings.Contains(notes, n) {
 					t.Errorf("notes = %q, want %q", notes, n)
 				}
+			}
+		})
+	}
+}
+
+// stagedPod gives the pod's container the staging wrapper's variables, as submit does.
+func stagedPod(p corev1.Pod) corev1.Pod {
+	p.Spec.Containers[0].Env = append(p.Spec.Containers[0].Env, corev1.EnvVar{Name: jobspec.EnvStager, Value: "/tao-stager/kubectl-tao"})
+	return p
+}
+
+// Without --retries a staging code is named all the same, but only in a staged pod: elsewhere
+// 201 to 203 are the command's own codes.
+func TestDiagnoseStagingCodes(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		pod    corev1.Pod
+		first  string
+		inMsg  string
+		inSugg string
+	}{
+		{"staged, stage in failed", stagedPod(podOf("t", 0).Node("gpu-node-0").Exited(201, "Error", t0.Add(time.Minute)).Val()),
+			"StagingFailed", "exit code 201: stage in failed", "stage in's error"},
+		{"not staged", podOf("t", 0).Node("gpu-node-0").Exited(201, "Error", t0.Add(time.Minute)).Val(),
+			"Error", "exit code 201", "The training command exited with code 201"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			job := jobOf("t", 1).Conditions(failedCond(batchv1.JobReasonBackoffLimitExceeded, "Job has reached the specified backoff limit", t0.Add(2*time.Minute))).Obj()
+			a := Analyze(Snapshot{Job: job, Pods: []corev1.Pod{tc.pod}, Now: now})
+			if a.FirstFailure == nil || a.FirstFailure.NodeEventName != tc.first || !strings.Contains(a.FirstFailure.Message, tc.inMsg) ||
+				!strings.Contains(a.Suggestion, tc.inSugg) {
+				t.Errorf("first failure %+v, suggestion %q; want %s with %q, %q", a.FirstFailure, a.Suggestion, tc.first, tc.inMsg, tc.inSugg)
 			}
 		})
 	}

@@ -1,0 +1,211 @@
+package logarchive
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// Defaults of a Runner.
+const (
+	// DefaultInterval is how often the archive is uploaded while the command runs: a lost node
+	// loses at most this much of the log.
+	DefaultInterval = time.Minute
+	// DefaultFinalTimeout bounds the upload after the command ends. After a cancel it shares the
+	// pod's grace period (30 s by default) with stage out, which needs the rest.
+	DefaultFinalTimeout = 15 * time.Second
+	// drainDelay is how long output is still read after the command exited, when something it
+	// started in the background keeps its stdout or stderr open: the pod must still end.
+	drainDelay = 2 * time.Second
+)
+
+// Upload stores the first size bytes of r as the archive, replacing the previous upload (S3
+// objects cannot be appended to).
+type Upload func(ctx context.Context, r io.ReaderAt, size int64) error
+
+// Runner runs one command as the staged container's wrapper needs it: the command's stdout and
+// stderr go to Stdout and Stderr as they arrive (no line buffering: `logs -f` sees the bytes as
+// soon as the command writes them) and into the archive file; signals are forwarded to the
+// command; the archive is uploaded every Interval while the command runs and once after it ends,
+// whatever the way it ended.
+type Runner struct {
+	Argv           []string
+	Stdin          io.Reader
+	Stdout, Stderr io.Writer
+	// Signals are forwarded to the command (SIGTERM and SIGINT from the wrapper).
+	Signals <-chan os.Signal
+	// Archive is the file the log is kept in; nil runs the command without an archive.
+	Archive *os.File
+	// Upload, when set, stores the archive (Archive must be set).
+	Upload       Upload
+	Interval     time.Duration
+	FinalTimeout time.Duration
+	// Log receives the runner's own warnings, one line each (the container's stderr): an archive
+	// that cannot be written or uploaded never changes the command's exit code.
+	Log io.Writer
+}
+
+// tee passes bytes to out at once and copies them into the archive stream.
+type tee struct {
+	out     io.Writer
+	archive io.Writer
+}
+
+func (t tee) Write(p []byte) (int, error) {
+	n, err := t.out.Write(p)
+	if t.archive != nil {
+		_, _ = t.archive.Write(p)
+	}
+	return n, err
+}
+
+// Run runs the command to its end and returns its exit code as a shell reports it: the
+// command's own, 128+N when signal N ended it, 127 when it cannot be found and 126 when it
+// cannot be executed. ctx only bounds the uploads while the command runs; the final upload
+// happens even when ctx is done (a SIGTERM cancels it, and that is exactly when it matters).
+func (r *Runner) Run(ctx context.Context) int {
+	var arch *Writer
+	if r.Archive != nil {
+		arch = NewWriter(r.Archive)
+	}
+	cmd := exec.Command(r.Argv[0], r.Argv[1:]...)
+	cmd.Stdin = r.Stdin
+	cmd.Stdout = tee{out: r.Stdout, archive: archiveStream(arch)}
+	cmd.Stderr = tee{out: r.Stderr, archive: archiveStream(arch)}
+	cmd.WaitDelay = drainDelay
+	if err := cmd.Start(); err != nil {
+		code := startFailure(err)
+		line := fmt.Sprintf("kubectl-tao: %s: %v\n", r.Argv[0], err)
+		_, _ = io.WriteString(r.Stderr, line)
+		if arch != nil {
+			_, _ = arch.Stream().Write([]byte(line))
+		}
+		r.finish(ctx, arch)
+		return code
+	}
+
+	exited := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case sig := <-r.Signals:
+				_ = cmd.Process.Signal(sig)
+			case <-exited:
+				return
+			}
+		}
+	}()
+	var periodic sync.WaitGroup
+	if arch != nil && r.Upload != nil {
+		periodic.Add(1)
+		go func() {
+			defer periodic.Done()
+			r.refresh(ctx, arch, exited)
+		}()
+	}
+	err := cmd.Wait()
+	close(exited)
+	periodic.Wait()
+	// err is also set when only the drain delay ran out; the process state has the outcome.
+	_ = err
+	code := exitCode(cmd.ProcessState)
+	r.finish(ctx, arch)
+	return code
+}
+
+func archiveStream(w *Writer) io.Writer {
+	if w == nil {
+		return nil
+	}
+	return w.Stream()
+}
+
+// refresh uploads the archive every Interval while it grows, until done.
+func (r *Runner) refresh(ctx context.Context, arch *Writer, done <-chan struct{}) {
+	interval := r.Interval
+	if interval <= 0 {
+		interval = DefaultInterval
+	}
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	var uploaded int64 = -1
+	for {
+		select {
+		case <-done:
+			return
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		size := arch.Size()
+		if size == uploaded {
+			continue
+		}
+		// One interval at most: a stalled upload must not hold back the next one.
+		uctx, cancel := context.WithTimeout(ctx, interval)
+		err := r.Upload(uctx, r.Archive, size)
+		cancel()
+		if err != nil {
+			r.warnf("kubectl-tao: log archive: upload failed (retried in %s): %v", interval, err)
+			continue
+		}
+		uploaded = size
+	}
+}
+
+// finish archives the last unfinished lines and uploads the whole archive.
+func (r *Runner) finish(ctx context.Context, arch *Writer) {
+	if arch == nil {
+		return
+	}
+	if err := arch.Close(); err != nil {
+		r.warnf("kubectl-tao: log archive: writing it failed, it holds only the first %d bytes: %v", arch.Size(), err)
+	}
+	if r.Upload == nil {
+		return
+	}
+	timeout := r.FinalTimeout
+	if timeout <= 0 {
+		timeout = DefaultFinalTimeout
+	}
+	uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
+	defer cancel()
+	if err := r.Upload(uctx, r.Archive, arch.Size()); err != nil {
+		r.warnf("kubectl-tao: log archive: the final upload failed: %v", err)
+	}
+}
+
+func (r *Runner) warnf(format string, args ...any) {
+	if r.Log != nil {
+		_, _ = fmt.Fprintf(r.Log, format+"\n", args...)
+	}
+}
+
+// startFailure is the code a shell gives a command it cannot start.
+func startFailure(err error) int {
+	if errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist) {
+		return 127
+	}
+	return 126
+}
+
+// exitCode is the command's code as a shell reports it: 128+N for a signal.
+func exitCode(ps *os.ProcessState) int {
+	if ps == nil {
+		return 1
+	}
+	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return 128 + int(ws.Signal())
+	}
+	if code := ps.ExitCode(); code >= 0 {
+		return code
+	}
+	return 1
+}

@@ -1,0 +1,199 @@
+//go:build e2e
+
+package s3staging
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/jobspec"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/s3layout"
+	"github.com/kubectl-tao/kubectl-tao/test/s3server"
+)
+
+// wrapper is a staged job's container command for command with outputs, as the kubelet runs
+// it: the "$$" escapes undone, the built binary as the stager.
+func wrapper(command []string, outputs []string, noArchive bool) []string {
+	s := jobspec.Spec{Command: command, Nodes: 1, Staging: &jobspec.Staging{Outputs: outputs, NoLogArchive: noArchive}}
+	argv := jobspec.ContainerCommand(s)
+	for i, a := range argv {
+		argv[i] = strings.ReplaceAll(a, "$$", "$")
+	}
+	return argv
+}
+
+type wrapped struct {
+	code           int
+	stdout, stderr string
+}
+
+// runWrapper runs argv with the pod's environment; during, when set, runs meanwhile.
+func runWrapper(t *testing.T, env []string, argv []string, during func(p *os.Process)) wrapped {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir(), jobspec.EnvStager + "=" + binary}, env...)
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if during != nil {
+		during(cmd.Process)
+	}
+	err := cmd.Wait()
+	r := wrapped{stdout: out.String(), stderr: errOut.String()}
+	var ee *exec.ExitError
+	switch {
+	case errors.As(err, &ee):
+		r.code = ee.ExitCode()
+	case err != nil:
+		t.Fatal(err)
+	}
+	return r
+}
+
+func waitFor(t *testing.T, what string, ok func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !ok() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// The staged wrapper with the real binary against the S3 test server: each way the command
+// can end leaves the rank's log at its archive key, with the same bytes the container printed
+// (stdout and stderr lines), beside the outputs; the exit code is the command's.
+func TestWrapperArchivesTheLog(t *testing.T) {
+	srv := s3server.Start(t)
+	srv.MakeBucket(t, "bucket")
+	for _, tc := range []struct {
+		name, script string
+		rank         string
+		signal       bool
+		wantCode     int
+		wantLog      string
+	}{
+		{"success", `echo "step 1"; sleep 0.1; echo "warn" >&2; sleep 0.1; printf 'done'; echo model > "$OUT/model"`, "", false, 0, "step 1\nwarn\ndone"},
+		{"failure, rank 1", `echo "step 1"; sleep 0.1; echo "Traceback: boom" >&2; exit 1`, "1", false, 1, "step 1\nTraceback: boom\n"},
+		// bash reports the kill on stderr: "/bin/bash: line 1: PID Killed  sh -c ...".
+		{"killed by SIGKILL in a child (the OOM killer)", `echo "allocating"; sh -c 'kill -9 $$'; exit $?`, "", false, 137, "allocating\n/bin/bash: line 1: "},
+		{"SIGTERM: the checkpoint's lines are kept, uploaded after the signal",
+			`trap 'echo "got TERM, checkpointing"; echo ckpt > "$OUT/model"; exit 143' TERM; echo training; while :; do sleep 0.05; done`,
+			"", true, 143, "training\ngot TERM, checkpointing\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			uid := "uid-" + strings.NewReplacer(" ", "-", ",", "", ":", "", "(", "", ")", "").Replace(tc.name)
+			out := t.TempDir()
+			env := append(srv.Env("bucket"), "TAO_JOB_ID=train", "TAO_JOB_UID="+uid, "OUT="+out,
+				s3layout.EnvOutputs+"="+out)
+			if tc.rank != "" {
+				env = append(env, jobspec.EnvNodeRank+"="+tc.rank)
+			}
+			var during func(p *os.Process)
+			if tc.signal {
+				during = func(p *os.Process) {
+					// The command is running (its first line is in the periodic upload or not;
+					// waiting on the output file is enough: nothing is there yet).
+					time.Sleep(500 * time.Millisecond)
+					if err := p.Signal(syscall.SIGTERM); err != nil {
+						t.Error(err)
+					}
+				}
+			}
+			r := runWrapper(t, env, wrapper([]string{tc.script}, []string{out}, false), during)
+			if r.code != tc.wantCode {
+				t.Fatalf("exit %d, want %d\nstdout %q\nstderr:\n%s", r.code, tc.wantCode, r.stdout, r.stderr)
+			}
+			rank := 0
+			if tc.rank == "1" {
+				rank = 1
+			}
+			prefix, _ := s3layout.ResultsPrefix("train", uid)
+			got := string(srv.Get(t, "bucket", s3layout.LogArchiveKey(prefix, rank)))
+			// bash's report of the kill carries a PID: only its start is compared.
+			killReport := tc.wantCode == 137 && strings.HasPrefix(got, tc.wantLog) && strings.Contains(got, "Killed")
+			if got != tc.wantLog && !killReport {
+				t.Errorf("archive %q, want %q\nstderr:\n%s", got, tc.wantLog, r.stderr)
+			}
+			// The container's own output is unchanged: the archive's lines, split by stream.
+			for _, l := range strings.Split(strings.TrimSuffix(tc.wantLog, "\n"), "\n") {
+				if !strings.Contains(r.stdout+r.stderr, l) {
+					t.Errorf("the container did not print %q: stdout %q, stderr %q", l, r.stdout, r.stderr)
+				}
+			}
+			if strings.Contains(r.stdout, "kubectl-tao:") {
+				t.Errorf("the wrapper wrote to stdout: %q", r.stdout)
+			}
+			if leaks := srv.Leaks(r.stdout, r.stderr); len(leaks) > 0 {
+				t.Error("a credential was printed")
+			}
+		})
+	}
+}
+
+// While the command runs, its log is refreshed in S3 (here every 300 ms instead of a minute,
+// through the binary's flag), so a lost node loses at most the last interval.
+func TestStageRunRefreshesTheArchive(t *testing.T) {
+	srv := s3server.Start(t)
+	srv.MakeBucket(t, "bucket")
+	stop := filepath.Join(t.TempDir(), "stop")
+	env := append(srv.Env("bucket"), "TAO_JOB_ID=train", "TAO_JOB_UID=uid-live", jobspec.EnvNodeRank+"=2")
+	key := s3layout.LogArchiveKey("results/train/uid-live/", 2)
+	done := make(chan wrapped)
+	go func() {
+		done <- runWrapper(t, env, []string{binary, "stage", "run", "--interval", "300ms", "--",
+			"/bin/sh", "-c", `echo "epoch 1"; while [ ! -e ` + stop + ` ]; do sleep 0.05; done; echo "epoch 2"`}, nil)
+	}()
+	waitFor(t, "the first upload", func() bool {
+		keys := srv.Keys(t, "bucket", key)
+		return len(keys) == 1 && string(srv.Get(t, "bucket", key)) == "epoch 1\n"
+	})
+	if err := os.WriteFile(stop, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := <-done
+	if r.code != 0 || r.stdout != "epoch 1\nepoch 2\n" {
+		t.Fatalf("exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+	if got := string(srv.Get(t, "bucket", key)); got != "epoch 1\nepoch 2\n" {
+		t.Errorf("final archive %q", got)
+	}
+}
+
+// A failed upload of the outputs after a successful command exits with the staging code, which
+// --retries' policy fails at once; the rank's log is archived all the same (it is uploaded
+// before stage out), and --no-log-archive leaves it out.
+func TestWrapperStageOutFailureAndNoArchive(t *testing.T) {
+	srv := s3server.Start(t)
+	srv.MakeBucket(t, "bucket")
+	env := append(srv.Env("bucket"), "TAO_JOB_ID=train", "TAO_JOB_UID=uid-lost", s3layout.EnvOutputs+"=/no/such/output")
+	r := runWrapper(t, env, wrapper([]string{"echo trained"}, []string{"/no/such/output"}, false), nil)
+	if r.code != s3layout.ExitStageOut || !strings.Contains(r.stderr, "kubectl-tao: stage out failed (exit code 3): the command succeeded but its outputs were not uploaded") {
+		t.Fatalf("exit %d, stderr:\n%s", r.code, r.stderr)
+	}
+	if got := string(srv.Get(t, "bucket", "results/train/uid-lost/.kubectl-tao/logs/rank-0.log")); got != "trained\n" {
+		t.Errorf("archive %q", got)
+	}
+
+	env = append(srv.Env("bucket"), "TAO_JOB_ID=train", "TAO_JOB_UID=uid-off", s3layout.EnvOutputs+"="+t.TempDir())
+	r = runWrapper(t, env, wrapper([]string{"echo trained"}, []string{"/unused"}, true), nil)
+	if r.code != 0 || r.stdout != "trained\n" {
+		t.Fatalf("--no-log-archive: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+	if keys := srv.Keys(t, "bucket", "results/train/uid-off/.kubectl-tao/"); len(keys) != 0 {
+		t.Errorf("--no-log-archive uploaded %q", keys)
+	}
+}
