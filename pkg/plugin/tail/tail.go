@@ -25,9 +25,11 @@ import (
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/outage"
 )
 
-// DefaultMaxLogRequests bounds the log streams open at once; it covers a 64-rank job with room
-// for replaced pods.
-const DefaultMaxLogRequests = 100
+// DefaultMaxLogRequests bounds the log streams open at once: it covers a 1,000-rank job, the
+// size large training runs reach, so `logs -f` follows one without a flag. A followed stream is
+// one HTTP/2 stream to the API server (a long-running request, outside its in-flight limits)
+// and a goroutine here; --max-log-requests stays the explicit cap for a smaller budget.
+const DefaultMaxLogRequests = 1000
 
 // Config says what to read. It is built by the command line and holds no clients.
 type Config struct {
