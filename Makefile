@@ -79,7 +79,19 @@ FAULTS_FLAGS       ?=
 e2e-faults-ci: build $(LOCALCLUSTER) ## The fault tests CI runs (API-server restart and outage, 429/503 bursts) on a cluster of their own
 	LOCALCLUSTER='$(LOCALCLUSTER)' hack/with-cluster.sh '$(FAULTS_CLUSTER_DIR)' --nodes 4 --gpus-per-node 8 -- \
 	  env KUBECTL_TAO='$(CURDIR)/bin/kubectl-tao' TAO_FAULT_CLUSTER='$(FAULTS_CLUSTER_DIR)' \
-	  $(GO) test -tags faults -count=1 -timeout 20m $(FAULTS_FLAGS) ./test/faults/
+	  $(GO) test -tags faults -count=1 -timeout 20m -skip '^TestHeavy' $(FAULTS_FLAGS) ./test/faults/
+
+# The heavy fault tests: a 1,000-rank job (pods without GPUs) followed by `logs -f`, its API
+# requests counted; the cluster has room for 1,320 pods. Run it before changing tail or the
+# follow path.
+FAULTS_HEAVY_CLUSTER_DIR ?= $(CURDIR)/.cluster-faults-heavy
+
+.PHONY: e2e-faults
+e2e-faults: build $(LOCALCLUSTER) ## The heavy fault tests (1,000-rank logs -f) on a cluster of their own, then e2e-faults-ci
+	LOCALCLUSTER='$(LOCALCLUSTER)' hack/with-cluster.sh '$(FAULTS_HEAVY_CLUSTER_DIR)' --nodes 12 --gpus-per-node 8 -- \
+	  env KUBECTL_TAO='$(CURDIR)/bin/kubectl-tao' TAO_FAULT_CLUSTER='$(FAULTS_HEAVY_CLUSTER_DIR)' \
+	  $(GO) test -tags faults -count=1 -timeout 40m -run '^TestHeavy' -v $(FAULTS_FLAGS) ./test/faults/
+	$(MAKE) --no-print-directory e2e-faults-ci
 
 # versitygw is built once per machine into the tools cache (about 4.5 minutes cold on 2 cores).
 $(VERSITYGW):

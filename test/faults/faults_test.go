@@ -10,7 +10,6 @@
 package faults
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -19,7 +18,6 @@ import (
 	"regexp"
 	"sort"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -32,6 +30,7 @@ import (
 
 	"github.com/kubectl-tao/kubectl-tao/test/faultproxy"
 	"github.com/kubectl-tao/kubectl-tao/test/localcluster"
+	"github.com/kubectl-tao/kubectl-tao/test/testbuf"
 )
 
 var (
@@ -60,26 +59,9 @@ const sim = localcluster.AnnotationPrefix
 type run struct {
 	name        string
 	cmd         *exec.Cmd
-	out, errOut syncBuffer
+	out, errOut testbuf.Buffer
 	done        chan struct{}
 	code        int
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // start runs the binary with kc as KUBECONFIG; the test's end kills it if it still runs.
@@ -205,6 +187,50 @@ func outageLines(t *testing.T, r *run, allowed *regexp.Regexp) []string {
 	return said
 }
 
+// firstLines waits until r has printed every rank's first line. A cluster whose scheduler
+// or controller-manager is still backing off after an earlier outage takes a while to start
+// pods; on a timeout, what r said and where the pods are tell which.
+func firstLines(t *testing.T, timeout time.Duration, ns string, r *run, ranks int) {
+	t.Helper()
+	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
+		return strings.Count(r.out.String(), " step 1\n") == ranks, nil
+	})
+	if err == nil {
+		return
+	}
+	phases := map[string]int{}
+	if pods, err := client.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{}); err == nil {
+		for _, p := range pods.Items {
+			phase := string(p.Status.Phase)
+			if p.Spec.NodeName == "" {
+				phase += " (unscheduled)"
+			}
+			phases[phase]++
+		}
+	}
+	t.Fatalf("%s: %d of %d ranks' first lines after %s; pods %v\nstderr:\n%s", r.name, strings.Count(r.out.String(), " step 1\n"), ranks, timeout, phases, r.errOut.String())
+}
+
+// startProxy puts a fault proxy in front of the cluster's API server for the test and returns
+// it with the path of a kubeconfig that goes through it.
+func startProxy(t *testing.T, ns string) (*faultproxy.Proxy, string) {
+	t.Helper()
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy, err := faultproxy.Start(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = proxy.Close() })
+	proxied := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := proxy.WriteKubeconfig(proxied, ns); err != nil {
+		t.Fatal(err)
+	}
+	return proxy, proxied
+}
+
 func controlAPIServer(t *testing.T, action localcluster.ComponentAction) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -219,83 +245,19 @@ func controlAPIServer(t *testing.T, action localcluster.ComponentAction) {
 // waitProgress is what `wait` may print besides the outage lines: its status transitions.
 var waitProgress = regexp.MustCompile(`^(Pending|Running|Complete|Error|Canceled|Suspended|Queued|Admitted)\b`)
 
-// TestAPIServerRestartAndOutage follows a 64-rank job with `logs -f`, `wait` and a second job
-// with `submit --follow` while the API server is restarted, then stopped for 30 s and started.
-// All three end with the job's exit code, every line is followed exactly once, and each says
-// the outage in at most 4 stderr lines.
-func TestAPIServerRestartAndOutage(t *testing.T) {
-	const ranks, lines = 64, 100
-	ns := namespace(t)
-	// The containers run long enough to outlive the restart and the outage, writing a line a
-	// second all along.
-	runFor := 100 * time.Second
-	if r := tao(t, kubeconfig, submit(ns, "big", ranks, lines, time.Second, runFor)...); r.code != 0 {
-		t.Fatalf("submit: %s", r)
-	}
-	follow := start(t, kubeconfig, "logs", "-f", "big", "-n", ns)
-	waiter := start(t, kubeconfig, "wait", "big", "-n", ns)
-	submitted := start(t, kubeconfig, submit(ns, "small", 4, lines, time.Second, runFor, "--follow")...)
-	poll(t, 90*time.Second, "every rank's first line", func(context.Context) (bool, error) {
-		return strings.Count(follow.out.String(), " step 1\n") == ranks && strings.Count(submitted.out.String(), " step 1\n") == 4, nil
-	})
-
-	controlAPIServer(t, localcluster.ActionRestart)
-	controlAPIServer(t, localcluster.ActionStop)
-	time.Sleep(30 * time.Second) // the outage itself: its length is the point
-	controlAPIServer(t, localcluster.ActionStart)
-
-	for _, r := range []*run{follow, waiter, submitted} {
-		if code := r.finish(t, 3*time.Minute); code != 0 {
-			t.Errorf("%s", r)
-		}
-	}
-	final := tao(t, kubeconfig, "logs", "big", "-n", ns)
-	sameLines(t, "logs -f", follow.out.String(), final.out.String(), ranks*lines)
-	final = tao(t, kubeconfig, "logs", "small", "-n", ns)
-	sameLines(t, "submit --follow", submitted.out.String(), final.out.String(), 4*lines)
-	if !strings.HasSuffix(waiter.out.String(), "job.batch/big Complete\n") {
-		t.Errorf("wait printed %q", waiter.out.String())
-	}
-	for _, r := range []*run{follow, waiter, submitted} {
-		allowed := waitProgress
-		if r == submitted {
-			allowed = regexp.MustCompile(`created$|^Following `)
-		}
-		said := outageLines(t, r, allowed)
-		t.Logf("%s: %d outage lines:\n%s", r.name, len(said), strings.Join(said, "\n"))
-		if len(said) > 4 {
-			t.Errorf("%s said the outage in %d lines, want at most 4:\n%s", r.name, len(said), strings.Join(said, "\n"))
-		}
-	}
-}
-
 // TestBursts puts the fault proxy between `logs -f` and `wait` and the API server and answers
 // a burst of 429s with Retry-After, then cuts every stream into a burst of 503s. Both commands
 // end with the job's outcome, every line once, and a few stderr lines at most.
 func TestBursts(t *testing.T) {
 	const ranks, lines = 8, 40
 	ns := namespace(t)
-	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	proxy, err := faultproxy.Start(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = proxy.Close() })
-	proxied := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := proxy.WriteKubeconfig(proxied, ns); err != nil {
-		t.Fatal(err)
-	}
+	proxy, proxied := startProxy(t, ns)
 	if r := tao(t, kubeconfig, submit(ns, "burst", ranks, lines, 500*time.Millisecond, 30*time.Second)...); r.code != 0 {
 		t.Fatalf("submit: %s", r)
 	}
 	follow := start(t, proxied, "logs", "-f", "burst", "-n", ns)
 	waiter := start(t, proxied, "wait", "burst", "-n", ns)
-	poll(t, 60*time.Second, "every rank's first line", func(context.Context) (bool, error) {
-		return strings.Count(follow.out.String(), " step 1\n") == ranks, nil
-	})
+	firstLines(t, 3*time.Minute, ns, follow, ranks)
 
 	// client-go honours Retry-After by itself: the burst only slows the requests down.
 	proxy.Add(faultproxy.Rule{Method: "GET", Times: 20, Fault: faultproxy.Fault{Status: 429, RetryAfter: 1}})
@@ -328,4 +290,79 @@ func TestBursts(t *testing.T) {
 	if faulted < 80 {
 		t.Errorf("%d faulted requests, want the 80 of both bursts", faulted)
 	}
+}
+
+// TestAPIServerRestartAndOutage follows a 64-rank job with `logs -f`, `wait` and a second job
+// with `submit --follow` while the API server is restarted, then stopped for 30 s and started.
+// All three end with the job's exit code, every line is followed exactly once, and each says
+// the outage in at most 4 stderr lines.
+func TestAPIServerRestartAndOutage(t *testing.T) {
+	const ranks, lines = 64, 100
+	ns := namespace(t)
+	// The containers run long enough to outlive the restart and the outage, writing a line a
+	// second all along.
+	runFor := 100 * time.Second
+	if r := tao(t, kubeconfig, submit(ns, "big", ranks, lines, time.Second, runFor)...); r.code != 0 {
+		t.Fatalf("submit: %s", r)
+	}
+	follow := start(t, kubeconfig, "logs", "-f", "big", "-n", ns)
+	waiter := start(t, kubeconfig, "wait", "big", "-n", ns)
+	submitted := start(t, kubeconfig, submit(ns, "small", 4, lines, time.Second, runFor, "--follow")...)
+	firstLines(t, 3*time.Minute, ns, follow, ranks)
+	firstLines(t, time.Minute, ns, submitted, 4)
+
+	controlAPIServer(t, localcluster.ActionRestart)
+	controlAPIServer(t, localcluster.ActionStop)
+	time.Sleep(30 * time.Second) // the outage itself: its length is the point
+	controlAPIServer(t, localcluster.ActionStart)
+
+	for _, r := range []*run{follow, waiter, submitted} {
+		if code := r.finish(t, 3*time.Minute); code != 0 {
+			t.Errorf("%s", r)
+		}
+	}
+	final := tao(t, kubeconfig, "logs", "big", "-n", ns)
+	sameLines(t, "logs -f", follow.out.String(), final.out.String(), ranks*lines)
+	final = tao(t, kubeconfig, "logs", "small", "-n", ns)
+	sameLines(t, "submit --follow", submitted.out.String(), final.out.String(), 4*lines)
+	if !strings.HasSuffix(waiter.out.String(), "job.batch/big Complete\n") {
+		t.Errorf("wait printed %q", waiter.out.String())
+	}
+	for _, r := range []*run{follow, waiter, submitted} {
+		allowed := waitProgress
+		if r == submitted {
+			allowed = regexp.MustCompile(`created$|^Following `)
+		}
+		said := outageLines(t, r, allowed)
+		t.Logf("%s: %d outage lines:\n%s", r.name, len(said), strings.Join(said, "\n"))
+		if len(said) > 4 {
+			t.Errorf("%s said the outage in %d lines, want at most 4:\n%s", r.name, len(said), strings.Join(said, "\n"))
+		}
+	}
+}
+
+// TestHeavyThousandRanks (make e2e-faults, not CI): `logs -f` follows a 1,000-rank job with the
+// default --max-log-requests, through the fault proxy so that its API requests are counted:
+// every rank's first line, then the end, each line once.
+func TestHeavyThousandRanks(t *testing.T) {
+	const ranks, lines = 1000, 5
+	ns := namespace(t)
+	proxy, proxied := startProxy(t, ns)
+	begin := time.Now()
+	if r := tao(t, kubeconfig, submit(ns, "huge", ranks, lines, 5*time.Second, 3*time.Minute)...); r.code != 0 {
+		t.Fatalf("submit: %s", r)
+	}
+	follow := start(t, proxied, "logs", "-f", "huge", "-n", ns)
+	firstLines(t, 10*time.Minute, ns, follow, ranks)
+	t.Logf("every rank's first line %s after submit; %d requests so far", time.Since(begin).Round(time.Second), len(proxy.Requests()))
+	if code := follow.finish(t, 10*time.Minute); code != 0 {
+		t.Fatalf("%s", follow)
+	}
+	requests := len(proxy.Requests())
+	final := tao(t, kubeconfig, "logs", "huge", "-n", ns)
+	sameLines(t, "logs -f", follow.out.String(), final.out.String(), ranks*lines)
+	if follow.errOut.String() != "" {
+		t.Errorf("logs -f stderr:\n%s", follow.errOut.String())
+	}
+	t.Logf("logs -f of %d ranks: %d API requests, %s from submit to the end", ranks, requests, time.Since(begin).Round(time.Second))
 }

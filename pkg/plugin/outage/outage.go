@@ -114,17 +114,23 @@ func Backoff(first, limit time.Duration) *wait.Backoff {
 	return &wait.Backoff{Duration: first, Factor: 2, Jitter: 0.5, Steps: math.MaxInt32, Cap: limit}
 }
 
-// QuietContext returns ctx with a logger that logs errors at -v=DetailLevel instead of always.
-// client-go's reflector (under the informer `wait` uses) logs every failed list and watch as an
-// error, one line per retry; the Reporter says what the user needs instead.
+// QuietContext returns ctx with a logger that logs everything DetailLevel levels further down:
+// errors and unconditional infos at -v=DetailLevel instead of always. client-go's reflector
+// (under the informer `wait` uses) logs every failed list and watch as an error, and a watch
+// that ends early as a warning, one line per retry; the Reporter says what the user needs
+// instead.
 func QuietContext(ctx context.Context) context.Context {
 	l := klog.FromContext(ctx)
 	return klog.NewContext(ctx, logr.New(demoted{LogSink: l.GetSink()}))
 }
 
-// demoted turns Error into Info at DetailLevel.
+// demoted moves every message DetailLevel levels down, and errors to DetailLevel.
 type demoted struct{ logr.LogSink }
 
+func (d demoted) Enabled(level int) bool { return d.LogSink.Enabled(level + DetailLevel) }
+func (d demoted) Info(level int, msg string, kv ...any) {
+	d.LogSink.Info(level+DetailLevel, msg, kv...)
+}
 func (d demoted) Error(err error, msg string, kv ...any) {
 	if d.LogSink.Enabled(DetailLevel) {
 		d.LogSink.Info(DetailLevel, msg, append(kv, "err", err)...)

@@ -12,6 +12,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/klog/v2"
 	clocktesting "k8s.io/utils/clock/testing"
 )
 
@@ -93,5 +94,21 @@ func TestBackoffIsCappedWithJitter(t *testing.T) {
 	// Streams dropped together must not all retry at the same instant.
 	if len(seen) < 10 {
 		t.Fatalf("capped pauses %v: want them spread by jitter", seen)
+	}
+}
+
+// QuietContext's logger says nothing at the default verbosity, not even errors or warnings.
+func TestQuietContext(t *testing.T) {
+	var out bytes.Buffer
+	klog.LogToStderr(false)
+	klog.SetOutput(&out)
+	defer klog.LogToStderr(true)
+	l := klog.FromContext(QuietContext(context.Background()))
+	l.Info("Warning: watch ended with error")
+	l.Error(refused, "Failed to watch")
+	l.WithName("reflector").WithValues("type", "Job").Error(refused, "Failed to list")
+	klog.Flush()
+	if out.Len() != 0 {
+		t.Fatalf("printed at the default verbosity:\n%s", out.String())
 	}
 }
