@@ -166,7 +166,22 @@ func sameLines(t *testing.T, what, followed, final string, want int) {
 		t.Fatalf("the final logs hold %d lines, want %d", len(g), want)
 	}
 	if strings.Join(f, "\n") != strings.Join(g, "\n") {
-		t.Fatalf("%s: %d lines followed, %d in the final logs; they differ (lost or repeated lines)", what, len(f), len(g))
+		count := map[string]int{}
+		for _, l := range f {
+			count[l]++
+		}
+		for _, l := range g {
+			count[l]--
+		}
+		var diff []string
+		for l, n := range count {
+			if n != 0 && len(diff) < 20 {
+				diff = append(diff, fmt.Sprintf("%+d %s", n, l))
+			}
+		}
+		sort.Strings(diff)
+		t.Fatalf("%s: %d lines followed, %d in the final logs; they differ (lost or repeated lines), e.g. (followed minus final):\n%s",
+			what, len(f), len(g), strings.Join(diff, "\n"))
 	}
 }
 

@@ -16,7 +16,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 )
 
-var refused = fmt.Errorf(`Get "https://127.0.0.1:6443/api/v1/pods": dial tcp 127.0.0.1:6443: connect: %w`, syscall.ECONNREFUSED)
+var errRefused = fmt.Errorf(`Get "https://127.0.0.1:6443/api/v1/pods": dial tcp 127.0.0.1:6443: connect: %w`, syscall.ECONNREFUSED)
 
 // Many streams failing for two minutes print one line when the outage has lasted Quiet and one
 // when the server is back; a blip shorter than Quiet prints nothing.
@@ -26,7 +26,7 @@ func TestReporterSaysAnOutageOnce(t *testing.T) {
 	r := New(&out, "following job.batch/train", clk)
 
 	// A blip: a failure and a success within Quiet.
-	r.Failed(refused)
+	r.Failed(errRefused)
 	clk.SetTime(clk.Now().Add(Quiet / 2))
 	r.OK()
 	if out.Len() != 0 {
@@ -36,7 +36,7 @@ func TestReporterSaysAnOutageOnce(t *testing.T) {
 	start := clk.Now()
 	for i := 0; i < 120; i++ { // 64 streams and 2 watches retrying every second for two minutes
 		for s := 0; s < 66; s++ {
-			if !r.Failed(refused) {
+			if !r.Failed(errRefused) {
 				t.Fatal("connection refused is not an outage")
 			}
 		}
@@ -45,7 +45,7 @@ func TestReporterSaysAnOutageOnce(t *testing.T) {
 	r.OK()
 	r.OK()
 	want := fmt.Sprintf("following job.batch/train: the API server is unreachable since %s (%v); retrying\n"+
-		"following job.batch/train: the API server answers again (unreachable for 2m0s)\n", start.Format("15:04:05"), refused)
+		"following job.batch/train: the API server answers again (unreachable for 2m0s)\n", start.Format("15:04:05"), errRefused)
 	if out.String() != want {
 		t.Fatalf("stderr:\n%s\nwant:\n%s", out.String(), want)
 	}
@@ -59,7 +59,7 @@ func TestIs(t *testing.T) {
 	}{
 		{nil, false},
 		{context.Canceled, false},
-		{refused, true},
+		{errRefused, true},
 		{fmt.Errorf("read: %w", syscall.ECONNRESET), true},
 		{io.ErrUnexpectedEOF, true},
 		{apierrors.NewTooManyRequests("slow down", 1), true},
@@ -105,8 +105,8 @@ func TestQuietContext(t *testing.T) {
 	defer klog.LogToStderr(true)
 	l := klog.FromContext(QuietContext(context.Background()))
 	l.Info("Warning: watch ended with error")
-	l.Error(refused, "Failed to watch")
-	l.WithName("reflector").WithValues("type", "Job").Error(refused, "Failed to list")
+	l.Error(errRefused, "Failed to watch")
+	l.WithName("reflector").WithValues("type", "Job").Error(errRefused, "Failed to list")
 	klog.Flush()
 	if out.Len() != 0 {
 		t.Fatalf("printed at the default verbosity:\n%s", out.String())
