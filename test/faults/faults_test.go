@@ -361,6 +361,15 @@ func TestAPIServerRestartAndOutage(t *testing.T) {
 // every rank's first line, then the end, each line once.
 func TestHeavyThousandRanks(t *testing.T) {
 	const ranks, lines = 1000, 5
+	// kwok serves each followed log with an inotify instance of its own; past the host's
+	// per-user limit it writes "failed to create fsnotify watcher: too many open files" into
+	// the streams instead of the log (found by this test), so the host must allow one per rank.
+	if limit, err := os.ReadFile("/proc/sys/fs/inotify/max_user_instances"); err == nil {
+		var n int
+		if _, err := fmt.Sscan(string(limit), &n); err == nil && n < ranks+200 {
+			t.Fatalf("fs.inotify.max_user_instances is %d: kwok needs one per followed rank; raise it (sysctl -w fs.inotify.max_user_instances=%d) for this test", n, 2*ranks)
+		}
+	}
 	ns := namespace(t)
 	proxy, proxied := startProxy(t, ns)
 	begin := time.Now()
