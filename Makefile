@@ -54,7 +54,7 @@ build: ## Build bin/kubectl-tao
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/kubectl-tao ./cmd/kubectl-tao
 
 .PHONY: test
-test: unit e2e ## Run the unit tests, then the end-to-end suite on the local cluster (what CI runs)
+test: unit e2e e2e-faults-ci ## Run the unit tests, then the end-to-end suite on the local cluster, then the fault tests on their own (what CI runs)
 
 .PHONY: unit
 unit: ## Run the unit tests
@@ -67,6 +67,32 @@ e2e: build $(LOCALCLUSTER) $(VERSITYGW) $(if $(REAL_NODE_ON),stager-image) ## Br
 	LOCALCLUSTER='$(LOCALCLUSTER)' hack/with-cluster.sh '$(CLUSTER_DIR)' --nodes $(GPU_NODES) --gpus-per-node $(GPUS_PER_NODE) --real-node=$(REAL_NODE_E2E) -- \
 	  env KUBECTL_TAO='$(CURDIR)/bin/kubectl-tao' VERSITYGW='$(VERSITYGW)' \
 	  $(LOCALCLUSTER) exec --state-dir '$(CLUSTER_DIR)' -- $(GO) test -tags e2e -count=1 -timeout 45m $(E2E_FLAGS) ./test/...
+
+# The fault tests (test/faults) stop and start the control plane, so they run on a cluster of
+# their own, never the one `make e2e` shares: an API-server restart and a 30 s outage under
+# `logs -f` of 64 ranks, `wait` and `submit --follow`, and 429 and 503 bursts from
+# test/faultproxy (about 3 minutes). FAULTS_FLAGS passes go test flags (-run, -v).
+FAULTS_CLUSTER_DIR ?= $(CURDIR)/.cluster-faults
+FAULTS_FLAGS       ?=
+
+.PHONY: e2e-faults-ci
+e2e-faults-ci: build $(LOCALCLUSTER) ## The fault tests CI runs (API-server restart and outage, 429/503 bursts) on a cluster of their own
+	LOCALCLUSTER='$(LOCALCLUSTER)' hack/with-cluster.sh '$(FAULTS_CLUSTER_DIR)' --nodes 4 --gpus-per-node 8 -- \
+	  env KUBECTL_TAO='$(CURDIR)/bin/kubectl-tao' TAO_FAULT_CLUSTER='$(FAULTS_CLUSTER_DIR)' \
+	  $(GO) test -tags faults -count=1 -timeout 20m -skip '^TestHeavy' $(FAULTS_FLAGS) ./test/faults/
+
+# The heavy fault tests: a 1,000-rank job (pods without GPUs) followed by `logs -f`, its API
+# requests counted; the cluster has room for 1,320 pods. Run it before changing tail or the
+# follow path. kwok takes one inotify instance per followed log: the host needs
+# fs.inotify.max_user_instances of at least 1,200 (the test says so otherwise).
+FAULTS_HEAVY_CLUSTER_DIR ?= $(CURDIR)/.cluster-faults-heavy
+
+.PHONY: e2e-faults
+e2e-faults: build $(LOCALCLUSTER) ## The heavy fault tests (1,000-rank logs -f) on a cluster of their own, then e2e-faults-ci
+	LOCALCLUSTER='$(LOCALCLUSTER)' hack/with-cluster.sh '$(FAULTS_HEAVY_CLUSTER_DIR)' --nodes 12 --gpus-per-node 8 -- \
+	  env KUBECTL_TAO='$(CURDIR)/bin/kubectl-tao' TAO_FAULT_CLUSTER='$(FAULTS_HEAVY_CLUSTER_DIR)' \
+	  $(GO) test -tags faults -count=1 -timeout 40m -run '^TestHeavy' -v $(FAULTS_FLAGS) ./test/faults/
+	$(MAKE) --no-print-directory e2e-faults-ci
 
 # versitygw is built once per machine into the tools cache (about 4.5 minutes cold on 2 cores).
 $(VERSITYGW):
@@ -104,6 +130,7 @@ lint: ## Check formatting and go vet
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 	$(GO) vet -tags e2e ./test/...
+	$(GO) vet -tags faults ./test/faults/
 
 .PHONY: fmt
 fmt: ## Format the Go sources

@@ -3,12 +3,14 @@ package plugin
 
 import (
 	"context"
+	goflag "flag"
 	"fmt"
 	"strings"
 
 	"github.com/spf13/cobra"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
 	// Linked in so kubeconfigs that use auth-provider plugins (OIDC) work as with kubectl.
@@ -77,6 +79,7 @@ func NewRootCmd(d Deps) *cobra.Command {
 
 	flags := genericclioptions.NewConfigFlags(true)
 	flags.AddFlags(cmd.PersistentFlags())
+	addVerbosityFlag(cmd)
 	f := d.Factory
 	if f == nil {
 		f = cmdutil.NewFactory(flags, d.Getenv)
@@ -112,6 +115,15 @@ func NewRootCmd(d Deps) *cobra.Command {
 	completion.RegisterFlags(cmd, flags, f)
 	usageArgs(cmd)
 	return cmd
+}
+
+// addVerbosityFlag adds kubectl's -v: klog's verbosity, where the long-running commands log
+// each retry they make while the API server is away (see package outage), and client-go its
+// requests.
+func addVerbosityFlag(cmd *cobra.Command) {
+	fs := goflag.NewFlagSet("klog", goflag.ContinueOnError)
+	klog.InitFlags(fs)
+	cmd.PersistentFlags().AddGoFlag(fs.Lookup("v"))
 }
 
 // usageArgs makes every command's argument-count errors usage errors (exit 2), whichever

@@ -13,7 +13,6 @@ import (
 	"strings"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
@@ -778,49 +777,4 @@ func down(cfg Config, keepLogs bool) error {
 	}
 	cfg.logf("cluster in %s stopped and removed", cfg.StateDir)
 	return nil
-}
-
-// RestartKwok restarts only kwok. The node leases are deleted first: the new kwok cannot take
-// over a lease the old one still holds until it expires, and pods would sit unattended.
-func RestartKwok(ctx context.Context, cfg Config) error {
-	if err := cfg.Complete(); err != nil {
-		return err
-	}
-	unlock, err := lockStateParent(ctx, cfg)
-	if err != nil {
-		return err
-	}
-	defer unlock()
-	st, err := ReadState(cfg.StateDir)
-	if err != nil {
-		return err
-	}
-	c := &cluster{cfg: cfg, ports: st.Ports, bins: st.Binaries}
-	admin, err := c.clients(KubeconfigPath(cfg.StateDir))
-	if err != nil {
-		return err
-	}
-	recs, _ := readPidFiles(cfg.StateDir)
-	for _, r := range recs {
-		if r.Name != CompKwok {
-			continue
-		}
-		if info, alive := ReadProc(r.PID); alive && IsOurs(info, r.Exe, cfg.StateDir) {
-			cfg.logf("stopping kwok (pid %d)", r.PID)
-			stopPid(r.PID, componentStopGrace, ReadProc)
-		}
-	}
-	leases := admin.cs.CoordinationV1().Leases("kube-node-lease")
-	for i := 0; i < st.Nodes; i++ {
-		if err := leases.Delete(ctx, NodeName(i), metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-			return fmt.Errorf("delete lease of node %s: %w", NodeName(i), err)
-		}
-	}
-	cfg.logf("starting kwok")
-	p, err := c.start(CompKwok)
-	if err != nil {
-		return err
-	}
-	cfg.Nodes = st.Nodes
-	return c.waitReady(ctx, admin, p)
 }

@@ -23,6 +23,7 @@ import (
 
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/exitcode"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/jobstatus"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/outage"
 )
 
 // Target names the Job to wait for. With UID set, a Job of the same name but another UID
@@ -74,14 +75,34 @@ func Until(ctx context.Context, client kubernetes.Interface, t Target, timeout t
 	}
 	defer cancel()
 	selector := fields.OneTermEqualSelector("metadata.name", t.Name).String()
+	// The informer's reflector retries failed lists and watches by itself, with client-go's
+	// backoff (jittered, capped at 30 s; UntilWithSync has no option to shorten it), and logs
+	// each failure as an error: QuietContext moves those to -v=2 and report says an outage
+	// once and its end once, and any other failure once until a request works again.
+	reach := outage.New(progress, "waiting for job.batch/"+t.Name, nil)
+	saidOther := false
+	report := func(err error) {
+		switch {
+		case err == nil:
+			reach.OK()
+			saidOther = false
+		case !reach.Failed(err) && !saidOther && ctx.Err() == nil:
+			saidOther = true
+			fmt.Fprintf(progress, "watching job.batch/%s: %v (retrying)\n", t.Name, err)
+		}
+	}
 	lw := &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
 			opts.FieldSelector = selector
-			return jobs.List(ctx, opts)
+			l, err := jobs.List(ctx, opts)
+			report(err)
+			return l, err
 		},
 		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
 			opts.FieldSelector = selector
-			return jobs.Watch(ctx, opts)
+			w, err := jobs.Watch(ctx, opts)
+			report(err)
+			return w, err
 		},
 	}
 	// The precondition covers a Job deleted between the get and the list: no event would
@@ -100,7 +121,7 @@ func Until(ctx context.Context, client kubernetes.Interface, t Target, timeout t
 	}
 	// The wrapper tells the informer whether client can stream its initial list (fake clients
 	// cannot), so it falls back to list+watch where it must.
-	_, err = watchtools.UntilWithSync(wctx, cache.ToListWatcherWithWatchListSemantics(lw, client), &batchv1.Job{}, precondition, w.event)
+	_, err = watchtools.UntilWithSync(outage.QuietContext(wctx), cache.ToListWatcherWithWatchListSemantics(lw, client), &batchv1.Job{}, precondition, w.event)
 	switch {
 	case err == nil:
 		return w.outcome(), nil

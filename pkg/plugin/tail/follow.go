@@ -16,9 +16,11 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/klog/v2"
 
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/jobpods"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/jobstatus"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/outage"
 )
 
 // tailer follows one container. Its cursor belongs to its goroutine until done is closed.
@@ -70,7 +72,8 @@ func (e *Engine) Follow(ctx context.Context, cfg Config) (jobstatus.Result, erro
 		return jobstatus.Result{}, err
 	}
 
-	f := &follower{e: e, cfg: cfg, out: &syncWriter{w: e.Out}, tailers: map[types.UID]*tailer{}, pods: map[types.UID]*corev1.Pod{}}
+	f := &follower{e: e, cfg: cfg, out: &syncWriter{w: e.Out}, tailers: map[types.UID]*tailer{}, pods: map[types.UID]*corev1.Pod{},
+		reach: outage.New(e.ErrOut, "following job.batch/"+cfg.Job, e.Clock)}
 	f.setJobs(jobs)
 	f.setPods(pods)
 	res, done, err := f.jobState(f.job)
@@ -91,7 +94,8 @@ func (e *Engine) Follow(ctx context.Context, cfg Config) (jobstatus.Result, erro
 	updates := make(chan update, 64)
 	jobsClient := e.Client.BatchV1().Jobs(cfg.Namespace)
 	go e.watchFrom(ctx, jobRV, updates, source{
-		what: "job.batch/" + cfg.Job,
+		what:  "job.batch/" + cfg.Job,
+		reach: f.reach,
 		list: func(ctx context.Context) ([]runtime.Object, string, error) {
 			jobs, rv, err := e.listJob(ctx, cfg, jobByName)
 			objs := make([]runtime.Object, len(jobs))
@@ -108,6 +112,7 @@ func (e *Engine) Follow(ctx context.Context, cfg Config) (jobstatus.Result, erro
 	selector := jobpods.Selector(cfg.Job)
 	go e.watchFrom(ctx, podRV, updates, source{
 		isPod: true,
+		reach: f.reach,
 		what:  "the pods of job.batch/" + cfg.Job,
 		list: func(ctx context.Context) ([]runtime.Object, string, error) {
 			pods, rv, err := e.listPods(ctx, cfg)
@@ -209,6 +214,7 @@ type update struct {
 type source struct {
 	isPod bool
 	what  string
+	reach *outage.Reporter
 	list  func(ctx context.Context) ([]runtime.Object, string, error)
 	watch func(ctx context.Context, rv string) (watch.Interface, error)
 }
@@ -217,22 +223,28 @@ type source struct {
 // watch that closes is reopened from the last version seen (bookmarks included), so nothing is
 // missed or repeated; a version the server no longer has (410 Gone) means changes may have
 // been missed, so the objects are listed again and the whole list is sent. Failures are
-// retried after the engine's retry pause, and said once on ErrOut until the watch works again.
+// retried with backoff; an unreachable server is src.reach's to report, any other failure is
+// said once on ErrOut until the watch works again.
+//
+// This is the loop of client-go's RetryWatcher plus the relist on 410 that RetryWatcher leaves
+// to its caller (it stops there), and it shares the follower's outage reporting and backoff;
+// an informer would keep a cache of every pod the follower already keeps itself.
 func (e *Engine) watchFrom(ctx context.Context, rv string, out chan<- update, src source) {
 	isPod := src.isPod
 	failing := false
+	bo := e.backoff()
 	fail := func(err error) bool {
 		if ctx.Err() != nil {
 			return false
 		}
-		if !failing {
+		if !src.reach.Failed(err) && !failing {
 			fmt.Fprintf(e.ErrOut, "watching %s: %v (retrying)\n", src.what, err)
 			failing = true
 		}
 		select {
 		case <-ctx.Done():
 			return false
-		case <-time.After(e.retry()):
+		case <-time.After(bo.Step()):
 			return true
 		}
 	}
@@ -271,6 +283,8 @@ func (e *Engine) watchFrom(ctx context.Context, rv string, out chan<- update, sr
 			continue
 		}
 		failing = false
+		src.reach.OK()
+		bo = e.backoff()
 		relist = e.drainWatch(ctx, w, &rv, isPod, send)
 		w.Stop()
 	}
@@ -315,6 +329,9 @@ type follower struct {
 	seen    bool // the Job was seen once: from then on, its absence means it was deleted
 	tailers map[types.UID]*tailer
 	wg      sync.WaitGroup
+	// reach says, once for all streams and watches, when the server stops answering and when
+	// it is back.
+	reach *outage.Reporter
 	// What the lists and watches say now: the Job (nil when absent) and its selected pods.
 	job  *batchv1.Job
 	pods map[types.UID]*corev1.Pod
@@ -494,14 +511,20 @@ func (f *follower) drainBound() time.Duration {
 const quietOpenFailures = 5
 
 // follow keeps one container's stream open until ctx ends: a stream that drops is reopened
-// after a pause, from the cursor. A clean end of stream after the container stopped (what a
-// real kubelet does) completes the tailer, and the final read skips it; a clean end while the
-// container still runs (the API server's or a proxy's timeout) is reopened.
+// from the cursor, at once and then with backoff while reopening fails. A clean end of stream
+// after the container stopped (what a real kubelet does) completes the tailer, and the final read
+// skips it; a clean end while the container still runs (the API server's or a proxy's timeout)
+// is reopened.
+//
+// A drop or failed reopen from an unreachable server is logged at -v=2 only and reported once
+// for all streams by the follower's outage reporter; another failure is said once until the
+// stream works again, except a log not there yet, said only if it lasts.
 func (f *follower) follow(ctx context.Context, tl *tailer) {
 	defer f.wg.Done()
 	defer close(tl.done)
 	prefix := prefixFor(f.cfg.Prefix, tl.target)
-	failed := 0
+	failed, said := 0, false
+	bo := f.e.backoff()
 	for {
 		opts := &corev1.PodLogOptions{Container: tl.target.Container, Follow: true, Timestamps: true, Previous: f.cfg.Previous}
 		if tl.cursor.Last.IsZero() {
@@ -510,9 +533,18 @@ func (f *follower) follow(ctx context.Context, tl *tailer) {
 			opts.SinceTime = &metav1.Time{Time: tl.cursor.SinceTime()}
 		}
 		rc, err := f.e.open(ctx, f.cfg.Namespace, tl.target.Pod, opts)
-		if err == nil {
+		opened := err == nil
+		if opened {
+			f.reach.OK()
+			said = false
+			before := tl.cursor.Last
 			err = streamLines(rc, f.out, prefix, f.cfg.Timestamps, tl.cursor.Resume())
 			rc.Close()
+			// A stream that delivered lines is reopened at once when it drops; one that ends
+			// empty again and again (a kubelet that ends it) backs off.
+			if !tl.cursor.Last.Equal(before) {
+				bo = f.e.backoff()
+			}
 		}
 		if ctx.Err() != nil {
 			return
@@ -521,31 +553,27 @@ func (f *follower) follow(ctx context.Context, tl *tailer) {
 			tl.complete.Store(true)
 			return
 		}
+		if err != nil {
+			klog.V(outage.DetailLevel).InfoS("log stream failed; reopening", "rank", tl.target.Rank, "pod", tl.target.Pod, "opened", opened, "err", err)
+		}
 		switch {
-		case err == nil || isGone(err):
-		case !tl.cursor.Last.IsZero():
-			fmt.Fprintf(f.e.ErrOut, "rank %d (pod %s): log stream dropped, resuming: %v\n", tl.target.Rank, tl.target.Pod, err)
-		default:
+		case err == nil || isGone(err) || f.reach.Failed(err):
+		case !opened && tl.cursor.Last.IsZero():
 			// A container that has just started may have no log yet: say so only if it lasts.
 			if failed++; failed == quietOpenFailures {
 				fmt.Fprintf(f.e.ErrOut, "rank %d (pod %s): no log yet, retrying: %v\n", tl.target.Rank, tl.target.Pod, err)
 			}
-		}
-		// A log not there yet is retried soon, then less often; a dropped stream after the pause.
-		pause := f.e.retry()
-		if tl.cursor.Last.IsZero() && failed < quietOpenFailures {
-			pause = min(pause, firstOpenRetry<<failed)
+		case !said:
+			said = true
+			fmt.Fprintf(f.e.ErrOut, "rank %d (pod %s): log stream failed, retrying: %v\n", tl.target.Rank, tl.target.Pod, err)
 		}
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(pause):
+		case <-time.After(bo.Step()):
 		}
 	}
 }
-
-// firstOpenRetry is the first pause before retrying a log that could not be opened yet.
-const firstOpenRetry = 100 * time.Millisecond
 
 // lastRead reads every pod of pods once more from where its stream stopped (pods never
 // followed, from the start). Pods already gone are skipped quietly.

@@ -17,14 +17,19 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/clock"
 
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/jobpods"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/outage"
 )
 
-// DefaultMaxLogRequests bounds the log streams open at once; it covers a 64-rank job with room
-// for replaced pods.
-const DefaultMaxLogRequests = 100
+// DefaultMaxLogRequests bounds the log streams open at once: it covers a 1,000-rank job, the
+// size large training runs reach, so `logs -f` follows one without a flag. A followed stream is
+// one HTTP/2 stream to the API server (a long-running request, outside its in-flight limits)
+// and a goroutine here; --max-log-requests stays the explicit cap for a smaller budget.
+const DefaultMaxLogRequests = 1000
 
 // Config says what to read. It is built by the command line and holds no clients.
 type Config struct {
@@ -57,8 +62,11 @@ type Engine struct {
 	// Open replaces Client's GetLogs when set.
 	Open        OpenFunc
 	Out, ErrOut io.Writer
-	// Retry is the pause before a dropped stream is reopened (default 1s).
+	// Retry is the first pause before a dropped stream or watch is reopened (default 250ms);
+	// each failed reopen doubles it, with jitter, up to 16 times Retry (see outage.Backoff).
 	Retry time.Duration
+	// Clock stamps the outage lines; nil is the real clock.
+	Clock clock.PassiveClock
 }
 
 func (e *Engine) open(ctx context.Context, ns, pod string, opts *corev1.PodLogOptions) (io.ReadCloser, error) {
@@ -68,12 +76,23 @@ func (e *Engine) open(ctx context.Context, ns, pod string, opts *corev1.PodLogOp
 	return e.Client.CoreV1().Pods(ns).GetLogs(pod, opts).Stream(ctx)
 }
 
-func (e *Engine) retry() time.Duration {
-	if e.Retry > 0 {
-		return e.Retry
+// backoff returns the pauses of one stream's or watch's retries: each failing stream backs off
+// on its own, and the jitter spreads the reopening of many streams dropped at once.
+func (e *Engine) backoff() *wait.Backoff {
+	first := e.Retry
+	if first <= 0 {
+		first = defaultRetry
 	}
-	return time.Second
+	return outage.Backoff(first, retryCapFactor*first)
 }
+
+// defaultRetry and retryCapFactor: a dropped stream is reopened within a quarter second; a
+// server that stays away is asked at most every 4 s (6 s with jitter), so a stream resumes
+// within seconds of its return without 1,000 streams hammering it meanwhile.
+const (
+	defaultRetry   = 250 * time.Millisecond
+	retryCapFactor = 16
+)
 
 func (c Config) maxRequests() int {
 	if c.MaxLogRequests > 0 {

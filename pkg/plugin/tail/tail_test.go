@@ -8,6 +8,7 @@ import (
 	"io"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -18,10 +19,12 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
+	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/internal/fixture"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/jobstatus"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/outage"
 	"github.com/kubectl-tao/kubectl-tao/test/testbuf"
 )
 
@@ -42,10 +45,35 @@ type logServer struct {
 	failOpens map[string]int // pod -> opens that fail before one succeeds (no log yet)
 	requests  []string
 	opened    chan string
+	// cut is closed when the server goes down (see down): live streams fail and new opens are
+	// refused until up.
+	cut      chan struct{}
+	refusals int
+}
+
+var errRefused = fmt.Errorf("dial tcp 127.0.0.1:6443: connect: %w", syscall.ECONNREFUSED)
+
+// down cuts every live stream and refuses opens, as a stopped API server does.
+func (s *logServer) down() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	close(s.cut)
+}
+
+func (s *logServer) up() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.cut = make(chan struct{})
+}
+
+func (s *logServer) refused() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.refusals
 }
 
 func newLogServer() *logServer {
-	return &logServer{logs: map[string][]logLine{}, dropAfter: map[string]int{}, failOpens: map[string]int{}, opened: make(chan string, 100)}
+	return &logServer{logs: map[string][]logLine{}, dropAfter: map[string]int{}, failOpens: map[string]int{}, opened: make(chan string, 1000), cut: make(chan struct{})}
 }
 
 func (s *logServer) add(pod string, n int) {
@@ -70,6 +98,14 @@ func (s *logServer) open(ctx context.Context, ns, pod string, o *corev1.PodLogOp
 		desc += " sinceTime=" + o.SinceTime.UTC().Format(time.RFC3339)
 	}
 	s.requests = append(s.requests, desc)
+	cut := s.cut
+	select {
+	case <-cut:
+		s.refusals++
+		s.mu.Unlock()
+		return nil, errRefused
+	default:
+	}
 	if s.failOpens[pod] > 0 {
 		s.failOpens[pod]--
 		s.mu.Unlock()
@@ -97,14 +133,17 @@ func (s *logServer) open(ctx context.Context, ns, pod string, o *corev1.PodLogOp
 		b.WriteString(l.text + "\n")
 	}
 	body := b.String()
-	s.opened <- pod
+	select {
+	case s.opened <- pod:
+	default:
+	}
 	if !o.Follow {
 		return io.NopCloser(strings.NewReader(body)), nil
 	}
 	if dropping {
 		return io.NopCloser(newBreakAfter(body, drop, true)), nil
 	}
-	return &hanging{r: strings.NewReader(body), ctx: ctx}, nil
+	return &hanging{r: strings.NewReader(body), ctx: ctx, cut: cut}, nil
 }
 
 // hanging serves its content, then blocks until the request is canceled: a stream the
@@ -112,6 +151,7 @@ func (s *logServer) open(ctx context.Context, ns, pod string, o *corev1.PodLogOp
 type hanging struct {
 	r   io.Reader
 	ctx context.Context
+	cut <-chan struct{}
 }
 
 func (h *hanging) Read(p []byte) (int, error) {
@@ -119,8 +159,12 @@ func (h *hanging) Read(p []byte) (int, error) {
 	if n > 0 || !errors.Is(err, io.EOF) {
 		return n, err
 	}
-	<-h.ctx.Done()
-	return 0, h.ctx.Err()
+	select {
+	case <-h.ctx.Done():
+		return 0, h.ctx.Err()
+	case <-h.cut:
+		return 0, io.ErrUnexpectedEOF
+	}
 }
 func (h *hanging) Close() error { return nil }
 
@@ -306,8 +350,65 @@ func TestFollow(t *testing.T) {
 	if got := sortedLines(out.String()); fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("lines (each exactly once):\n%v\nwant\n%v\nstdout:\n%s", got, want, out.String())
 	}
-	if !strings.Contains(errOut.String(), "rank 0 (pod train-0): log stream dropped, resuming") {
-		t.Errorf("stderr: %q", errOut.String())
+	// A drop resumed at once is no news: -v=2 shows it.
+	if errOut.String() != "" {
+		t.Errorf("stderr: %q, want nothing", errOut.String())
+	}
+}
+
+// TestFollowOutageIsTwoLines: the server goes away while 64 ranks are followed, long enough
+// to be an outage, and comes back. Every stream is cut and every reopen refused many times;
+// stderr says so in one line and the return in another, and no line is lost or repeated.
+func TestFollowOutageIsTwoLines(t *testing.T) {
+	const ranks = 64
+	job := fixture.Job("train").Namespace("ns").UID("job-uid").Completions(ranks).Container(corev1.Container{Name: "main"})
+	objs := []runtime.Object{job.Obj()}
+	srv := newLogServer()
+	for r := 0; r < ranks; r++ {
+		name := fmt.Sprintf("train-%d", r)
+		objs = append(objs, fixture.RankPod(job.Obj(), r).Name(name).Created(time.Unix(1, 0)).Running(time.Time{}).Obj())
+		srv.add(name, 1)
+	}
+	c, watches := watching(objs...)
+	clk := clocktesting.NewFakePassiveClock(time.Date(2026, 12, 1, 18, 40, 12, 0, time.Local))
+	out, errOut := &testbuf.Buffer{}, &testbuf.Buffer{}
+	e := &Engine{Client: c, Open: srv.open, Out: out, ErrOut: errOut, Retry: 2 * time.Millisecond, Clock: clk}
+	run := startFollow(e, Config{Namespace: "ns", Job: "train", Prefix: PrefixRank, MaxLogRequests: ranks})
+	<-watches
+	<-watches
+	waitFor(t, "every rank's first line", func() bool { return strings.Count(out.String(), "\n") == ranks })
+
+	srv.down()
+	waitFor(t, "every stream refused", func() bool { return srv.refused() >= 3*ranks })
+	clk.SetTime(clk.Now().Add(2 * outage.Quiet))
+	before := srv.refused()
+	waitFor(t, "the outage line", func() bool { return strings.Contains(errOut.String(), "unreachable") })
+	waitFor(t, "more refusals", func() bool { return srv.refused() >= before+3*ranks })
+	for r := 0; r < ranks; r++ {
+		srv.add(fmt.Sprintf("train-%d", r), 1) // written while the server was away
+	}
+	srv.up()
+	waitFor(t, "the lines written during the outage", func() bool { return strings.Count(out.String(), "\n") == 2*ranks })
+	if _, err := c.BatchV1().Jobs("ns").UpdateStatus(context.Background(), job.Condition(batchv1.JobComplete, "", "").Obj(), metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	run.wait(t)
+	if run.err != nil || run.res.Status != jobstatus.Complete {
+		t.Fatalf("Follow = %+v, %v", run.res, run.err)
+	}
+	want := map[string]int{}
+	for r := 0; r < ranks; r++ {
+		for k := 1; k <= 2; k++ {
+			want[fmt.Sprintf("[rank %d] train-%d step %d", r, r, k)] = 1
+		}
+	}
+	if got := sortedLines(out.String()); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("lines (each exactly once):\n%v\nwant\n%v", got, want)
+	}
+	lines := strings.Split(strings.TrimSuffix(errOut.String(), "\n"), "\n")
+	if len(lines) != 2 || !strings.HasPrefix(lines[0], "following job.batch/train: the API server is unreachable since 18:40:12 (") ||
+		!strings.HasPrefix(lines[1], "following job.batch/train: the API server answers again (unreachable for ") {
+		t.Errorf("stderr:\n%s\nwant the outage and the return, one line each", errOut.String())
 	}
 }
 

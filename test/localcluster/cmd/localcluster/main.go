@@ -13,6 +13,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -47,7 +48,11 @@ commands:
   down           stop every process of the cluster and remove its state
   status         show the components and nodes; exits non-zero unless healthy
   kubeconfig     print the path of the admin kubeconfig
-  restart-kwok   restart only kwok (node leases are deleted first)
+  stop|start|restart COMPONENT
+                 stop, start or restart one of etcd, kube-apiserver, kube-controller-manager,
+                 kube-scheduler, kwok, keeping its ports, certificates and data (start and
+                 restart wait until it is healthy); for fault tests and by hand
+  restart-kwok   restart only kwok (node leases are deleted first); same as restart kwok
   images         build the real node's images (OCI archives) into --out
   exec -- CMD    run CMD with KUBECONFIG and the real node's TAO_* variables (see README)
 
@@ -63,6 +68,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return nil
 	}
 	cmd, rest := args[0], args[1:]
+	// `restart kube-apiserver --state-dir DIR` reads naturally; the flag package stops at the
+	// first argument, so the component is taken off the front first.
+	var component string
+	if isComponentCommand(cmd) && len(rest) > 0 && !strings.HasPrefix(rest[0], "-") {
+		component, rest = rest[0], rest[1:]
+	}
 	fs := flag.NewFlagSet("localcluster "+cmd, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	cfg := localcluster.Config{Progress: stderr}
@@ -88,7 +99,21 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 		return err
 	}
-	if fs.NArg() > 0 && cmd != "exec" {
+	if isComponentCommand(cmd) {
+		extra := fs.Args()
+		if component == "" && len(extra) > 0 {
+			component, extra = extra[0], extra[1:]
+		}
+		if len(extra) > 0 {
+			return fmt.Errorf("%s: unexpected arguments %v", cmd, extra)
+		}
+		if component == "" {
+			return fmt.Errorf("%s: no component given: want one of %s", cmd, strings.Join(localcluster.FaultComponents, ", "))
+		}
+		if _, err := localcluster.ParseComponent(component); err != nil {
+			return fmt.Errorf("%s: %w", cmd, err)
+		}
+	} else if fs.NArg() > 0 && cmd != "exec" {
 		return fmt.Errorf("%s: unexpected arguments %v", cmd, fs.Args())
 	}
 	if *nodes < 0 || *gpus < 0 {
@@ -155,6 +180,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return nil
 	case "restart-kwok":
 		return localcluster.RestartKwok(ctx, cfg)
+	case "stop", "start", "restart":
+		return localcluster.ControlComponent(ctx, cfg, localcluster.ComponentAction(cmd), component)
 	case "images":
 		imgs, err := localcluster.BuildNodeImages(ctx, cfg.SourceDir, *out, stderr)
 		if err != nil {
@@ -196,6 +223,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		fmt.Fprint(stderr, usage)
 		return fmt.Errorf("unknown command %q", cmd)
 	}
+}
+
+// isComponentCommand reports whether cmd takes a COMPONENT argument.
+func isComponentCommand(cmd string) bool {
+	return cmd == "stop" || cmd == "start" || cmd == "restart"
 }
 
 func runLogsim(ctx context.Context, stateDir string, stderr io.Writer) error {

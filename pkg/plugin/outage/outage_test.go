@@ -1,0 +1,114 @@
+package outage
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"syscall"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/klog/v2"
+	clocktesting "k8s.io/utils/clock/testing"
+)
+
+var errRefused = fmt.Errorf(`Get "https://127.0.0.1:6443/api/v1/pods": dial tcp 127.0.0.1:6443: connect: %w`, syscall.ECONNREFUSED)
+
+// Many streams failing for two minutes print one line when the outage has lasted Quiet and one
+// when the server is back; a blip shorter than Quiet prints nothing.
+func TestReporterSaysAnOutageOnce(t *testing.T) {
+	clk := clocktesting.NewFakePassiveClock(time.Date(2026, 12, 1, 18, 40, 12, 0, time.Local))
+	var out bytes.Buffer
+	r := New(&out, "following job.batch/train", clk)
+
+	// A blip: a failure and a success within Quiet.
+	r.Failed(errRefused)
+	clk.SetTime(clk.Now().Add(Quiet / 2))
+	r.OK()
+	if out.Len() != 0 {
+		t.Fatalf("a blip printed %q", out.String())
+	}
+
+	start := clk.Now()
+	for i := 0; i < 120; i++ { // 64 streams and 2 watches retrying every second for two minutes
+		for s := 0; s < 66; s++ {
+			if !r.Failed(errRefused) {
+				t.Fatal("connection refused is not an outage")
+			}
+		}
+		clk.SetTime(clk.Now().Add(time.Second))
+	}
+	r.OK()
+	r.OK()
+	want := fmt.Sprintf("following job.batch/train: the API server is unreachable since %s (%v); retrying\n"+
+		"following job.batch/train: the API server answers again (unreachable for 2m0s)\n", start.Format("15:04:05"), errRefused)
+	if out.String() != want {
+		t.Fatalf("stderr:\n%s\nwant:\n%s", out.String(), want)
+	}
+}
+
+func TestIs(t *testing.T) {
+	gr := schema.GroupResource{Resource: "pods"}
+	for _, tc := range []struct {
+		err  error
+		want bool
+	}{
+		{nil, false},
+		{context.Canceled, false},
+		{errRefused, true},
+		{fmt.Errorf("read: %w", syscall.ECONNRESET), true},
+		{io.ErrUnexpectedEOF, true},
+		{apierrors.NewTooManyRequests("slow down", 1), true},
+		{apierrors.NewServiceUnavailable("restarting"), true},
+		{apierrors.NewTimeoutError("slow", 1), true},
+		{apierrors.NewInternalError(errors.New("kubelet failed")), false},
+		{apierrors.NewNotFound(gr, "x"), false},
+		{apierrors.NewForbidden(gr, "x", errors.New("no")), false},
+		{errors.New(`no logs found for container "c"`), false},
+	} {
+		if got := Is(tc.err); got != tc.want {
+			t.Errorf("Is(%v) = %v, want %v", tc.err, got, tc.want)
+		}
+	}
+}
+
+func TestBackoffIsCappedWithJitter(t *testing.T) {
+	b := Backoff(100*time.Millisecond, time.Second)
+	seen := map[time.Duration]bool{}
+	for i := 0; i < 50; i++ {
+		d := b.Step()
+		if d > 1500*time.Millisecond {
+			t.Fatalf("step %d: %s, above the cap plus jitter", i, d)
+		}
+		if i >= 10 {
+			if d < time.Second {
+				t.Fatalf("step %d: %s, want the cap (1s) or more with jitter", i, d)
+			}
+			seen[d] = true
+		}
+	}
+	// Streams dropped together must not all retry at the same instant.
+	if len(seen) < 10 {
+		t.Fatalf("capped pauses %v: want them spread by jitter", seen)
+	}
+}
+
+// QuietContext's logger says nothing at the default verbosity, not even errors or warnings.
+func TestQuietContext(t *testing.T) {
+	var out bytes.Buffer
+	klog.LogToStderr(false)
+	klog.SetOutput(&out)
+	defer klog.LogToStderr(true)
+	l := klog.FromContext(QuietContext(context.Background()))
+	l.Info("Warning: watch ended with error")
+	l.Error(errRefused, "Failed to watch")
+	l.WithName("reflector").WithValues("type", "Job").Error(errRefused, "Failed to list")
+	klog.Flush()
+	if out.Len() != 0 {
+		t.Fatalf("printed at the default verbosity:\n%s", out.String())
+	}
+}
