@@ -31,6 +31,7 @@ import (
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/preflight"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/pullsecret"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/rbac"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/results"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/stage"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/status"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/submit"
@@ -100,6 +101,7 @@ func NewRootCmd(d Deps) *cobra.Command {
 		cancel.NewDeleteCmd(f, d.Streams),
 		cancel.NewPruneCmd(f, d.Streams, clk),
 		artifacts.NewCmd(f, d.Streams, d.Getenv),
+		results.NewCmd(f, d.Streams, d.Getenv),
 		capacity.NewCmd(f, d.Streams),
 		preflight.NewCmd(f, d.Streams, d.Getenv),
 		rbac.NewCmd(f, d.Streams),
