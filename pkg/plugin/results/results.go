@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/minio/minio-go/v7"
 	"github.com/spf13/cobra"
 	batchv1 "k8s.io/api/batch/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -28,12 +29,15 @@ type Options struct {
 	UID      string
 	AllRuns  bool
 	S3Secret string
+	Download string
+	Include  []string
 
-	name      string
-	namespace string
-	out       *printer.Flags
-	factory   cmdutil.Factory
-	getenv    func(string) string
+	downloadGiven bool
+	name          string
+	namespace     string
+	out           *printer.Flags
+	factory       cmdutil.Factory
+	getenv        func(string) string
 	genericiooptions.IOStreams
 }
 
@@ -57,27 +61,41 @@ too: set the variables in the shell or give --s3-secret. Its run is then found i
 only one under results/<job-name>/, or the one --uid names; a name with several runs and no
 --uid is an error that lists them. --all-runs lists every run of the name instead.
 
-Exit codes: 0 listed, 2 bad flags or several runs without --uid, 3 no such job, run or
+--download DIR fetches the run's objects (those --include selects) into DIR, each at its key
+relative to the prefix, in parallel, with a progress bar on stderr when it is a terminal. Files
+are written under a temporary name and renamed once complete, so DIR never holds a partial
+file under a final name; a second run skips every file already complete (size and ETag) and so
+finishes a broken one. Keys that would land outside DIR ("..", absolute) are refused before
+anything is written, and nothing is written through a symbolic link below DIR.
+
+Exit codes: 0 listed (or downloaded), 1 a download failed, 2 bad flags or several runs without --uid, 3 no such job, run or
 Secret, 6 denied (RBAC or S3).`,
 		Example: `  # What did train-1 write?
   kubectl tao results train-1
 
   # Every run of the name, also of Jobs that are gone; then one of them
   kubectl tao results train-1 --all-runs
-  kubectl tao results train-1 --uid 5f3c2a1e-0d4b-4c6e-9a8f-2b7d1e0c9a31`,
+  kubectl tao results train-1 --uid 5f3c2a1e-0d4b-4c6e-9a8f-2b7d1e0c9a31
+
+  # Fetch the checkpoints (run it again to finish an interrupted download)
+  kubectl tao results train-1 --download ./train-1 --include '*.pth'`,
 		Args: cmdutil.ExactlyOneJob,
 		RunE: cmdutil.RunE(o),
 	}
 	cmd.Flags().StringVar(&o.UID, "uid", "", "The run to list: a UID of the job name (see --all-runs). Default: the Job's own, or the only run when the Job is gone.")
 	cmd.Flags().BoolVar(&o.AllRuns, "all-runs", false, "List every run of the job name (UID, objects, size, last write) instead of one run's objects.")
 	cmd.Flags().StringVar(&o.S3Secret, "s3-secret", "", "Secret with the S3 credentials (keys ACCESS_KEY, SECRET_KEY, S3_BUCKET_NAME, optional S3_ENDPOINT_URL), when the shell has none; needed once the Job (and its own Secret) is gone.")
-	o.out.AddFlags(cmd.Flags(), "a table of the objects")
+	cmd.Flags().StringVar(&o.Download, "download", "", "Download the run's objects into this directory (made if missing), skipping files already complete.")
+	cmd.Flags().StringArrayVar(&o.Include, "include", nil, "Only the objects whose key (relative to the run's prefix) matches this glob; a pattern without / matches the file name at any depth (repeatable).")
+	_ = cmd.MarkFlagDirname("download")
+	o.out.AddFlags(cmd.Flags(), "a table of the objects; with --download, what was fetched")
 	cmd.ValidArgsFunction = cmdutil.CompleteJobNames(f)
 	return cmd
 }
 
 // Complete resolves the Job name and the namespace.
-func (o *Options) Complete(_ *cobra.Command, args []string) error {
+func (o *Options) Complete(cmd *cobra.Command, args []string) error {
+	o.downloadGiven = cmd.Flags().Changed("download")
 	var err error
 	o.namespace, o.name, err = cmdutil.CompleteJob(o.factory, args)
 	return err
@@ -87,6 +105,15 @@ func (o *Options) Complete(_ *cobra.Command, args []string) error {
 func (o *Options) Validate() error {
 	if o.AllRuns && o.UID != "" {
 		return exitcode.Usagef("--uid and --all-runs do not go together: --all-runs lists every run")
+	}
+	if o.AllRuns && (o.Download != "" || len(o.Include) > 0) {
+		return exitcode.Usagef("--all-runs lists runs: --download and --include apply to one run")
+	}
+	if o.downloadGiven && o.Download == "" {
+		return exitcode.Usagef("--download needs a directory")
+	}
+	if err := s3.ValidateGlobs(o.Include); err != nil {
+		return exitcode.WithCode(exitcode.Usage, err)
 	}
 	if o.UID != "" {
 		if _, err := s3layout.ResultsPrefix(o.name, o.UID); err != nil {
@@ -180,6 +207,10 @@ func (o *Options) Run(ctx context.Context) error {
 	if err != nil {
 		return s3.Describe(err, "listing", l.Prefix)
 	}
+	objs = s3.Included(prefix, objs, o.Include)
+	if o.Download != "" {
+		return o.download(ctx, store, l, prefix, objs)
+	}
 	for _, obj := range objs {
 		obj.Key = strings.TrimPrefix(obj.Key, prefix)
 		l.Objects = append(l.Objects, obj)
@@ -187,12 +218,50 @@ func (o *Options) Run(ctx context.Context) error {
 	if len(l.Objects) == 0 {
 		// The Job's own run may simply not have written yet; a run named by --uid, or the only
 		// run of a Job that is gone, with nothing in it does not exist.
-		if !ownRun(job, uid) {
+		if !ownRun(job, uid) && len(o.Include) == 0 {
 			return exitcode.WithCode(exitcode.NotFound, fmt.Errorf("no results under %s (see the runs of %s with --all-runs)", l.Prefix, o.name))
 		}
 		fmt.Fprintf(o.ErrOut, "No objects under %s yet.\n", l.Prefix)
 	}
 	return o.printListing(l)
+}
+
+// Fetched is what --download did; -o json prints it.
+type Fetched struct {
+	Job       string `json:"job"`
+	Namespace string `json:"namespace"`
+	UID       string `json:"uid"`
+	Prefix    string `json:"prefix"`
+	Dir       string `json:"dir"`
+	s3.Fetched
+}
+
+// download fetches objs (keys under prefix) into --download.
+func (o *Options) download(ctx context.Context, store *minio.Client, l Listing, prefix string, objs []s3.Object) error {
+	var total int64
+	for _, obj := range objs {
+		total += obj.Size
+	}
+	tree := s3.Tree{Bucket: l.Bucket, Prefix: prefix, Objects: objs, Dir: o.Download}
+	var bar *progress
+	if isTerminal(o.ErrOut) {
+		bar = newProgress(o.ErrOut, len(objs), total)
+		tree.Progress = bar
+	}
+	res, err := (&s3.Stager{Client: store}).DownloadTree(ctx, tree)
+	if bar != nil {
+		bar.finish(err == nil)
+	}
+	if err != nil {
+		return fmt.Errorf("%d of %d objects of %s in %s (%d were already there); run the command again to finish: %w",
+			res.Downloaded+res.Skipped, len(objs), l.Prefix, o.Download, res.Skipped, err)
+	}
+	f := Fetched{Job: l.Job, Namespace: l.Namespace, UID: l.UID, Prefix: l.Prefix, Dir: o.Download, Fetched: res}
+	if !o.out.Human() {
+		return o.out.Print(o.Out, f)
+	}
+	fmt.Fprintf(o.Out, "%d objects (%s) downloaded from %s to %s; %d already complete\n", res.Downloaded, s3.HumanBytes(res.Bytes), l.Prefix, o.Download, res.Skipped)
+	return nil
 }
 
 func ownRun(job *batchv1.Job, uid string) bool { return job != nil && string(job.UID) == uid }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -217,5 +219,70 @@ func TestRefusals(t *testing.T) {
 	r := e.run(shell, "running")
 	if r.Code != 0 || r.Stdout != "" || r.Stderr != "No objects under s3://results-bucket/results/running/uid-7/ yet.\n" {
 		t.Errorf("empty own run: exit %d %q %q", r.Code, r.Stdout, r.Stderr)
+	}
+}
+
+func TestDownload(t *testing.T) {
+	e := setup(t, stagedJob("train", "uid-1"))
+	dir := filepath.Join(t.TempDir(), "out")
+	r := e.run(e.shell(), "train", "--download", dir)
+	if r.Code != 0 || r.Stderr != "" || r.Stdout != "3 objects (30 B) downloaded from s3://results-bucket/results/train/uid-1/ to "+dir+"; 0 already complete\n" {
+		t.Fatalf("exit %d\n%s\n%s", r.Code, r.Stdout, r.Stderr)
+	}
+	for _, rel := range []string{"results/model.pth", "results/logs/a.log", ".kubectl-tao/logs/rank-0.log"} {
+		b, err := os.ReadFile(filepath.Join(dir, filepath.FromSlash(rel)))
+		if err != nil || string(b) != "0123456789" {
+			t.Errorf("%s: %q %v", rel, b, err)
+		}
+	}
+	fi, err := os.Stat(filepath.Join(dir, "results", "model.pth"))
+	if err != nil || !fi.ModTime().Equal(t0.Add(2*time.Minute)) {
+		t.Errorf("model.pth's time is not the object's: %v %v", fi, err)
+	}
+	r = e.run(e.shell(), "train", "--download", dir, "-o", "json")
+	var f results.Fetched
+	if r.Code != 0 || json.Unmarshal([]byte(r.Stdout), &f) != nil || f.Downloaded != 0 || f.Skipped != 3 || f.Dir != dir || f.UID != "uid-1" {
+		t.Errorf("second run: exit %d %s %s", r.Code, r.Stdout, r.Stderr)
+	}
+
+	only := filepath.Join(t.TempDir(), "pth")
+	r = e.run(e.shell(), "train", "--download", only, "--include", "*.pth")
+	entries, _ := os.ReadDir(filepath.Join(only, "results"))
+	if r.Code != 0 || !strings.HasPrefix(r.Stdout, "1 objects (10 B) downloaded") || len(entries) != 1 || entries[0].Name() != "model.pth" {
+		t.Errorf("--include: exit %d %s %v", r.Code, r.Stdout, entries)
+	}
+	if _, err := os.Stat(filepath.Join(only, ".kubectl-tao")); !os.IsNotExist(err) {
+		t.Errorf("--include fetched more: %v", err)
+	}
+	r = e.run(e.shell(), "train", "--include", "results/*")
+	if r.Code != 0 || strings.Count(r.Stdout, "\n") != 2 || !strings.Contains(r.Stdout, "results/model.pth") {
+		t.Errorf("--include listing: %d\n%s", r.Code, r.Stdout)
+	}
+}
+
+func TestDownloadRefusals(t *testing.T) {
+	e := setup(t, stagedJob("train", "uid-1"))
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"train", "--download", ""}, "--download needs a directory"},
+		{[]string{"train", "--all-runs", "--download", dir}, "--download and --include apply to one run"},
+		{[]string{"train", "--include", "[a-"}, `invalid --include "[a-"`},
+	} {
+		r := e.run(e.shell(), tc.args...)
+		if r.Code != 2 || r.Stdout != "" || !strings.Contains(r.Stderr, tc.want) {
+			t.Errorf("%v: exit %d %q %q", tc.args, r.Code, r.Stdout, r.Stderr)
+		}
+	}
+	wrong := e.shell()
+	wrong["S3_BUCKET_NAME"] = "no-such-bucket"
+	target := filepath.Join(dir, "never")
+	if r := e.run(wrong, "train", "--download", target); r.Code != 3 {
+		t.Errorf("missing bucket: exit %d %s", r.Code, r.Stderr)
+	}
+	if _, err := os.Stat(target); !os.IsNotExist(err) {
+		t.Errorf("a failed listing made %s: %v", target, err)
 	}
 }
