@@ -94,7 +94,7 @@ func NewRootCmd(d Deps) *cobra.Command {
 		submit.NewCmd(f, d.Streams, clk, d.RandomName, d.Getenv, version.Get().Version),
 		diagnose.NewReplicasCmd(f, d.Streams, clk),
 		diagnose.NewCmd(f, d.Streams, clk),
-		logs.NewCmd(f, d.Streams),
+		logs.NewCmd(f, d.Streams, d.Getenv),
 		podexec.NewExecCmd(f, d.Streams),
 		podexec.NewPortForwardCmd(f, d.Streams),
 		cancel.NewCmd(f, d.Streams),

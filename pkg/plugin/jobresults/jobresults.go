@@ -158,3 +158,49 @@ func PickRun(name, where string, runs []Run) (string, error) {
 	}
 	return "", exitcode.WithCode(exitcode.Usage, fmt.Errorf("%s", b.String()))
 }
+
+// Store is a connection to the bucket that holds a job's results.
+type Store struct {
+	Bucket string
+	Client *minio.Client
+}
+
+// Connect resolves the credentials (see Credentials) and makes the S3 client.
+func Connect(ctx context.Context, client kubernetes.Interface, namespace, name string, job *batchv1.Job, src Source) (Store, error) {
+	cfg, _, err := Credentials(ctx, client, namespace, name, job, src)
+	if err != nil {
+		return Store{}, err
+	}
+	c, err := s3.NewClient(cfg, nil)
+	if err != nil {
+		return Store{}, err
+	}
+	return Store{Bucket: cfg.Bucket, Client: c}, nil
+}
+
+// URL is the s3:// URL of key in the store's bucket.
+func (s Store) URL(key string) string { return "s3://" + s.Bucket + "/" + key }
+
+// Run resolves which run of job name is meant and returns its UID and results prefix: uid
+// when given (--uid), else the Job's own, else, when the Job is gone, the only run in S3
+// (PickRun).
+func (s Store) Run(ctx context.Context, name string, job *batchv1.Job, uid string) (string, string, error) {
+	if uid == "" && job != nil {
+		uid = string(job.UID)
+	}
+	if uid == "" {
+		runs, err := ListRuns(ctx, s.Client, s.Bucket, name)
+		if err != nil {
+			return "", "", err
+		}
+		runsPrefix, _ := s3layout.RunsPrefix(name) // ListRuns checked the name
+		if uid, err = PickRun(name, s.URL(runsPrefix), runs); err != nil {
+			return "", "", err
+		}
+	}
+	prefix, err := s3layout.ResultsPrefix(name, uid)
+	if err != nil {
+		return "", "", exitcode.WithCode(exitcode.Usage, err)
+	}
+	return uid, prefix, nil
+}

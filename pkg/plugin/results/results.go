@@ -165,51 +165,33 @@ func (o *Options) Run(ctx context.Context) error {
 			return fmt.Errorf("job.batch/%s was not submitted with --output-path: it has no results in S3 (an earlier run of the name may: see --all-runs)", job.Name)
 		}
 	}
-	cfg, _, err := jobresults.Credentials(ctx, client, o.namespace, o.name, job, jobresults.Source{Getenv: o.getenv, Secret: o.S3Secret})
+	store, err := jobresults.Connect(ctx, client, o.namespace, o.name, job, jobresults.Source{Getenv: o.getenv, Secret: o.S3Secret})
 	if err != nil {
 		return err
 	}
-	store, err := s3.NewClient(cfg, nil)
-	if err != nil {
-		return err
-	}
-	runsPrefix, err := s3layout.RunsPrefix(o.name)
-	if err != nil {
-		return exitcode.WithCode(exitcode.Usage, err)
-	}
-	runsURL := "s3://" + cfg.Bucket + "/" + runsPrefix
-
-	uid := o.UID
-	if o.AllRuns || (uid == "" && job == nil) {
-		runs, err := jobresults.ListRuns(ctx, store, cfg.Bucket, o.name)
+	if o.AllRuns {
+		runs, err := jobresults.ListRuns(ctx, store.Client, store.Bucket, o.name)
 		if err != nil {
 			return err
 		}
-		if o.AllRuns {
-			if len(runs) == 0 {
-				fmt.Fprintf(o.ErrOut, "No runs under %s.\n", runsURL)
-			}
-			return o.printRuns(RunList{Job: o.name, Namespace: o.namespace, Bucket: cfg.Bucket, Prefix: runsURL, Runs: runs})
+		runsPrefix, _ := s3layout.RunsPrefix(o.name) // ListRuns checked the name
+		if len(runs) == 0 {
+			fmt.Fprintf(o.ErrOut, "No runs under %s.\n", store.URL(runsPrefix))
 		}
-		if uid, err = jobresults.PickRun(o.name, runsURL, runs); err != nil {
-			return err
-		}
+		return o.printRuns(RunList{Job: o.name, Namespace: o.namespace, Bucket: store.Bucket, Prefix: store.URL(runsPrefix), Runs: runs})
 	}
-	if uid == "" {
-		uid = string(job.UID)
-	}
-	prefix, err := s3layout.ResultsPrefix(o.name, uid)
+	uid, prefix, err := store.Run(ctx, o.name, job, o.UID)
 	if err != nil {
-		return exitcode.WithCode(exitcode.Usage, err)
+		return err
 	}
-	l := Listing{Job: o.name, Namespace: o.namespace, UID: uid, Bucket: cfg.Bucket, Prefix: "s3://" + cfg.Bucket + "/" + prefix, Objects: []s3.Object{}}
-	objs, err := s3.List(ctx, store, cfg.Bucket, prefix)
+	l := Listing{Job: o.name, Namespace: o.namespace, UID: uid, Bucket: store.Bucket, Prefix: store.URL(prefix), Objects: []s3.Object{}}
+	objs, err := s3.List(ctx, store.Client, store.Bucket, prefix)
 	if err != nil {
 		return s3.Describe(err, "listing", l.Prefix)
 	}
 	objs = s3.Included(prefix, objs, o.Include)
 	if o.Download != "" {
-		return o.download(ctx, store, l, prefix, objs)
+		return o.download(ctx, store.Client, l, prefix, objs)
 	}
 	for _, obj := range objs {
 		obj.Key = strings.TrimPrefix(obj.Key, prefix)

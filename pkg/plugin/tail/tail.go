@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/jobpods"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/jobstatus"
 )
 
 // DefaultMaxLogRequests bounds the log streams open at once; it covers a 64-rank job with room
@@ -59,6 +60,9 @@ type Engine struct {
 	Out, ErrOut io.Writer
 	// Retry is the pause before a dropped stream is reopened (default 1s).
 	Retry time.Duration
+	// Gone, when set, is asked for the archived logs of a Job that is gone or whose pods are
+	// (Logs only: following needs pods).
+	Gone GoneFunc
 }
 
 func (e *Engine) open(ctx context.Context, ns, pod string, opts *corev1.PodLogOptions) (io.ReadCloser, error) {
@@ -89,11 +93,21 @@ func (e *Engine) Logs(ctx context.Context, cfg Config) error {
 	job, pods, err := jobpods.Fetch(ctx, e.Client, cfg.Namespace, cfg.Job)
 	switch {
 	case job == nil && err != nil:
+		if e.Gone != nil && apierrors.IsNotFound(err) {
+			if ok, gerr := e.Gone(ctx, nil); ok || gerr != nil {
+				return gerr
+			}
+		}
 		return fmt.Errorf("%w in namespace %q", err, cfg.Namespace)
 	case err != nil:
 		return listErr(cfg, err)
 	}
 	targets := Targets(pods, cfg.Ranks, cfg.Container, cfg.Previous)
+	if len(targets) == 0 && len(pods) == 0 && e.Gone != nil && jobstatus.Of(job, nil).Status.Terminal() {
+		if ok, gerr := e.Gone(ctx, job); ok || gerr != nil {
+			return gerr
+		}
+	}
 	if len(targets) == 0 {
 		fmt.Fprintf(e.ErrOut, "job.batch/%s has no pods%s yet\n", cfg.Job, rankNote(cfg.Ranks))
 		return nil
