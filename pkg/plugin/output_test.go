@@ -72,6 +72,7 @@ func outputCases() map[string]outputCase {
 		}, path: []any{0, "name"}, table: true},
 		"capacity":         {setup: onCluster(fixture.Node("gpu-a").Label("nvidia.com/gpu.product", "H100").Label("nvidia.com/gpu.driver.major", "580").Label("nvidia.com/cuda.driver.major", "13").Label("nvidia.com/cuda.driver.minor", "0").GPUs(8).Allocatable(corev1.ResourceCPU, "64").Allocatable(corev1.ResourceMemory, "1Ti").Obj(), fixture.Node("gpu-b").Label("nvidia.com/gpu.product", "H100").Label("nvidia.com/gpu.driver.major", "580").Label("nvidia.com/cuda.driver.major", "13").Label("nvidia.com/cuda.driver.minor", "0").GPUs(8).Allocatable(corev1.ResourceCPU, "64").Allocatable(corev1.ResourceMemory, "1Ti").Obj()), path: []any{"nodes", 1, "name"}, names: true, table: true},
 		"delete-artifacts": {args: []string{"train", "--dry-run"}, setup: artifactsCluster, path: []any{"prefix"}, names: true},
+		"results":          {setup: artifactsCluster, args: []string{"train"}, path: []any{"objects", 0, "key"}, table: true},
 		"version":          {setup: onCluster(), path: []any{"platform"}},
 		"config view": {setup: func(t *testing.T) cmdtest.Cmd {
 			path := filepath.Join(t.TempDir(), "config.yaml")
@@ -295,9 +296,10 @@ func preflightCluster() *fake.Clientset {
 	return c
 }
 
-// artifactsCluster is a finished Job with results in an in-memory S3 on loopback.
+// artifactsCluster is a finished Job with results in an in-memory S3 on loopback, whose clock
+// is fixed so that every run lists the same last-modified time.
 func artifactsCluster(t *testing.T) cmdtest.Cmd {
-	srv := httptest.NewServer(gofakes3.New(s3mem.New()).Server())
+	srv := httptest.NewServer(gofakes3.New(s3mem.New(s3mem.WithTimeSource(gofakes3.FixedTimeSource(outputNow)))).Server())
 	t.Cleanup(srv.Close)
 	const access, secret = "AKIAEXAMPLEKEY", "example-secret"
 	store, err := s3.NewClient(s3.Config{AccessKey: access, SecretKey: secret, Endpoint: srv.URL}, nil)

@@ -33,6 +33,7 @@ import (
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/preflight"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/pullsecret"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/rbac"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/results"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/stage"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/status"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/submit"
@@ -96,13 +97,14 @@ func NewRootCmd(d Deps) *cobra.Command {
 		submit.NewCmd(f, d.Streams, clk, d.RandomName, d.Getenv, version.Get().Version),
 		diagnose.NewReplicasCmd(f, d.Streams, clk),
 		diagnose.NewCmd(f, d.Streams, clk),
-		logs.NewCmd(f, d.Streams),
+		logs.NewCmd(f, d.Streams, d.Getenv),
 		podexec.NewExecCmd(f, d.Streams),
 		podexec.NewPortForwardCmd(f, d.Streams),
 		cancel.NewCmd(f, d.Streams),
 		cancel.NewDeleteCmd(f, d.Streams),
 		cancel.NewPruneCmd(f, d.Streams, clk),
 		artifacts.NewCmd(f, d.Streams, d.Getenv),
+		results.NewCmd(f, d.Streams, d.Getenv),
 		capacity.NewCmd(f, d.Streams),
 		preflight.NewCmd(f, d.Streams, d.Getenv),
 		rbac.NewCmd(f, d.Streams),

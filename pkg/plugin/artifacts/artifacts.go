@@ -4,22 +4,18 @@ package artifacts
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 	batchv1 "k8s.io/api/batch/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmdutil"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/exitcode"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/jobdelete"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/jobresults"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/jobstatus"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/printer"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/s3"
@@ -119,11 +115,8 @@ func (o *Options) Run(ctx context.Context) error {
 	if err := Eligible(job); err != nil {
 		return err
 	}
-	cfg, from, err := o.credentials(ctx, client, job)
+	cfg, _, err := jobresults.Credentials(ctx, client, job.Namespace, job.Name, job, jobresults.Source{Getenv: o.getenv})
 	if err != nil {
-		return err
-	}
-	if err := cfg.Check(true, from); err != nil {
 		return err
 	}
 	store, err := s3.NewClient(cfg, nil)
@@ -146,7 +139,8 @@ func (o *Options) Run(ctx context.Context) error {
 		for _, obj := range objs {
 			r.Objects++
 			r.Bytes += obj.Size
-			r.Keys = append(r.Keys, obj)
+			// Key and size only, as this report has always shown them.
+			r.Keys = append(r.Keys, s3.Object{Key: obj.Key, Size: obj.Size})
 		}
 		if o.dryRun == cmdutil.DryRunServer {
 			if err := jobdelete.DeleteJob(ctx, client, job, nil, true); err != nil {
@@ -184,7 +178,7 @@ func Eligible(job *batchv1.Job) error {
 		return fmt.Errorf("job.batch/%s is %s, not finished: its pods may still write results; wait for it (`kubectl tao wait %s -n %s`) or cancel it first",
 			job.Name, st.Status, job.Name, job.Namespace)
 	}
-	outs, err := Outputs(job)
+	outs, err := jobresults.Outputs(job)
 	if err != nil {
 		return err
 	}
@@ -193,41 +187,6 @@ func Eligible(job *batchv1.Job) error {
 			job.Name, job.Name, job.Namespace)
 	}
 	return nil
-}
-
-// Outputs reads the Job's outputs annotation (nil when absent).
-func Outputs(job *batchv1.Job) ([]string, error) {
-	v, ok := job.Annotations[s3layout.AnnotationOutputs]
-	if !ok {
-		return nil, nil
-	}
-	var outs []string
-	if err := json.Unmarshal([]byte(v), &outs); err != nil {
-		return nil, fmt.Errorf("job.batch/%s: annotation %s is not a JSON array of paths: %w", job.Name, s3layout.AnnotationOutputs, err)
-	}
-	return outs, nil
-}
-
-// credentials come from the shell when it sets either key, else from the Job's Secret.
-func (o *Options) credentials(ctx context.Context, client kubernetes.Interface, job *batchv1.Job) (s3.Config, string, error) {
-	if o.getenv(s3layout.EnvAccessKey) != "" || o.getenv(s3layout.EnvSecretKey) != "" {
-		return s3.ConfigFromEnv(o.getenv), "the environment", nil
-	}
-	envHint := fmt.Sprintf("set %s in the shell", strings.Join(s3layout.CredentialKeys, ", "))
-	name := job.Annotations[s3layout.AnnotationS3Secret]
-	if name == "" {
-		return s3.Config{}, "", exitcode.Usagef("job.batch/%s names no S3 Secret (annotation %s): %s", job.Name, s3layout.AnnotationS3Secret, envHint)
-	}
-	sec, err := client.CoreV1().Secrets(job.Namespace).Get(ctx, name, metav1.GetOptions{})
-	switch {
-	case apierrors.IsNotFound(err):
-		return s3.Config{}, "", exitcode.WithCode(exitcode.NotFound, fmt.Errorf("secret/%s with the S3 credentials of job.batch/%s is gone: %s", name, job.Name, envHint))
-	case apierrors.IsForbidden(err):
-		return s3.Config{}, "", exitcode.WithCode(exitcode.Forbidden, fmt.Errorf("reading secret/%s with the S3 credentials of job.batch/%s: %w\n(or %s)", name, job.Name, err, envHint))
-	case err != nil:
-		return s3.Config{}, "", fmt.Errorf("reading secret/%s: %w", name, err)
-	}
-	return s3.ConfigFromSecretData(sec.Data), "secret/" + name, nil
 }
 
 func (o *Options) print(r Report) error {

@@ -157,7 +157,7 @@ func (s *Spec) validateStaging() []error {
 	}
 	outs := map[string]bool{}
 	for _, o := range st.Outputs {
-		if err := s3layout.ValidateContainerPath(o); err != nil {
+		if err := s3layout.ValidateOutputPath(o); err != nil {
 			add("--output-path: %w", err)
 			continue
 		}

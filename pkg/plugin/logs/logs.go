@@ -9,11 +9,16 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	batchv1 "k8s.io/api/batch/v1"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmdutil"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/exitcode"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/jobdelete"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/jobresults"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/jobwait"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/s3layout"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/tail"
 )
 
@@ -25,6 +30,10 @@ const example = `  # Every rank's log, in rank order, each line prefixed with it
 
   # Follow every rank until the job ends; the exit code is the job's (as with wait)
   kubectl tao logs -f train-1 && echo "training succeeded"
+
+  # After the job and its pods are gone: the ranks' logs archived in S3 (staged jobs)
+  kubectl tao logs train-1 --tail 50
+  kubectl tao logs train-1 --from-archive --uid 5f3c2a1e-0d4b-4c6e-9a8f-2b7d1e0c9a31
 
   # Prefix lines with pod names instead, or with nothing
   kubectl tao logs train-1 --prefix=pod
@@ -39,7 +48,14 @@ has not started yet are named on stderr; stdout carries only log lines.
 With -f, every rank is followed at once, each line written whole; pods that appear later or
 replace others are picked up, and a dropped stream resumes without losing or repeating lines.
 Following ends by itself when the job ends, after reading each pod's last lines, and exits as
-'kubectl tao wait' does: 0 when the job completed, 9 when it failed, 10 when it was canceled.`
+'kubectl tao wait' does: 0 when the job completed, 9 when it failed, 10 when it was canceled.
+
+A job submitted with --output-path archives each rank's log in S3 (results/<job-name>/<job-uid>/
+.kubectl-tao/logs/rank-<N>.log). When the Job is gone, or has finished and its pods are gone,
+logs reads that archive instead, in rank order with the same prefixes (--rank and --tail work),
+and says so on stderr; --from-archive reads it while the pods still exist. The S3 credentials
+come from the shell, --s3-secret or the job's Secret, as for 'kubectl tao results'; a Job that
+is gone is found by --uid or as the only run of its name.`
 
 // Options are the flags and arguments of `kubectl tao logs`.
 type Options struct {
@@ -54,27 +70,33 @@ type Options struct {
 	Prefix         string
 	NoPrefix       bool
 	MaxLogRequests int
+	FromArchive    bool
+	UID            string
+	S3Secret       string
 
 	prefixSet bool
+	getenv    func(string) string
 	cfg       tail.Config
 	factory   cmdutil.Factory
 	genericiooptions.IOStreams
 }
 
-// NewOptions returns options with the defaults of the flags.
-func NewOptions(f cmdutil.Factory, streams genericiooptions.IOStreams) *Options {
+// NewOptions returns options with the defaults of the flags. getenv (os.Getenv outside tests)
+// gives the S3 credentials of the log archive.
+func NewOptions(f cmdutil.Factory, streams genericiooptions.IOStreams, getenv func(string) string) *Options {
 	return &Options{
 		Tail:           -1,
 		Prefix:         string(tail.PrefixRank),
 		MaxLogRequests: tail.DefaultMaxLogRequests,
 		factory:        f,
+		getenv:         getenv,
 		IOStreams:      streams,
 	}
 }
 
 // NewCmd builds `kubectl tao logs`.
-func NewCmd(f cmdutil.Factory, streams genericiooptions.IOStreams) *cobra.Command {
-	o := NewOptions(f, streams)
+func NewCmd(f cmdutil.Factory, streams genericiooptions.IOStreams, getenv func(string) string) *cobra.Command {
+	o := NewOptions(f, streams, getenv)
 	cmd := &cobra.Command{
 		Use:                   "logs JOB [-f] [--rank N]... [--tail N] [--since DURATION]",
 		DisableFlagsInUseLine: true,
@@ -96,6 +118,9 @@ func NewCmd(f cmdutil.Factory, streams genericiooptions.IOStreams) *cobra.Comman
 	fl.Lookup("prefix").NoOptDefVal = string(tail.PrefixPod)
 	fl.BoolVar(&o.NoPrefix, "no-prefix", o.NoPrefix, "Print lines without a prefix.")
 	fl.IntVar(&o.MaxLogRequests, "max-log-requests", o.MaxLogRequests, "Most log streams open at once; following more pods than this is refused.")
+	fl.BoolVar(&o.FromArchive, "from-archive", o.FromArchive, "Read the ranks' logs archived in S3 even while the pods exist (the archive is read anyway once they are gone).")
+	fl.StringVar(&o.UID, "uid", o.UID, "The run whose archived logs to read, when the Job is gone and its name has several runs (see 'kubectl tao results --all-runs').")
+	fl.StringVar(&o.S3Secret, "s3-secret", o.S3Secret, "Secret with the S3 credentials of the log archive, when the shell has none and the Job (with its own Secret) is gone.")
 	cmd.ValidArgsFunction = cmdutil.CompleteJobNames(f)
 	return cmd
 }
@@ -151,6 +176,20 @@ func (o *Options) Validate() error {
 			return exitcode.Usagef("--rank must be 0 or more, got %d", r)
 		}
 	}
+	if o.FromArchive || o.UID != "" {
+		// The archive is whole files of plain lines: nothing to follow, no stamps, no pods.
+		switch {
+		case o.Follow:
+			return exitcode.Usagef("--from-archive and --uid read the archived logs of a finished run: they cannot be followed (-f)")
+		case o.Timestamps, o.Since != 0, o.Previous, o.Container != "", o.cfg.Prefix == tail.PrefixPod:
+			return exitcode.Usagef("--from-archive and --uid take --rank, --tail, --no-prefix: archived lines have no timestamps, pods or containers")
+		}
+	}
+	if o.UID != "" {
+		if _, err := s3layout.ResultsPrefix(o.Job, o.UID); err != nil {
+			return exitcode.Usagef("--uid: %w", err)
+		}
+	}
 	return nil
 }
 
@@ -163,7 +202,16 @@ func (o *Options) Run(ctx context.Context) error {
 		return err
 	}
 	e := &tail.Engine{Client: client, Out: o.Out, ErrOut: o.ErrOut}
+	if o.FromArchive || o.UID != "" {
+		job, err := jobdelete.GetJob(ctx, client, o.cfg.Namespace, o.Job)
+		if err != nil && exitcode.Of(err) != exitcode.NotFound {
+			return err
+		}
+		_, err = o.archive(ctx, client, job, true)
+		return err
+	}
 	if !o.Follow {
+		e.Gone = func(ctx context.Context, job *batchv1.Job) (bool, error) { return o.archive(ctx, client, job, false) }
 		return e.Logs(ctx, o.cfg)
 	}
 	res, err := e.Follow(ctx, o.cfg)
@@ -174,4 +222,45 @@ func (o *Options) Run(ctx context.Context) error {
 		return err
 	}
 	return jobwait.Err(o.Job, res)
+}
+
+// archive prints the run's archived logs. Unless asked for (--from-archive, --uid), a Job
+// without S3 credentials or without an archive falls back to what logs reports without one
+// (false): not every job is staged.
+func (o *Options) archive(ctx context.Context, client kubernetes.Interface, job *batchv1.Job, asked bool) (bool, error) {
+	if job != nil && !asked {
+		if _, staged := job.Annotations[s3layout.AnnotationOutputs]; !staged {
+			return false, nil
+		}
+	}
+	store, err := jobresults.Connect(ctx, client, o.cfg.Namespace, o.Job, job, jobresults.Source{Getenv: o.getenv, Secret: o.S3Secret})
+	if err != nil {
+		if !asked {
+			return false, nil
+		}
+		return false, err
+	}
+	uid, prefix, err := store.Run(ctx, o.Job, job, o.UID)
+	if err != nil {
+		if !asked && exitcode.Of(err) == exitcode.NotFound {
+			return false, nil
+		}
+		return false, err
+	}
+	logs, err := jobresults.ReadLogArchive(ctx, store.Client, store.Bucket, prefix, o.Ranks)
+	if err != nil {
+		if !asked && exitcode.Of(err) == exitcode.NotFound && len(o.Ranks) == 0 {
+			return false, nil
+		}
+		return false, err
+	}
+	why := "its pods are gone"
+	switch {
+	case asked:
+		why = "as asked"
+	case job == nil:
+		why = "the Job is gone"
+	}
+	fmt.Fprintf(o.ErrOut, "Reading the archived logs of job.batch/%s (uid %s) from %s: %s.\n", o.Job, uid, store.URL(s3layout.LogArchivePrefix(prefix)), why)
+	return true, tail.WriteArchived(o.Out, logs, o.cfg.Prefix, o.cfg.TailLines)
 }

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
@@ -153,6 +154,10 @@ func NewClient(c Config, transport http.RoundTripper) (*minio.Client, error) {
 type Object struct {
 	Key  string `json:"key"`
 	Size int64  `json:"size"`
+	// LastModified and ETag are as the listing reports them (`results` shows the first, and
+	// `results --download` checks both to skip files already complete).
+	LastModified time.Time `json:"lastModified,omitzero"`
+	ETag         string    `json:"etag,omitempty"`
 }
 
 // credentialCodes are the S3 error codes of rejected credentials (not of missing permissions).

@@ -20,7 +20,7 @@ func List(ctx context.Context, client *minio.Client, bucket, prefix string) ([]O
 		if !strings.HasPrefix(o.Key, prefix) {
 			continue
 		}
-		out = append(out, Object{Key: o.Key, Size: o.Size})
+		out = append(out, Object{Key: o.Key, Size: o.Size, LastModified: o.LastModified.UTC(), ETag: o.ETag})
 	}
 	return out, nil
 }

@@ -168,6 +168,34 @@ func ValidateContainerPath(p string) error {
 	return nil
 }
 
+// ToolDir is the directory, under a run's results prefix, that holds the tool's own objects
+// (the per-rank log archive, the code snapshot). No output may map into it, or a user's file
+// could overwrite an archived log (and `results` could not tell them apart).
+const ToolDir = ".kubectl-tao"
+
+// CleanOutputPath accepts the SDK's own spelling of a directory output, with a trailing slash
+// ("/results/"), as the same directory; everything else is left for ValidateOutputPath to judge
+// ("/" and "//" are "/", "/a/../b/" still has its "..").
+func CleanOutputPath(p string) string {
+	t := strings.TrimRight(p, "/")
+	if t == "" && p != "" {
+		return "/"
+	}
+	return t
+}
+
+// ValidateOutputPath is ValidateContainerPath for an --output-path, which may also not be (or be
+// under) /.kubectl-tao: its key would land among the tool's own objects.
+func ValidateOutputPath(p string) error {
+	if err := ValidateContainerPath(p); err != nil {
+		return err
+	}
+	if p == "/"+ToolDir || strings.HasPrefix(p, "/"+ToolDir+"/") {
+		return fmt.Errorf("container path %q is under /%s, where the results keep the tool's own objects (the log archive)", p, ToolDir)
+	}
+	return nil
+}
+
 // Input is one --input CONTAINER_PATH=s3://BUCKET/KEY.
 type Input struct {
 	Path   string
@@ -228,7 +256,7 @@ func DecodeOutputs(v string) ([]string, error) {
 		if strings.TrimSpace(l) == "" {
 			continue
 		}
-		if err := ValidateContainerPath(l); err != nil {
+		if err := ValidateOutputPath(l); err != nil {
 			return nil, fmt.Errorf("--output: %w", err)
 		}
 		out = append(out, l)
@@ -239,12 +267,76 @@ func DecodeOutputs(v string) ([]string, error) {
 // ResultsPrefix is the job-scoped prefix of one run: results/<job-name>/<job-uid>/. Both parts
 // are required, so that no caller can ever address (and delete) another run's results.
 func ResultsPrefix(jobName, uid string) (string, error) {
-	for what, v := range map[string]string{"job name": jobName, "job UID": uid} {
-		if v == "" || strings.ContainsAny(v, "/\n\x00") || v == "." || v == ".." {
-			return "", fmt.Errorf("invalid %s %q for a results prefix", what, v)
-		}
+	runs, err := RunsPrefix(jobName)
+	if err != nil {
+		return "", err
 	}
-	return "results/" + jobName + "/" + uid + "/", nil
+	if err := prefixPart("job UID", uid); err != nil {
+		return "", err
+	}
+	return runs + uid + "/", nil
+}
+
+// RunsPrefix is results/<job-name>/: every run of a job name, one results prefix per UID below
+// it. Only listing uses it (`results --all-runs`, and finding the run of a Job that is gone).
+func RunsPrefix(jobName string) (string, error) {
+	if err := prefixPart("job name", jobName); err != nil {
+		return "", err
+	}
+	return "results/" + jobName + "/", nil
+}
+
+// RunUID is the UID of the run a key under RunsPrefix(jobName) belongs to ("" if none).
+func RunUID(runsPrefix, key string) string {
+	rest, ok := strings.CutPrefix(key, runsPrefix)
+	if !ok {
+		return ""
+	}
+	uid, _, ok := strings.Cut(rest, "/")
+	if !ok || prefixPart("job UID", uid) != nil {
+		return ""
+	}
+	return uid
+}
+
+func prefixPart(what, v string) error {
+	if v == "" || strings.ContainsAny(v, "/\n\x00") || v == "." || v == ".." {
+		return fmt.Errorf("invalid %s %q for a results prefix", what, v)
+	}
+	return nil
+}
+
+// LogArchivePrefix is where a run's per-rank log archive lives, under its results prefix:
+// <prefix>.kubectl-tao/logs/.
+func LogArchivePrefix(resultsPrefix string) string { return resultsPrefix + ToolDir + "/logs/" }
+
+// LogArchiveKey is the archived log of one rank of a run: <prefix>.kubectl-tao/logs/rank-<N>.log.
+// The in-pod wrapper uploads it; `logs` and `diagnose` read it once the pods are gone. Every
+// attempt of a rank (--retries) overwrites the same object: it holds the latest attempt's log.
+func LogArchiveKey(resultsPrefix string, rank int) string {
+	return LogArchivePrefix(resultsPrefix) + "rank-" + strconv.Itoa(rank) + ".log"
+}
+
+// LogArchiveRank is the rank of a key LogArchiveKey made under resultsPrefix, and false for any
+// other key.
+func LogArchiveRank(resultsPrefix, key string) (int, bool) {
+	name, ok := strings.CutPrefix(key, LogArchivePrefix(resultsPrefix))
+	if !ok {
+		return 0, false
+	}
+	n, ok := strings.CutPrefix(name, "rank-")
+	if !ok {
+		return 0, false
+	}
+	n, ok = strings.CutSuffix(n, ".log")
+	if !ok || n == "" || (len(n) > 1 && n[0] == '0') {
+		return 0, false
+	}
+	rank, err := strconv.Atoi(n)
+	if err != nil || rank < 0 || strconv.Itoa(rank) != n {
+		return 0, false
+	}
+	return rank, true
 }
 
 // OutputKey is the object key for an output: the results prefix joined with the container
@@ -276,17 +368,6 @@ func DefaultStagerImage(version string) (string, bool) {
 		return "", false
 	}
 	return PublishedImage + ":" + version, true
-}
-
-// ToolDir is the directory below a run's results prefix that holds kubectl-tao's own objects
-// (the log archive), apart from the outputs the command wrote.
-const ToolDir = ".kubectl-tao/"
-
-// LogArchiveKey is the key of one rank's archived log below a run's results prefix (as
-// ResultsPrefix returns it, ending in "/"): PREFIX.kubectl-tao/logs/rank-N.log. Every attempt of
-// a rank (--retries) overwrites the same object: it holds the latest attempt's log.
-func LogArchiveKey(prefix string, rank int) string {
-	return prefix + ToolDir + "logs/rank-" + strconv.Itoa(rank) + ".log"
 }
 
 // Exit codes the staged container's wrapper gives its own failures, instead of the stager's

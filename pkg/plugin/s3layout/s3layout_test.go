@@ -115,3 +115,80 @@ func TestDefaultStagerImage(t *testing.T) {
 		}
 	}
 }
+
+func TestOutputPathSpellings(t *testing.T) {
+	for _, tc := range []struct {
+		in, want, wantErr string
+	}{
+		{in: "/results", want: "/results"},
+		{in: "/results/", want: "/results"}, // the SDK's outputs=['/results/']
+		{in: "/a/b//", want: "/a/b"},
+		{in: "/", wantErr: "whole file system"},
+		{in: "//", wantErr: "whole file system"},
+		{in: "results/", wantErr: "must be absolute"},
+		{in: "/a/../b/", wantErr: `may not contain ".."`},
+		{in: "/a/..", wantErr: `may not contain ".."`},
+		{in: "/a//b/", wantErr: "not clean"},
+		{in: "/.kubectl-tao", wantErr: "under /.kubectl-tao"},
+		{in: "/.kubectl-tao/logs/", wantErr: "under /.kubectl-tao"},
+		{in: "/.kubectl-taox", want: "/.kubectl-taox"},
+		{in: "/data/.kubectl-tao", want: "/data/.kubectl-tao"},
+	} {
+		got := CleanOutputPath(tc.in)
+		err := ValidateOutputPath(got)
+		if tc.wantErr != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Errorf("%q: cleaned %q, err %v; want %q", tc.in, got, err, tc.wantErr)
+			}
+			continue
+		}
+		if err != nil || got != tc.want {
+			t.Errorf("%q: cleaned %q, err %v; want %q", tc.in, got, err, tc.want)
+		}
+	}
+	if _, err := DecodeOutputs("/results\n/.kubectl-tao/x"); err == nil {
+		t.Error("the stager accepted an output under /.kubectl-tao")
+	}
+}
+
+func TestRunsAndLogArchiveKeys(t *testing.T) {
+	runs, err := RunsPrefix("train")
+	if err != nil || runs != "results/train/" {
+		t.Fatalf("RunsPrefix = %q, %v", runs, err)
+	}
+	for _, bad := range []string{"", ".", "..", "a/b"} {
+		if _, err := RunsPrefix(bad); err == nil {
+			t.Errorf("RunsPrefix(%q) accepted", bad)
+		}
+	}
+	for key, want := range map[string]string{
+		"results/train/uid-1/results/model.pth": "uid-1",
+		"results/train/uid-2/":                  "uid-2",
+		"results/train/stray":                   "",
+		"results/train-2/uid-1/x":               "",
+		"results/train/../x/y":                  "",
+	} {
+		if got := RunUID(runs, key); got != want {
+			t.Errorf("RunUID(%q) = %q; want %q", key, got, want)
+		}
+	}
+	prefix, _ := ResultsPrefix("train", "uid-1")
+	if got := LogArchiveKey(prefix, 3); got != "results/train/uid-1/.kubectl-tao/logs/rank-3.log" {
+		t.Errorf("LogArchiveKey = %q", got)
+	}
+	for key, want := range map[string]int{
+		LogArchiveKey(prefix, 0):                           0,
+		LogArchiveKey(prefix, 12):                          12,
+		prefix + ".kubectl-tao/logs/rank-007.log":          -1,
+		prefix + ".kubectl-tao/logs/rank-.log":             -1,
+		prefix + ".kubectl-tao/logs/rank--1.log":           -1,
+		prefix + ".kubectl-tao/logs/rank-1.txt":            -1,
+		prefix + ".kubectl-tao/logs/x/rank-1.log":          -1,
+		"results/train/uid-0/.kubectl-tao/logs/rank-1.log": -1,
+	} {
+		got, ok := LogArchiveRank(prefix, key)
+		if (want >= 0) != ok || (ok && got != want) {
+			t.Errorf("LogArchiveRank(%q) = %d, %v; want %d", key, got, ok, want)
+		}
+	}
+}

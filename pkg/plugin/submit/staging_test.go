@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -19,6 +20,7 @@ import (
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/exitcode"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/internal/cmdtest"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/internal/fixture"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/s3layout"
 )
 
 const (
@@ -167,7 +169,10 @@ func TestSubmitStagingUsageErrors(t *testing.T) {
 		{[]string{"j", "--image", "img", "--stager-image", "s", "--input", "data=s3://bucket/x", "--", "true"}, "must be absolute"},
 		{[]string{"j", "--image", "img", "--stager-image", "s", "--input", "/data", "--", "true"}, "want CONTAINER_PATH=s3://BUCKET/KEY"},
 		{[]string{"j", "--image", "img", "--stager-image", "s", "--input", "/a=s3://bucket/x", "--input", "/a/b=s3://bucket/y", "--", "true"}, "are nested"},
-		{[]string{"j", "--image", "img", "--stager-image", "s", "--output-path", "/r/", "--", "true"}, "is not clean"},
+		{[]string{"j", "--image", "img", "--stager-image", "s", "--output-path", "/r//s", "--", "true"}, "is not clean"},
+		{[]string{"j", "--image", "img", "--stager-image", "s", "--output-path", "/r/../s/", "--", "true"}, `may not contain ".."`},
+		{[]string{"j", "--image", "img", "--stager-image", "s", "--output-path", "r/", "--", "true"}, "must be absolute"},
+		{[]string{"j", "--image", "img", "--stager-image", "s", "--output-path", "/.kubectl-tao/logs", "--", "true"}, "under /.kubectl-tao"},
 		{[]string{"j", "--image", "img", "--s3-secret", "team", "--", "true"}, "--s3-secret only applies with --input, --output-path or --workdir"},
 		{[]string{"j", "--image", "img", "--output-path", "/r", "--", "true"}, "development build (v0.0.0-dev) with no published stager image"},
 	} {
@@ -179,6 +184,32 @@ func TestSubmitStagingUsageErrors(t *testing.T) {
 		if len(c.Actions()) != 0 {
 			t.Errorf("%v: actions %v, want none", tc.args, c.Actions())
 		}
+	}
+}
+
+// The SDK writes outputs=['/results/']: the same directory as /results, down to the annotation
+// later commands read and the paths the stager uploads.
+func TestSubmitOutputPathTrailingSlash(t *testing.T) {
+	jobOf := func(path string) *batchv1.Job {
+		c := newClient()
+		args := []string{"train", "--image", "img", "--gpus", "0", "--stager-image", "s", "--output-path", path, "--", "true"}
+		if r := runEnv(t, cmdtest.Cmd{Client: c}, shellCreds, args...); r.Code != 0 {
+			t.Fatalf("--output-path %s: %+v", path, r)
+		}
+		job, err := c.BatchV1().Jobs("default").Get(context.Background(), "train", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return job
+	}
+	plain, slash := jobOf("/results"), jobOf("/results/")
+	if got := slash.Annotations[s3layout.AnnotationOutputs]; got != `["/results"]` {
+		t.Errorf("outputs annotation %s", got)
+	}
+	a, _ := json.Marshal(plain.Spec.Template)
+	b, _ := json.Marshal(slash.Spec.Template)
+	if string(a) != string(b) {
+		t.Errorf("/results/ made another pod template than /results:\n%s\n%s", a, b)
 	}
 }
 

@@ -339,7 +339,12 @@ func (o *Options) completeStaging(cmd *cobra.Command) (*jobspec.Staging, error) 
 		}
 		return nil, nil
 	}
-	st := &jobspec.Staging{Outputs: o.Outputs, StagerImage: o.StagerImage, ExistingSecret: o.S3Secret, NoLogArchive: o.NoLogArchive}
+	st := &jobspec.Staging{StagerImage: o.StagerImage, ExistingSecret: o.S3Secret, NoLogArchive: o.NoLogArchive}
+	for _, out := range o.Outputs {
+		// "/results/" (the SDK's spelling) is the directory "/results": its keys and the
+		// outputs annotation must not differ from those of "/results".
+		st.Outputs = append(st.Outputs, s3layout.CleanOutputPath(out))
+	}
 	for _, raw := range o.Inputs {
 		in, err := s3layout.ParseInput(raw)
 		if err != nil {

@@ -22,6 +22,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/jobpods"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/jobstatus"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/outage"
 )
 
@@ -67,6 +68,9 @@ type Engine struct {
 	Retry time.Duration
 	// Clock stamps the outage lines; nil is the real clock.
 	Clock clock.PassiveClock
+	// Gone, when set, is asked for the archived logs of a Job that is gone or whose pods are
+	// (Logs only: following needs pods).
+	Gone GoneFunc
 }
 
 func (e *Engine) open(ctx context.Context, ns, pod string, opts *corev1.PodLogOptions) (io.ReadCloser, error) {
@@ -108,11 +112,21 @@ func (e *Engine) Logs(ctx context.Context, cfg Config) error {
 	job, pods, err := jobpods.Fetch(ctx, e.Client, cfg.Namespace, cfg.Job)
 	switch {
 	case job == nil && err != nil:
+		if e.Gone != nil && apierrors.IsNotFound(err) {
+			if ok, gerr := e.Gone(ctx, nil); ok || gerr != nil {
+				return gerr
+			}
+		}
 		return fmt.Errorf("%w in namespace %q", err, cfg.Namespace)
 	case err != nil:
 		return listErr(cfg, err)
 	}
 	targets := Targets(pods, cfg.Ranks, cfg.Container, cfg.Previous)
+	if len(targets) == 0 && len(pods) == 0 && e.Gone != nil && jobstatus.Of(job, nil).Status.Terminal() {
+		if ok, gerr := e.Gone(ctx, job); ok || gerr != nil {
+			return gerr
+		}
+	}
 	if len(targets) == 0 {
 		fmt.Fprintf(e.ErrOut, "job.batch/%s has no pods%s yet\n", cfg.Job, rankNote(cfg.Ranks))
 		return nil

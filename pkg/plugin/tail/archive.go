@@ -1,0 +1,46 @@
+package tail
+
+import (
+	"bytes"
+	"context"
+	"io"
+
+	batchv1 "k8s.io/api/batch/v1"
+)
+
+// ArchivedLog is one rank's log as the in-pod wrapper archived it (S3), read back once the
+// pods are gone.
+type ArchivedLog struct {
+	Rank int
+	Data []byte
+}
+
+// GoneFunc is called by Logs when the Job is not found (job nil) or has finished with no pod
+// left to read: the logs may still be archived. It prints them and returns true, or returns
+// false to let Logs report what it found.
+type GoneFunc func(ctx context.Context, job *batchv1.Job) (bool, error)
+
+// WriteArchived prints archived logs as Logs prints pods: in the order given (rank order), each
+// line prefixed (PrefixRank or PrefixNone), at most tailLines per rank when set, one whole line
+// per Write. A last line without its newline (cut by the archive's last upload) is printed
+// whole.
+func WriteArchived(w io.Writer, logs []ArchivedLog, p Prefix, tailLines *int64) error {
+	for _, l := range logs {
+		prefix := prefixFor(p, Target{Rank: l.Rank})
+		lines := bytes.SplitAfter(l.Data, []byte("\n"))
+		if n := len(lines); n > 0 && len(lines[n-1]) == 0 {
+			lines = lines[:n-1]
+		}
+		if tailLines != nil && *tailLines >= 0 && int64(len(lines)) > *tailLines {
+			lines = lines[int64(len(lines))-*tailLines:]
+		}
+		var buf []byte
+		for _, line := range lines {
+			buf = appendLine(buf[:0], prefix, nil, bytes.TrimSuffix(line, []byte("\n")))
+			if _, err := w.Write(buf); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
