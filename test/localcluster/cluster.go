@@ -816,6 +816,14 @@ func reversed(names []string) []string {
 // RestartKwok restarts only kwok. The node leases are deleted first: the new kwok cannot take
 // over a lease the old one still holds until it expires, and pods would sit unattended.
 func RestartKwok(ctx context.Context, cfg Config) error {
+	return onRunning(ctx, cfg, func(c *cluster, admin *clients, st *State) error {
+		return c.restartKwok(ctx, admin, *st)
+	})
+}
+
+// onRunning takes the state lock of the cluster in cfg.StateDir, reads its state and opens its
+// clients, for the commands that change a running cluster (restart-kwok, kueue-up, kueue-down).
+func onRunning(ctx context.Context, cfg Config, do func(c *cluster, admin *clients, st *State) error) error {
 	if err := cfg.Complete(); err != nil {
 		return err
 	}
@@ -833,6 +841,11 @@ func RestartKwok(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
+	return do(c, admin, &st)
+}
+
+func (c *cluster) restartKwok(ctx context.Context, admin *clients, st State) error {
+	cfg := c.cfg
 	recs, _ := readPidFiles(cfg.StateDir)
 	for _, r := range recs {
 		if r.Name != CompKwok {
@@ -854,6 +867,6 @@ func RestartKwok(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
-	cfg.Nodes = st.Nodes
+	c.cfg.Nodes = st.Nodes
 	return c.waitReady(ctx, admin, p)
 }

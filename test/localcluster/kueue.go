@@ -271,6 +271,18 @@ func (c *cluster) startKueue(ctx context.Context, admin *clients, bin string) (K
 			stopRecorded(c.cfg, CompKueue)
 			continue
 		}
+		// The manager watches its certificate files with inotify, whose instances are limited
+		// per user (fs.inotify.max_user_instances, often 128) and shared with every other
+		// process of the user on the machine: a busy moment passes.
+		if strings.Contains(tailFile(filepath.Join(c.cfg.StateDir, "logs", CompKueue+".log"), 5), "too many open files") {
+			if attempt < 5 && ctx.Err() == nil {
+				c.cfg.logf("kueue found no free inotify instance (fs.inotify.max_user_instances); retrying in 3s")
+				stopRecorded(c.cfg, CompKueue)
+				time.Sleep(3 * time.Second)
+				continue
+			}
+			err = fmt.Errorf("%w (\"too many open files\": the user's inotify instances, fs.inotify.max_user_instances, are used up by other processes)", err)
+		}
 		return KueuePorts{}, err
 	}
 }
@@ -427,57 +439,32 @@ func componentRunning(stateDir, name string) bool {
 // KueueUp installs and runs Kueue on the running cluster in cfg.StateDir (what up --kueue does
 // on a cluster that runs without it), leaving a running Kueue as it is.
 func KueueUp(ctx context.Context, cfg Config) error {
-	if err := cfg.Complete(); err != nil {
-		return err
-	}
-	unlock, err := lockStateParent(ctx, cfg)
-	if err != nil {
-		return err
-	}
-	defer unlock()
-	if healthy, why := checkHealthy(ctx, cfg.StateDir); !healthy {
-		return fmt.Errorf("no healthy cluster in %s (%s); run `localcluster up --kueue`", cfg.StateDir, why)
-	}
-	st, err := ReadState(cfg.StateDir)
-	if err != nil {
-		return err
-	}
-	c := &cluster{cfg: cfg, ports: st.Ports}
-	admin, err := c.clients(KubeconfigPath(cfg.StateDir))
-	if err != nil {
-		return err
-	}
-	if err := c.ensureKueue(ctx, admin, &st); err != nil {
-		stopRecorded(cfg, CompKueue)
-		return err
-	}
-	return writeState(cfg.StateDir, st)
+	return onRunning(ctx, cfg, func(c *cluster, admin *clients, st *State) error {
+		if healthy, why := checkHealthy(ctx, c.cfg.StateDir); !healthy {
+			return fmt.Errorf("no healthy cluster in %s (%s); run `localcluster up --kueue`", c.cfg.StateDir, why)
+		}
+		if err := c.ensureKueue(ctx, admin, st); err != nil {
+			stopRecorded(c.cfg, CompKueue)
+			return err
+		}
+		return writeState(c.cfg.StateDir, *st)
+	})
 }
 
 // KueueDown removes Kueue from the running cluster in cfg.StateDir and leaves the cluster as
 // one started without --kueue: the manager stopped, then its CRDs (and with them every queue
 // and Workload) and its namespace deleted. Tests use it to see a cluster without Kueue again.
 func KueueDown(ctx context.Context, cfg Config) error {
-	if err := cfg.Complete(); err != nil {
-		return err
-	}
-	unlock, err := lockStateParent(ctx, cfg)
-	if err != nil {
-		return err
-	}
-	defer unlock()
-	st, err := ReadState(cfg.StateDir)
-	if err != nil {
-		return err
-	}
-	c := &cluster{cfg: cfg, ports: st.Ports}
-	admin, err := c.clients(KubeconfigPath(cfg.StateDir))
-	if err != nil {
-		return err
-	}
+	return onRunning(ctx, cfg, func(c *cluster, admin *clients, st *State) error {
+		return c.kueueDown(ctx, admin, st)
+	})
+}
+
+func (c *cluster) kueueDown(ctx context.Context, admin *clients, st *State) error {
+	cfg := c.cfg
 	stopRecorded(cfg, CompKueue)
 	st.Kueue = nil
-	if err := writeState(cfg.StateDir, st); err != nil {
+	if err := writeState(cfg.StateDir, *st); err != nil {
 		return err
 	}
 	// With the manager gone nobody removes the Workloads' finalizers, and a CRD with
