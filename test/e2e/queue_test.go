@@ -174,6 +174,12 @@ func TestQueue(t *testing.T) {
 		contains(t, tao(t, nil, "preflight", "-n", ns, "--queue", "team-a"), 0, "LocalQueue team-a exists in namespace "+ns)
 	})
 
+	t.Run("a job over the ClusterQueue's quota is refused and nothing is created", func(t *testing.T) {
+		r := tao(t, nil, "submit", "big", "-n", ns, "--image", "img", "--gpus", "8", "--nodes", "3", "--queue", "team-a", "--", "true")
+		contains(t, r, 7, "--queue team-a: the job needs 24 nvidia.com/gpu but ClusterQueue cluster-queue can hold at most 16")
+		assertNoObjects(t, ns)
+	})
+
 	t.Run("Kueue admits a 2x8 job whole, queues the next until it ends, and cancel removes a queued one", func(t *testing.T) {
 		ctx := context.Background()
 		// The first job takes the whole quota; Kueue admits it and both ranks start together.

@@ -111,18 +111,25 @@ func neverFits(ctx context.Context, dyn dynamic.Interface, version string, job *
 	if err != nil {
 		return ""
 	}
+	msg, _ := neverFitsIn(ctx, dyn, version, lq, jobstatus.GPUsPerNode(job)*int64(jobstatus.Nodes(job)))
+	return msg
+}
+
+// neverFitsIn is NeverFits for the ClusterQueue of LocalQueue lq, read with one get; the error
+// is that get's (a user may not read ClusterQueues: they are cluster-scoped).
+func neverFitsIn(ctx context.Context, dyn dynamic.Interface, version string, lq *unstructured.Unstructured, gpus int64) (string, error) {
 	cqName, _, _ := unstructured.NestedString(lq.Object, "spec", "clusterQueue")
-	if cqName == "" {
-		return ""
+	if cqName == "" || gpus <= 0 {
+		return "", nil
 	}
 	cq, err := dyn.Resource(gvr(version, ClusterQueuesResource)).Get(ctx, cqName, metav1.GetOptions{})
-	if err != nil {
-		if !apierrors.IsNotFound(err) {
-			return ""
-		}
-		return fmt.Sprintf("LocalQueue %s points at ClusterQueue %s, which does not exist", jobstatus.Queue(job), cqName)
+	if apierrors.IsNotFound(err) {
+		return fmt.Sprintf("LocalQueue %s points at ClusterQueue %s, which does not exist", lq.GetName(), cqName), nil
 	}
-	return NeverFits(cq, jobstatus.GPUsPerNode(job)*int64(jobstatus.Nodes(job)))
+	if err != nil {
+		return "", err
+	}
+	return NeverFits(cq, gpus), nil
 }
 
 // NeverFits says why the ClusterQueue cq can never admit a job of gpus nvidia.com/gpu in all:
