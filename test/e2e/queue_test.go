@@ -136,6 +136,20 @@ func workloadsOf(ctx context.Context, dyn dynamic.Interface, ns string, uid type
 	return list.Items, nil
 }
 
+// waitWorkload returns the Job name once Kueue has made its Workload.
+func waitWorkload(t *testing.T, dyn dynamic.Interface, ns, name string) *batchv1.Job {
+	t.Helper()
+	job, err := client.BatchV1().Jobs(ns).Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	poll(t, 30*time.Second, "Kueue's Workload for "+name, func(ctx context.Context) (bool, error) {
+		wls, err := workloadsOf(ctx, dyn, ns, job.UID)
+		return len(wls) == 1, err
+	})
+	return job
+}
+
 // TestQueue runs its cases in order: Kueue absent first, then with its CRD applied.
 func TestQueue(t *testing.T) {
 	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
@@ -239,14 +253,7 @@ func TestQueue(t *testing.T) {
 		}
 
 		// No quota left: Kueue made a Workload for it and keeps it suspended, with no pod.
-		ddp, err := client.BatchV1().Jobs(ns).Get(ctx, "ddp", metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		poll(t, 30*time.Second, "Kueue's Workload for ddp", func(ctx context.Context) (bool, error) {
-			wls, err := workloadsOf(ctx, dyn, ns, ddp.UID)
-			return len(wls) == 1, err
-		})
+		ddp := waitWorkload(t, dyn, ns, "ddp")
 		time.Sleep(2 * time.Second)
 		if pods, err := client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "job-name=ddp"}); err != nil || len(pods.Items) != 0 {
 			t.Fatalf("pods of a job not admitted: %d (%v)", len(pods.Items), err)
@@ -266,14 +273,7 @@ func TestQueue(t *testing.T) {
 		// A third job queues behind; cancel removes it and the Workload Kueue made for it.
 		contains(t, tao(t, nil, "submit", "third", "-n", ns, "--image", "img", "--gpus", "8", "--nodes", "2", "--queue", "team-a",
 			"--", "torchrun train.py"), 0, "job.batch/third created")
-		third, err := client.BatchV1().Jobs(ns).Get(ctx, "third", metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		poll(t, 30*time.Second, "Kueue's Workload for third", func(ctx context.Context) (bool, error) {
-			wls, err := workloadsOf(ctx, dyn, ns, third.UID)
-			return len(wls) == 1, err
-		})
+		third := waitWorkload(t, dyn, ns, "third")
 		contains(t, tao(t, nil, "cancel", "third", "-n", ns), 0)
 		poll(t, 60*time.Second, "third's Job and Workload to be gone", func(ctx context.Context) (bool, error) {
 			_, err := client.BatchV1().Jobs(ns).Get(ctx, "third", metav1.GetOptions{})
