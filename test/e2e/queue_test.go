@@ -253,7 +253,7 @@ func TestQueue(t *testing.T) {
 		}
 
 		// No quota left: Kueue made a Workload for it and keeps it suspended, with no pod.
-		ddp := waitWorkload(t, dyn, ns, "ddp")
+		waitWorkload(t, dyn, ns, "ddp")
 		time.Sleep(2 * time.Second)
 		if pods, err := client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "job-name=ddp"}); err != nil || len(pods.Items) != 0 {
 			t.Fatalf("pods of a job not admitted: %d (%v)", len(pods.Items), err)
@@ -293,7 +293,7 @@ func TestQueue(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ddp, err = client.BatchV1().Jobs(ns).Get(ctx, "ddp", metav1.GetOptions{})
+		ddp, err := client.BatchV1().Jobs(ns).Get(ctx, "ddp", metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
