@@ -36,6 +36,10 @@ REAL_NODE_E2E := $(or $(REAL_NODE),auto)
 # leaves the host clean) runs first, since the suite's cluster then holds the machine's node.
 REAL_NODE_PRE  = $(if $(E2E_FLAGS),,$(REAL_NODE_ON))
 REAL_NODE_ON  := $(if $(filter 1 true on,$(REAL_NODE_E2E)),1,$(if $(filter auto,$(REAL_NODE_E2E)),$(if $(filter 0,$(shell id -u 2>/dev/null)),$(filter Linux,$(shell uname -s)))))
+# Kueue (test/localcluster/README.md): KUEUE=1 makes `make cluster-up` also run Kueue's manager.
+# `make e2e` builds it into the cache first; its queue tests add it to the cluster themselves
+# (localcluster kueue-up) after checking what kubectl-tao does on a cluster without it.
+KUEUE         ?= 0
 # versitygw, a real S3 server (Apache-2.0) that the staging tests run on loopback. Set before the
 # e2e rule, whose prerequisites make expands as it reads them.
 VERSITYGW_VERSION := v1.8.0
@@ -64,8 +68,10 @@ unit: ## Run the unit tests
 e2e: STAGER_PLATFORMS = linux/$(shell $(GO) env GOARCH)
 e2e: build $(LOCALCLUSTER) $(VERSITYGW) $(if $(REAL_NODE_ON),stager-image) ## Bring the local cluster up, run the e2e suite against it, bring it down
 	$(if $(REAL_NODE_PRE),$(GO) test -tags e2e -count=1 -timeout 30m -run '^TestRealNode$$' ./test/localcluster/)
-	LOCALCLUSTER='$(LOCALCLUSTER)' hack/with-cluster.sh '$(CLUSTER_DIR)' --nodes $(GPU_NODES) --gpus-per-node $(GPUS_PER_NODE) --real-node=$(REAL_NODE_E2E) -- \
+	$(LOCALCLUSTER) build --kueue >/dev/null
+	LOCALCLUSTER='$(LOCALCLUSTER)' hack/with-cluster.sh '$(CLUSTER_DIR)' --nodes $(GPU_NODES) --gpus-per-node $(GPUS_PER_NODE) --real-node=$(REAL_NODE_E2E) --kueue=0 -- \
 	  env KUBECTL_TAO='$(CURDIR)/bin/kubectl-tao' VERSITYGW='$(VERSITYGW)' \
+	  LOCALCLUSTER='$(CURDIR)/$(LOCALCLUSTER)' LOCALCLUSTER_STATE_DIR='$(CLUSTER_DIR)' \
 	  $(LOCALCLUSTER) exec --state-dir '$(CLUSTER_DIR)' -- $(GO) test -tags e2e -count=1 -timeout 45m $(E2E_FLAGS) ./test/...
 
 # The fault tests (test/faults) stop and start the control plane, so they run on a cluster of
@@ -144,8 +150,8 @@ cluster-build: $(LOCALCLUSTER) ## Build (once per machine) the local cluster's b
 	$(LOCALCLUSTER) build
 
 .PHONY: cluster-up
-cluster-up: $(LOCALCLUSTER) ## Start (or reuse) the local GPU cluster (REAL_NODE=1: with a real kubelet node); kubeconfig in .cluster/kubeconfig
-	$(LOCALCLUSTER) up --state-dir '$(CLUSTER_DIR)' --nodes $(GPU_NODES) --gpus-per-node $(GPUS_PER_NODE) --real-node=$(REAL_NODE_UP)
+cluster-up: $(LOCALCLUSTER) ## Start (or reuse) the local GPU cluster (REAL_NODE=1: with a real kubelet node; KUEUE=1: with Kueue); kubeconfig in .cluster/kubeconfig
+	$(LOCALCLUSTER) up --state-dir '$(CLUSTER_DIR)' --nodes $(GPU_NODES) --gpus-per-node $(GPUS_PER_NODE) --real-node=$(REAL_NODE_UP) --kueue=$(KUEUE)
 
 .PHONY: cluster-down
 cluster-down: $(LOCALCLUSTER) ## Stop the local cluster and remove its state

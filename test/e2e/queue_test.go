@@ -5,15 +5,16 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -21,71 +22,39 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/tools/clientcmd"
-	"sigs.k8s.io/yaml"
 )
 
-// kueueModule is the Kueue release whose CRDs the queue test applies. The module is only
-// downloaded (go mod download), never added to go.mod: kubectl-tao reads Kueue's objects with
-// the dynamic client.
-const kueueModule = "sigs.k8s.io/kueue@v0.17.0"
+var workloadGVR = schema.GroupVersionResource{Group: "kueue.x-k8s.io", Version: "v1beta2", Resource: "workloads"}
 
-var crdGVR = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
-
-// kueueCRD reads one of Kueue's real CRDs from the module cache.
-func kueueCRD(t *testing.T, plural string) *unstructured.Unstructured {
+// kueueUp runs Kueue's real manager on the suite's cluster (`localcluster kueue-up`: its CRDs,
+// the manager as a host process, batch/Job integration on) and removes it all again when the
+// test ends (`localcluster kueue-down`), so that later tests see a cluster without Kueue, as the
+// ones before did. `make e2e` builds Kueue into the cluster cache and passes the launcher.
+func kueueUp(t *testing.T) {
 	t.Helper()
-	out, err := exec.Command("go", "mod", "download", "-json", kueueModule).Output()
-	if err != nil {
-		t.Fatalf("go mod download %s (the queue test needs Kueue's CRDs from the module proxy or cache): %v", kueueModule, err)
+	launcher, stateDir := os.Getenv("LOCALCLUSTER"), os.Getenv("LOCALCLUSTER_STATE_DIR")
+	if launcher == "" || stateDir == "" {
+		t.Fatal("LOCALCLUSTER and LOCALCLUSTER_STATE_DIR must be set (make e2e sets them): the queue tests run Kueue on the suite's cluster")
 	}
-	var mod struct{ Dir string }
-	if err := json.Unmarshal(out, &mod); err != nil || mod.Dir == "" {
-		t.Fatalf("go mod download -json %s: %v (%s)", kueueModule, err, out)
+	run := func(verb string) error {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+		defer cancel()
+		out, err := exec.CommandContext(ctx, launcher, verb, "--state-dir", stateDir).CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("localcluster %s: %v\n%s", verb, err, out)
+		}
+		return nil
 	}
-	raw, err := os.ReadFile(filepath.Join(mod.Dir, "config/components/crd/bases/kueue.x-k8s.io_"+plural+".yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	u := &unstructured.Unstructured{}
-	if err := yaml.Unmarshal(raw, &u.Object); err != nil {
-		t.Fatal(err)
-	}
-	return u
-}
-
-// installKueueCRDs creates Kueue's LocalQueue CRD (the only Kueue resource kubectl-tao reads)
-// and waits until it is served; the cleanup removes it, so that later tests (preflight's output)
-// see a cluster without Kueue again. No Kueue controller runs: the test admits jobs itself.
-// The Workload CRD is not applied: nothing here reads Workloads, and at 1.4 MB it is close to
-// the API server's request limit.
-func installKueueCRDs(t *testing.T, dyn dynamic.Interface) {
-	t.Helper()
-	ctx := context.Background()
-	crd := kueueCRD(t, "localqueues")
-	if _, err := dyn.Resource(crdGVR).Create(ctx, crd, metav1.CreateOptions{}); err != nil {
+	if err := run("kueue-up"); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		_ = dyn.Resource(crdGVR).Delete(ctx, crd.GetName(), metav1.DeleteOptions{})
-		err := pollErr(60*time.Second, func(ctx context.Context) (bool, error) {
-			_, err := client.Discovery().ServerResourcesForGroupVersion("kueue.x-k8s.io/v1beta2")
-			return err != nil, nil
-		})
-		if err != nil {
-			t.Errorf("Kueue's LocalQueue CRD still served after 60s: later tests may see Kueue installed")
+		if err := run("kueue-down"); err != nil {
+			t.Error(err)
 		}
-	})
-	poll(t, 60*time.Second, "the LocalQueue CRD to be served", func(ctx context.Context) (bool, error) {
-		list, err := client.Discovery().ServerResourcesForGroupVersion("kueue.x-k8s.io/v1beta2")
-		if err != nil {
-			return false, nil
+		if _, err := client.Discovery().ServerResourcesForGroupVersion("kueue.x-k8s.io/v1beta2"); err == nil {
+			t.Error("Kueue's API still served after kueue-down: later tests may see Kueue installed")
 		}
-		for _, r := range list.APIResources {
-			if r.Name == "localqueues" {
-				return true, nil
-			}
-		}
-		return false, nil
 	})
 }
 
@@ -104,17 +73,81 @@ func pollErr(timeout time.Duration, cond func(context.Context) (bool, error)) er
 	}
 }
 
+func kueueResource(resource string) schema.GroupVersionResource {
+	return schema.GroupVersionResource{Group: "kueue.x-k8s.io", Version: "v1beta2", Resource: resource}
+}
+
+func createKueueObject(t *testing.T, dyn dynamic.Interface, resource, ns string, obj map[string]any) {
+	t.Helper()
+	u := &unstructured.Unstructured{Object: obj}
+	var ri dynamic.ResourceInterface = dyn.Resource(kueueResource(resource))
+	if ns != "" {
+		ri = dyn.Resource(kueueResource(resource)).Namespace(ns)
+	}
+	if _, err := ri.Create(context.Background(), u, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("create %s %s: %v", u.GetKind(), u.GetName(), err)
+	}
+}
+
+// createClusterQueue makes a ResourceFlavor for the simulated nodes' GPU product and a
+// ClusterQueue named name with gpus nvidia.com/gpu of nominal quota (cpu and memory, which every
+// pod requests a little of, are only headroom); both go when the test ends.
+func createClusterQueue(t *testing.T, dyn dynamic.Interface, name string, gpus int) {
+	t.Helper()
+	createKueueObject(t, dyn, "resourceflavors", "", map[string]any{
+		"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor",
+		"metadata": map[string]any{"name": name + "-gpu"},
+	})
+	createKueueObject(t, dyn, "clusterqueues", "", map[string]any{
+		"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue",
+		"metadata": map[string]any{"name": name},
+		"spec": map[string]any{
+			"namespaceSelector": map[string]any{},
+			"resourceGroups": []any{map[string]any{
+				"coveredResources": []any{"cpu", "memory", "nvidia.com/gpu"},
+				"flavors": []any{map[string]any{
+					"name": name + "-gpu",
+					"resources": []any{
+						map[string]any{"name": "cpu", "nominalQuota": "1000"},
+						map[string]any{"name": "memory", "nominalQuota": "10Ti"},
+						map[string]any{"name": "nvidia.com/gpu", "nominalQuota": strconv.Itoa(gpus)},
+					},
+				}},
+			}},
+		},
+	})
+}
+
 func createLocalQueue(t *testing.T, dyn dynamic.Interface, ns, name string) {
 	t.Helper()
-	lq := &unstructured.Unstructured{Object: map[string]any{
+	createKueueObject(t, dyn, "localqueues", ns, map[string]any{
 		"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue",
 		"metadata": map[string]any{"name": name, "namespace": ns},
 		"spec":     map[string]any{"clusterQueue": "cluster-queue"},
-	}}
-	gvr := schema.GroupVersionResource{Group: "kueue.x-k8s.io", Version: "v1beta2", Resource: "localqueues"}
-	if _, err := dyn.Resource(gvr).Namespace(ns).Create(context.Background(), lq, metav1.CreateOptions{}); err != nil {
+	})
+}
+
+// workloadsOf lists the Workloads Kueue made for the Job with uid.
+func workloadsOf(ctx context.Context, dyn dynamic.Interface, ns string, uid types.UID) ([]unstructured.Unstructured, error) {
+	list, err := dyn.Resource(workloadGVR).Namespace(ns).List(ctx, metav1.ListOptions{LabelSelector: "kueue.x-k8s.io/job-uid=" + string(uid)})
+	if err != nil {
+		return nil, err
+	}
+	return list.Items, nil
+}
+
+// waitWorkload returns the Job name once Kueue has made its Workload.
+func waitWorkload(t *testing.T, dyn dynamic.Interface, ns, name string) *batchv1.Job {
+	t.Helper()
+	job, err := client.BatchV1().Jobs(ns).Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
 		t.Fatal(err)
 	}
+	poll(t, 30*time.Second, "Kueue's Workload for "+name, func(ctx context.Context) (bool, error) {
+		wls, err := workloadsOf(ctx, dyn, ns, job.UID)
+		return len(wls) == 1, err
+	})
+	return job
 }
 
 // TestQueue runs its cases in order: Kueue absent first, then with its CRD applied.
@@ -136,8 +169,15 @@ func TestQueue(t *testing.T) {
 		contains(t, tao(t, nil, "preflight", "-n", ns, "--queue", "team-a"), 11, "queue", "FAIL", "Kueue is not installed")
 	})
 
-	installKueueCRDs(t, dyn)
+	kueueUp(t)
 	ns := namespace(t)
+	// 16 GPUs: one 2x8 job at a time, on a cluster of 32.
+	createClusterQueue(t, dyn, "cluster-queue", 16)
+	t.Cleanup(func() {
+		ctx := context.Background()
+		_ = dyn.Resource(kueueResource("clusterqueues")).Delete(ctx, "cluster-queue", metav1.DeleteOptions{})
+		_ = dyn.Resource(kueueResource("resourceflavors")).Delete(ctx, "cluster-queue-gpu", metav1.DeleteOptions{})
+	})
 	createLocalQueue(t, dyn, ns, "team-a")
 
 	t.Run("missing LocalQueue is refused", func(t *testing.T) {
@@ -148,8 +188,20 @@ func TestQueue(t *testing.T) {
 		contains(t, tao(t, nil, "preflight", "-n", ns, "--queue", "team-a"), 0, "LocalQueue team-a exists in namespace "+ns)
 	})
 
-	t.Run("queued job waits, labelled after its Service, and runs every rank once admitted", func(t *testing.T) {
+	t.Run("a job over the ClusterQueue's quota is refused and nothing is created", func(t *testing.T) {
+		r := tao(t, nil, "submit", "big", "-n", ns, "--image", "img", "--gpus", "8", "--nodes", "3", "--queue", "team-a", "--", "true")
+		contains(t, r, 7, "--queue team-a: the job needs 24 nvidia.com/gpu but ClusterQueue cluster-queue can hold at most 16")
+		assertNoObjects(t, ns)
+	})
+
+	t.Run("Kueue admits a 2x8 job whole, queues the next until it ends, and cancel removes a queued one", func(t *testing.T) {
 		ctx := context.Background()
+		// The first job takes the whole quota; Kueue admits it and both ranks start together.
+		r := tao(t, nil, "submit", "first", "-n", ns, "--image", "img", "--gpus", "8", "--nodes", "2", "--queue", "team-a",
+			"--annotation", "sim.kubectl-tao.dev/run-duration=30s", "--", "torchrun train.py")
+		contains(t, r, 0, "job.batch/first created", "queued in LocalQueue team-a")
+		poll(t, 30*time.Second, "Kueue to admit first and both its ranks to run", runningPods(ns, "first", 2))
+
 		// Watch the Job from before it exists, to see the order in which it changes.
 		w, err := client.BatchV1().Jobs(ns).Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=ddp"})
 		if err != nil {
@@ -157,7 +209,7 @@ func TestQueue(t *testing.T) {
 		}
 		defer w.Stop()
 
-		r := tao(t, nil, "submit", "ddp", "-n", ns, "--image", "img", "--gpus", "8", "--nodes", "2", "--queue", "team-a",
+		r = tao(t, nil, "submit", "ddp", "-n", ns, "--image", "img", "--gpus", "8", "--nodes", "2", "--queue", "team-a",
 			"--annotation", "sim.kubectl-tao.dev/run-duration=1s", "--", "torchrun train.py")
 		contains(t, r, 0, "job.batch/ddp created", "service/ddp created", "queued in LocalQueue team-a")
 
@@ -200,28 +252,58 @@ func TestQueue(t *testing.T) {
 			t.Fatalf("queue label at revision %d, Service created at %d: the label must come after the Service", labelledRV, svcRV)
 		}
 
-		// Not admitted: it stays suspended, no pod, and every command says why. The Job
+		// No quota left: Kueue made a Workload for it and keeps it suspended, with no pod. The Job
 		// controller marks it Suspended once it has synced it, and from then on makes no pod.
+		waitWorkload(t, dyn, ns, "ddp")
 		poll(t, 30*time.Second, "the Job controller to mark ddp Suspended", jobCondition(ns, "ddp", batchv1.JobSuspended))
 		if pods, err := client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "job-name=ddp"}); err != nil || len(pods.Items) != 0 {
-			t.Fatalf("pods of a job not admitted yet: %d (%v)", len(pods.Items), err)
+			t.Fatalf("pods of a job not admitted: %d (%v)", len(pods.Items), err)
 		}
-		contains(t, tao(t, nil, "status", "ddp", "-n", ns), 0, "Pending", "queued in team-a")
-		contains(t, tao(t, nil, "list", "-n", ns), 0, "ddp", "Pending")
+		// Kueue's own reason, in its words; .status stays Pending, the table shows the reason.
+		contains(t, tao(t, nil, "status", "ddp", "-n", ns), 0, "Queued", "queued in team-a: ", "insufficient unused quota for nvidia.com/gpu")
+		r = tao(t, nil, "status", "ddp", "-n", ns, "-o", "json")
+		var s struct{ Status, Reason, Message string }
+		if err := json.Unmarshal([]byte(r.stdout), &s); err != nil || s.Status != "Pending" || s.Reason != "Queued" || !strings.Contains(s.Message, "16 more needed") {
+			t.Fatalf("status -o json of the queued job: %+v (%v)\n%s", s, err, r)
+		}
+		contains(t, tao(t, nil, "list", "-n", ns), 0, "ddp", "Queued")
 		contains(t, tao(t, nil, "diagnose", "ddp", "-n", ns), 0, "queued in team-a, not admitted yet", "kubectl describe localqueue team-a")
+		// wait keeps waiting for a queued job: only its --timeout ends it.
+		contains(t, tao(t, nil, "wait", "ddp", "-n", ns, "--timeout", "3s"), 8)
 
-		// Admit it as Kueue does: resume it.
-		patch := []byte(`{"spec":{"suspend":false}}`)
-		if _, err := client.BatchV1().Jobs(ns).Patch(ctx, "ddp", types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
-			t.Fatal(err)
+		// A third job queues behind; cancel removes it and the Workload Kueue made for it.
+		contains(t, tao(t, nil, "submit", "third", "-n", ns, "--image", "img", "--gpus", "8", "--nodes", "2", "--queue", "team-a",
+			"--", "torchrun train.py"), 0, "job.batch/third created")
+		third := waitWorkload(t, dyn, ns, "third")
+		contains(t, tao(t, nil, "cancel", "third", "-n", ns), 0)
+		poll(t, 60*time.Second, "third's Job and Workload to be gone", func(ctx context.Context) (bool, error) {
+			_, err := client.BatchV1().Jobs(ns).Get(ctx, "third", metav1.GetOptions{})
+			if !apierrors.IsNotFound(err) {
+				return false, ignoreNotFound(err)
+			}
+			wls, err := workloadsOf(ctx, dyn, ns, third.UID)
+			return len(wls) == 0, err
+		})
+		if pods, err := client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "job-name=ddp"}); err != nil || len(pods.Items) != 0 {
+			t.Fatalf("ddp has %d pods while first holds the quota (%v)", len(pods.Items), err)
 		}
-		contains(t, tao(t, nil, "wait", "ddp", "-n", ns, "--timeout", "90s"), 0, "Complete")
-		job, err := client.BatchV1().Jobs(ns).Get(ctx, "ddp", metav1.GetOptions{})
+
+		// When first ends, Kueue admits ddp by itself; wait sees it through.
+		contains(t, tao(t, nil, "wait", "ddp", "-n", ns, "--timeout", "120s"), 0, "Complete")
+		firstJob, err := client.BatchV1().Jobs(ns).Get(ctx, "first", metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if job.Status.Succeeded != 2 || !strings.Contains(job.Labels["kueue.x-k8s.io/queue-name"], "team-a") {
-			t.Fatalf("after admission: succeeded %d, labels %v; want both ranks done", job.Status.Succeeded, job.Labels)
+		ddp, err := client.BatchV1().Jobs(ns).Get(ctx, "ddp", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if firstJob.Status.Succeeded != 2 || ddp.Status.Succeeded != 2 {
+			t.Fatalf("succeeded: first %d, ddp %d; want both ranks of each", firstJob.Status.Succeeded, ddp.Status.Succeeded)
+		}
+		if firstJob.Status.CompletionTime == nil || ddp.Status.StartTime == nil || ddp.Status.StartTime.Before(firstJob.Status.CompletionTime) {
+			t.Fatalf("ddp started at %v, first completed at %v: ddp must start only once first's quota is free",
+				ddp.Status.StartTime, firstJob.Status.CompletionTime)
 		}
 	})
 }

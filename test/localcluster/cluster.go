@@ -63,6 +63,9 @@ type Config struct {
 	// realnode.go); RealNodeWait is how long up waits for another cluster's node to go.
 	RealNode     RealNodeMode
 	RealNodeWait time.Duration
+	// Kueue says whether up also installs and runs Kueue (kueue.go). A cluster reused without
+	// it keeps a Kueue it already runs.
+	Kueue bool
 }
 
 // Complete fills defaults and resolves paths.
@@ -152,6 +155,12 @@ func Up(ctx context.Context, cfg Config) error {
 	bins, err := EnsureBinaries(ctx, cfg.CacheDir, cfg.SourceDir, cfg.Progress)
 	if err != nil {
 		return err
+	}
+	if cfg.Kueue {
+		// Built before the start, so a cold build never runs while the cluster waits.
+		if _, err := EnsureKueue(ctx, cfg.CacheDir, cfg.SourceDir, cfg.Progress); err != nil {
+			return err
+		}
 	}
 	for attempt := 1; ; attempt++ {
 		start := time.Now()
@@ -267,7 +276,13 @@ func startCluster(ctx context.Context, cfg Config, bins map[string]string) error
 	if err := ensureRealNode(ctx, cfg, admin, ports.APIServer); err != nil {
 		return err
 	}
-	return writeState(cfg.StateDir, State{Ports: ports, Nodes: cfg.Nodes, GPUsPerNode: cfg.GPUsPerNode, Binaries: bins, StartedAt: time.Now().UTC()})
+	st := State{Ports: ports, Nodes: cfg.Nodes, GPUsPerNode: cfg.GPUsPerNode, Binaries: bins, StartedAt: time.Now().UTC()}
+	if cfg.Kueue {
+		if err := c.ensureKueue(ctx, admin, &st); err != nil {
+			return err
+		}
+	}
+	return writeState(cfg.StateDir, st)
 }
 
 // reuse brings a healthy running cluster to the requested shape.
@@ -292,6 +307,11 @@ func reuse(ctx context.Context, cfg Config) error {
 	}
 	if err := ensureRealNode(ctx, cfg, admin, st.Ports.APIServer); err != nil {
 		return err
+	}
+	if cfg.Kueue || st.Kueue != nil {
+		if err := c.ensureKueue(ctx, admin, &st); err != nil {
+			return err
+		}
 	}
 	st.Nodes = cfg.Nodes
 	if err := writeState(cfg.StateDir, st); err != nil {
@@ -726,23 +746,15 @@ func down(cfg Config, keepLogs bool) error {
 		byName[r.Name] = r
 		exes[r.Exe] = true
 	}
-	for _, b := range append(Binaries(), NodeBinaries()...) {
+	for _, b := range append(Binaries(), append(NodeBinaries(), KueueBinary())...) {
 		exes[b.Path(cfg.CacheDir)] = true
 	}
 	// The real node first, while the apiserver still answers: its pods are deleted through it.
 	downRealNode(context.Background(), cfg)
-	for i := len(componentOrder) - 1; i >= 0; i-- {
-		r, ok := byName[componentOrder[i]]
-		if !ok {
-			continue
-		}
-		info, alive := ReadProc(r.PID)
-		switch {
-		case !alive || info.Zombie:
-		case !IsOurs(info, r.Exe, cfg.StateDir):
-			cfg.logf("%s: pid %d now belongs to another program; not stopping it", r.Name, r.PID)
-		default:
-			stopPid(r.PID, componentStopGrace, ReadProc)
+	// Kueue first, while the apiserver it talks to is still there.
+	for _, name := range append([]string{CompKueue}, reversed(componentOrder)...) {
+		if r, ok := byName[name]; ok {
+			stopRecord(cfg, r)
 		}
 	}
 	var exeList []string
@@ -777,4 +789,48 @@ func down(cfg Config, keepLogs bool) error {
 	}
 	cfg.logf("cluster in %s stopped and removed", cfg.StateDir)
 	return nil
+}
+
+// stopRecord stops the process of a pid file unless it is gone or the pid now belongs to
+// another program.
+func stopRecord(cfg Config, r PidRecord) {
+	info, alive := ReadProc(r.PID)
+	switch {
+	case !alive || info.Zombie:
+	case !IsOurs(info, r.Exe, cfg.StateDir):
+		cfg.logf("%s: pid %d now belongs to another program; not stopping it", r.Name, r.PID)
+	default:
+		stopPid(r.PID, componentStopGrace, ReadProc)
+	}
+}
+
+func reversed(names []string) []string {
+	out := make([]string, 0, len(names))
+	for i := len(names) - 1; i >= 0; i-- {
+		out = append(out, names[i])
+	}
+	return out
+}
+
+// onRunning takes the state lock of the cluster in cfg.StateDir, reads its state and opens its
+// clients, for the commands that change a running cluster (restart-kwok, kueue-up, kueue-down).
+func onRunning(ctx context.Context, cfg Config, do func(c *cluster, admin *clients, st *State) error) error {
+	if err := cfg.Complete(); err != nil {
+		return err
+	}
+	unlock, err := lockStateParent(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	st, err := ReadState(cfg.StateDir)
+	if err != nil {
+		return err
+	}
+	c := &cluster{cfg: cfg, ports: st.Ports, bins: st.Binaries}
+	admin, err := c.clients(KubeconfigPath(cfg.StateDir))
+	if err != nil {
+		return err
+	}
+	return do(c, admin, &st)
 }

@@ -122,23 +122,8 @@ func InstallKwokObjects(ctx context.Context, dyn dynamic.Interface) error {
 		}
 	}
 	for _, crd := range crds {
-		name := crd.GetName()
-		err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-			got, err := dyn.Resource(crdGVR).Get(ctx, name, metav1.GetOptions{})
-			if err != nil {
-				return false, nil
-			}
-			conds, _, _ := unstructured.NestedSlice(got.Object, "status", "conditions")
-			for _, c := range conds {
-				m, _ := c.(map[string]any)
-				if m["type"] == "Established" && m["status"] == "True" {
-					return true, nil
-				}
-			}
-			return false, nil
-		})
-		if err != nil {
-			return fmt.Errorf("wait for CRD %s to be established: %w", name, err)
+		if err := waitEstablished(ctx, dyn, crd.GetName()); err != nil {
+			return err
 		}
 	}
 	stages, err := Stages()
@@ -154,4 +139,26 @@ func InstallKwokObjects(ctx context.Context, dyn dynamic.Interface) error {
 		}
 		return true, nil
 	})
+}
+
+// waitEstablished waits until the CRD name is established, so its resources can be used.
+func waitEstablished(ctx context.Context, dyn dynamic.Interface, name string) error {
+	err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		got, err := dyn.Resource(crdGVR).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		conds, _, _ := unstructured.NestedSlice(got.Object, "status", "conditions")
+		for _, c := range conds {
+			m, _ := c.(map[string]any)
+			if m["type"] == "Established" && m["status"] == "True" {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		return fmt.Errorf("wait for CRD %s to be established: %w", name, err)
+	}
+	return nil
 }

@@ -24,6 +24,8 @@ type State struct {
 	GPUsPerNode int               `json:"gpusPerNode"`
 	Binaries    map[string]string `json:"binaries"`
 	StartedAt   time.Time         `json:"startedAt"`
+	// Kueue holds the ports of Kueue's manager, nil when the cluster runs without it.
+	Kueue *KueuePorts `json:"kueue,omitempty"`
 }
 
 func writeState(stateDir string, st State) error {

@@ -33,6 +33,9 @@ func Status(ctx context.Context, cfg Config, out io.Writer) error {
 		fmt.Fprintf(out, "%-24s %v\n", "state", stErr)
 		return fmt.Errorf("cluster in %s is not up: %w", cfg.StateDir, stErr)
 	}
+	if st.Kueue != nil {
+		problems += printProcessStates(out, cfg.StateDir, []string{CompKueue})
+	}
 	rc, err := RESTConfig(KubeconfigPath(cfg.StateDir))
 	if err != nil {
 		return err

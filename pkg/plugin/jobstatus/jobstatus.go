@@ -36,7 +36,9 @@ func (s Status) Terminal() bool {
 
 // Result is a status with its explanation and the rank counts behind it.
 type Result struct {
-	Status  Status
+	Status Status
+	// Reason says why, where Status alone does not (see Reason); "" when nothing to add.
+	Reason  Reason
 	Message string
 	// Nodes is the number of ranks the Job wants (spec.completions, or parallelism).
 	Nodes int32

@@ -8,6 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmdutil"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/jobstatus"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/printer"
 )
 
@@ -39,7 +40,7 @@ func Table(s Summary, now time.Time) *metav1.Table {
 			{Name: "Message", Type: "string"},
 		},
 		Rows: []metav1.TableRow{{Cells: []any{
-			s.Name, string(s.Status), gpus, fmt.Sprintf("%d/%d", s.Ready, s.Nodes), s.Succeeded, s.Failed, age, s.Message,
+			s.Name, jobstatus.Result{Status: s.Status, Reason: s.Reason}.Shown(), gpus, fmt.Sprintf("%d/%d", s.Ready, s.Nodes), s.Succeeded, s.Failed, age, s.Message,
 		}}},
 	}
 }

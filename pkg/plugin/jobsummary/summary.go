@@ -22,6 +22,7 @@ type Summary struct {
 	Namespace      string           `json:"namespace"`
 	UID            string           `json:"uid"`
 	Status         jobstatus.Status `json:"status"`
+	Reason         jobstatus.Reason `json:"reason"`
 	Message        string           `json:"message"`
 	GPUs           int64            `json:"gpus"`
 	Nodes          int32            `json:"nodes"`
@@ -39,11 +40,15 @@ type Summary struct {
 	created time.Time
 }
 
-// Summarize turns a Job and its pods (nil when not listed) into a Summary. A nil job is the
-// Unknown summary of namespace/name.
-func Summarize(namespace, name string, job *batchv1.Job, pods []corev1.Pod) Summary {
+// Summarize turns a Job, its pods (nil when not listed) and, for a job waiting in a Kueue
+// queue, its Workload (nil when none or not read) into a Summary. A nil job is the Unknown
+// summary of namespace/name.
+func Summarize(namespace, name string, job *batchv1.Job, pods []corev1.Pod, wl *jobstatus.Workload) Summary {
 	r := jobstatus.Of(job, pods)
-	s := Summary{Name: name, Namespace: namespace, Status: r.Status, Message: r.Message}
+	if job != nil {
+		r = jobstatus.WithWorkload(r, job, wl)
+	}
+	s := Summary{Name: name, Namespace: namespace, Status: r.Status, Reason: r.Reason, Message: r.Message}
 	if job == nil {
 		s.Message = fmt.Sprintf("job.batch %q not found in namespace %q", name, namespace)
 		return s

@@ -154,7 +154,8 @@ func (w *waiter) observe(job *batchv1.Job) bool {
 		return true
 	}
 	w.job = job
-	return w.record(jobstatus.Of(job, nil))
+	// Kueue's Workload is not followed here: a job waiting in a queue reads as Queued.
+	return w.record(jobstatus.WithWorkload(jobstatus.Of(job, nil), job, nil))
 }
 
 // gone records that the Job was deleted (or replaced by another of the same name).

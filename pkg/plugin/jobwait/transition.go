@@ -8,12 +8,13 @@ import (
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/jobstatus"
 )
 
-// Describe is how a status reads in progress lines: the rank count for Pending and Running,
-// the explanation for the rest.
+// Describe is how a status reads in progress lines: the rank count for Pending and Running (with
+// the reason in place of the status where there is one: "Queued (0/2 ranks)"), the explanation
+// for the rest.
 func Describe(r jobstatus.Result) string {
 	switch {
 	case r.Status == jobstatus.Running, r.Status == jobstatus.Pending && !strings.HasPrefix(r.Message, "suspended"):
-		return fmt.Sprintf("%s (%d/%d ranks)", r.Status, r.Running, r.Nodes)
+		return fmt.Sprintf("%s (%d/%d ranks)", r.Shown(), r.Running, r.Nodes)
 	case r.Message != "":
 		return fmt.Sprintf("%s (%s)", r.Status, r.Message)
 	}

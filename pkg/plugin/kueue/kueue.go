@@ -59,15 +59,6 @@ func GVR(version string) schema.GroupVersionResource {
 	return schema.GroupVersionResource{Group: Group, Version: version, Resource: LocalQueues}
 }
 
-// Exists reports whether LocalQueue name exists in namespace ns (one get).
-func Exists(ctx context.Context, dyn dynamic.Interface, version, ns, name string) (bool, error) {
-	_, err := dyn.Resource(GVR(version)).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		return false, nil
-	}
-	return err == nil, err
-}
-
 // List returns the names of the LocalQueues in namespace ns, sorted (one list; namespaces hold
 // a handful of queues).
 func List(ctx context.Context, dyn dynamic.Interface, version, ns string) ([]string, error) {
@@ -106,11 +97,12 @@ func Missing(queue, ns string, queues []string, listErr error) string {
 	return msg + fmt.Sprintf("; list them with `kubectl get localqueues -n %s`, or ask the cluster admin for one", ns)
 }
 
-// Check is what submit --queue verifies before creating anything: Kueue is installed and the
-// LocalQueue exists (a get, plus a list only when it does not, to name those that do). A user
+// Check is what submit --queue verifies before creating anything: Kueue is installed, the
+// LocalQueue exists (a get, plus a list only when it does not, to name those that do), and its
+// ClusterQueue's quota can ever hold gpus nvidia.com/gpu (one more get; see NeverFits). A user
 // who may not read them gets a warning on warn and the submit goes on: Kueue itself then
 // decides.
-func Check(ctx context.Context, d discovery.DiscoveryInterface, dyn dynamic.Interface, ns, queue string, warn io.Writer) error {
+func Check(ctx context.Context, d discovery.DiscoveryInterface, dyn dynamic.Interface, ns, queue string, gpus int64, warn io.Writer) error {
 	version, err := Discover(ctx, d)
 	if apierrors.IsForbidden(err) {
 		fmt.Fprintf(warn, "Warning: could not check that Kueue is installed (%v); submitting to queue %s anyway\n", apierrors.ReasonForError(err), queue)
@@ -122,7 +114,11 @@ func Check(ctx context.Context, d discovery.DiscoveryInterface, dyn dynamic.Inte
 	if version == "" {
 		return exitcode.WithCode(exitcode.NotFound, fmt.Errorf("%s; install Kueue (%s) or submit without --queue", NotInstalled(queue), InstallDocs))
 	}
-	ok, err := Exists(ctx, dyn, version, ns, queue)
+	lq, err := dyn.Resource(GVR(version)).Namespace(ns).Get(ctx, queue, metav1.GetOptions{})
+	ok := err == nil
+	if apierrors.IsNotFound(err) {
+		err = nil
+	}
 	if apierrors.IsForbidden(err) {
 		fmt.Fprintf(warn, "Warning: could not check that LocalQueue %s exists in namespace %s (%v); submitting anyway\n", queue, ns, apierrors.ReasonForError(err))
 		return nil
@@ -133,6 +129,14 @@ func Check(ctx context.Context, d discovery.DiscoveryInterface, dyn dynamic.Inte
 	if !ok {
 		queues, listErr := List(ctx, dyn, version, ns)
 		return exitcode.WithCode(exitcode.NotFound, fmt.Errorf("%s", Missing(queue, ns, queues, listErr)))
+	}
+	never, err := neverFitsIn(ctx, dyn, version, lq, gpus)
+	if err != nil {
+		fmt.Fprintf(warn, "Warning: could not read the ClusterQueue of LocalQueue %s (%v); not checking that its quota can hold the job\n", queue, apierrors.ReasonForError(err))
+		return nil
+	}
+	if never != "" {
+		return exitcode.WithCode(exitcode.NoCapacity, fmt.Errorf("--queue %s: the job %s; ask for fewer GPUs or nodes, or another queue", queue, never))
 	}
 	return nil
 }

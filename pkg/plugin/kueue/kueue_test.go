@@ -40,11 +40,26 @@ func localQueue(version, ns, name string) *unstructured.Unstructured {
 	return u
 }
 
-// fakeDynamic serves LocalQueues in both versions.
+// queueWithQuota is LocalQueue team-a in ml pointing at ClusterQueue gpu-cq, which has gpus
+// nvidia.com/gpu of nominal quota.
+func queueWithQuota(gpus string) []runtime.Object {
+	lq := localQueue("v1beta2", "ml", "team-a")
+	_ = unstructured.SetNestedField(lq.Object, "gpu-cq", "spec", "clusterQueue")
+	cq := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"resourceGroups": []any{map[string]any{
+		"flavors": []any{map[string]any{"name": "h100", "resources": []any{map[string]any{"name": "nvidia.com/gpu", "nominalQuota": gpus}}}},
+	}}}}}
+	cq.SetAPIVersion(Group + "/v1beta2")
+	cq.SetKind("ClusterQueue")
+	cq.SetName("gpu-cq")
+	return []runtime.Object{lq, cq}
+}
+
+// fakeDynamic serves LocalQueues and ClusterQueues in both versions.
 func fakeDynamic(objs ...runtime.Object) *fakedynamic.FakeDynamicClient {
 	kinds := map[schema.GroupVersionResource]string{}
 	for _, v := range Versions {
 		kinds[GVR(v)] = "LocalQueueList"
+		kinds[gvr(v, ClusterQueuesResource)] = "ClusterQueueList"
 	}
 	return fakedynamic.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), kinds, objs...)
 }
@@ -81,7 +96,9 @@ func TestCheck(t *testing.T) {
 		resources   []*metav1.APIResourceList
 		queues      []runtime.Object
 		forbidGet   bool
+		forbidCQ    bool
 		forbidDisco bool
+		gpus        int64
 		wantErr     []string
 		wantCode    exitcode.Code
 		wantWarn    string
@@ -97,6 +114,11 @@ func TestCheck(t *testing.T) {
 			wantErr: []string{"LocalQueues there: none"}},
 		{name: "may not read queues", resources: served("v1beta2"), forbidGet: true, wantWarn: "could not check that LocalQueue team-a exists"},
 		{name: "may not discover", forbidDisco: true, wantWarn: "could not check that Kueue is installed"},
+		{name: "quota holds the job", resources: served("v1beta2"), queues: queueWithQuota("16"), gpus: 16},
+		{name: "quota can never hold the job", resources: served("v1beta2"), queues: queueWithQuota("16"), gpus: 24, wantCode: exitcode.NoCapacity,
+			wantErr: []string{"--queue team-a: the job needs 24 nvidia.com/gpu but ClusterQueue gpu-cq can hold at most 16"}},
+		{name: "may not read ClusterQueues", resources: served("v1beta2"), queues: queueWithQuota("16"), gpus: 24, forbidCQ: true,
+			wantWarn: "could not read the ClusterQueue of LocalQueue team-a"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -109,8 +131,11 @@ func TestCheck(t *testing.T) {
 			if tc.forbidGet {
 				dyn.PrependReactor("get", LocalQueues, forbidden)
 			}
+			if tc.forbidCQ {
+				dyn.PrependReactor("get", ClusterQueuesResource, forbidden)
+			}
 			var warn bytes.Buffer
-			err := Check(context.Background(), c.Discovery(), dyn, "ml", "team-a", &warn)
+			err := Check(context.Background(), c.Discovery(), dyn, "ml", "team-a", tc.gpus, &warn)
 			if len(tc.wantErr) == 0 && err != nil {
 				t.Fatalf("Check() = %v, want nil", err)
 			}

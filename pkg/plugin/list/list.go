@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 
 	"github.com/spf13/cobra"
 	batchv1 "k8s.io/api/batch/v1"
@@ -14,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/cli-runtime/pkg/printers"
@@ -25,6 +27,8 @@ import (
 
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmdutil"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/exitcode"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/jobstatus"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/kueue"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/pages"
 )
 
@@ -139,7 +143,7 @@ func (o *Options) Run(ctx context.Context) error {
 	if len(jobs) == 0 && o.human {
 		o.noneFound()
 	}
-	if err := o.printAll(jobs); err != nil {
+	if err := o.printAll(ctx, client, jobs); err != nil {
 		return err
 	}
 	if !o.Watch {
@@ -156,12 +160,29 @@ func (o *Options) noneFound() {
 	fmt.Fprintf(o.ErrOut, "No resources found in %s namespace.\n", o.namespace)
 }
 
-func (o *Options) printAll(jobs []batchv1.Job) error {
+// workloads reads Kueue's Workloads (one list) when a job waits in a Kueue queue, so the table
+// says why; a failure only costs that detail.
+func (o *Options) workloads(ctx context.Context, client kubernetes.Interface, jobs []batchv1.Job) map[types.UID]*jobstatus.Workload {
+	if !slices.ContainsFunc(jobs, func(j batchv1.Job) bool { return kueue.Waiting(&j) }) {
+		return nil
+	}
+	dyn, err := o.factory.DynamicClient()
+	if err == nil {
+		var wls map[types.UID]*jobstatus.Workload
+		if wls, err = kueue.WorkloadsIn(ctx, client.Discovery(), dyn, o.namespace); err == nil {
+			return wls
+		}
+	}
+	fmt.Fprintf(o.ErrOut, "Warning: could not read Kueue's Workloads: %v\n", err)
+	return nil
+}
+
+func (o *Options) printAll(ctx context.Context, client kubernetes.Interface, jobs []batchv1.Job) error {
 	if o.human {
 		if len(jobs) == 0 {
 			return nil
 		}
-		return o.printer.PrintObj(Table(jobs, o.clock.Now()), o.Out)
+		return o.printer.PrintObj(Table(jobs, o.workloads(ctx, client, jobs), o.clock.Now()), o.Out)
 	}
 	if o.Watch {
 		// A stream of objects, as kubectl get --watch prints: one per item, then one per change.
@@ -226,7 +247,7 @@ func (o *Options) printEvent(ev watch.Event, out io.Writer) error {
 		return nil
 	}
 	if o.human {
-		return o.printer.PrintObj(Table([]batchv1.Job{*job}, o.clock.Now()), out)
+		return o.printer.PrintObj(Table([]batchv1.Job{*job}, nil, o.clock.Now()), out)
 	}
 	u, err := toUnstructured(job)
 	if err != nil {

@@ -197,10 +197,12 @@ func TestListWatch(t *testing.T) {
 	golden.Check(t, "watch.txt", out.String())
 }
 
-func TestListQueuedIsPending(t *testing.T) {
+// A job waiting in a Kueue queue shows the reason in STATUS, as kubectl shows a pod's reason;
+// -o json keeps the Job object (status and reason are status's).
+func TestListQueuedShowsQueued(t *testing.T) {
 	queued := fixture.Job("waiting").Namespace("ml").Label("app.kubernetes.io/managed-by", "kubectl-tao").Label("team", "vision").Created(now.Add(-time.Minute)).Nodes(2).Container(tao("8")).Label("kueue.x-k8s.io/queue-name", "team-a").Suspend(true).Obj()
 	r := run(context.Background(), fake.NewClientset(queued), "list")
-	want := "NAME      STATUS    GPUS   NODES   AGE\nwaiting   Pending   8x2    0/2     60s\n"
+	want := "NAME      STATUS   GPUS   NODES   AGE\nwaiting   Queued   8x2    0/2     60s\n"
 	if r.Code != 0 || r.Stdout != want {
 		t.Fatalf("got %+v, want stdout\n%s", r, want)
 	}

@@ -8,6 +8,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmdutil"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/jobspec"
@@ -26,19 +27,20 @@ var columns = []metav1.TableColumnDefinition{
 }
 
 // Table renders jobs as kubectl renders a server-side table. The status comes from each Job's
-// own counters and conditions (no pod list per Job). Each row carries its Job, so the printer
-// can add the NAMESPACE column and labels.
-func Table(jobs []batchv1.Job, now time.Time) *metav1.Table {
+// own counters and conditions (no pod list per Job) and, for jobs waiting in a Kueue queue,
+// their Workloads in wls (by Job UID; nil when not read). Each row carries its Job, so the
+// printer can add the NAMESPACE column and labels.
+func Table(jobs []batchv1.Job, wls map[types.UID]*jobstatus.Workload, now time.Time) *metav1.Table {
 	t := &metav1.Table{ColumnDefinitions: columns, Rows: make([]metav1.TableRow, 0, len(jobs))}
 	for i := range jobs {
-		t.Rows = append(t.Rows, Row(&jobs[i], now))
+		t.Rows = append(t.Rows, Row(&jobs[i], wls[jobs[i].UID], now))
 	}
 	return t
 }
 
-// Row is one Job's table row.
-func Row(job *batchv1.Job, now time.Time) metav1.TableRow {
-	r := jobstatus.Of(job, nil)
+// Row is one Job's table row; STATUS shows the reason where there is one (Queued, ...).
+func Row(job *batchv1.Job, wl *jobstatus.Workload, now time.Time) metav1.TableRow {
+	r := jobstatus.WithWorkload(jobstatus.Of(job, nil), job, wl)
 	age := cmdutil.Age(job.CreationTimestamp.Time, now)
 	image, command := "", ""
 	if cs := job.Spec.Template.Spec.Containers; len(cs) > 0 {
@@ -46,7 +48,7 @@ func Row(job *batchv1.Job, now time.Time) metav1.TableRow {
 	}
 	return metav1.TableRow{
 		Cells: []any{
-			job.Name, string(r.Status), jobstatus.GPUShape(job),
+			job.Name, r.Shown(), jobstatus.GPUShape(job),
 			fmt.Sprintf("%d/%d", r.Running, r.Nodes),
 			age, image, command,
 		},

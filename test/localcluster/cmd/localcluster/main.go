@@ -46,6 +46,8 @@ commands:
   build          build the cluster binaries into the cache if missing
   up             start the cluster (or reuse a healthy one) and wait until it is ready
   down           stop every process of the cluster and remove its state
+  kueue-up       install and run Kueue on the running cluster (what up --kueue adds)
+  kueue-down     stop Kueue and remove it (CRDs, queues, Workloads) from the running cluster
   status         show the components and nodes; exits non-zero unless healthy
   kubeconfig     print the path of the admin kubeconfig
   stop|start|restart COMPONENT
@@ -91,6 +93,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	fs.Var(&realNode, "real-node", "also run a real kubelet node: 1 (required), auto (where the host allows it) or 0 (env REAL_NODE); needs root on Linux")
 	fs.DurationVar(&cfg.RealNodeWait, "real-node-wait", 0, "how long up waits for another cluster's real node to go (default 3m with --real-node=1, 0 with auto)")
+	fs.BoolVar(&cfg.Kueue, "kueue", os.Getenv("KUEUE") == "1", "up: also install and run Kueue "+localcluster.KueueVersion+"; build: also build it (env KUEUE=1)")
 	out := fs.String("out", "node-images", "images: directory to write the archives to")
 	gpusFlag := fs.Int("gpus", localcluster.RealNodeGPUs, "deviceplugin: number of GPUs to advertise")
 	if err := fs.Parse(rest); err != nil {
@@ -161,6 +164,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			}
 			list = append(list, localcluster.NodeBinaries()...)
 		}
+		if cfg.Kueue {
+			p, err := localcluster.EnsureKueue(ctx, cacheDir, cfg.SourceDir, stderr)
+			if err != nil {
+				return err
+			}
+			paths[localcluster.CompKueue] = p
+			list = append(list, localcluster.KueueBinary())
+		}
 		for _, b := range list {
 			fmt.Fprintf(stdout, "%s\n", paths[b.Name])
 		}
@@ -170,6 +181,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	case "down":
 		// Teardown must finish even if the user presses Ctrl-C again.
 		return localcluster.Down(context.WithoutCancel(ctx), cfg)
+	case "kueue-up":
+		return localcluster.KueueUp(ctx, cfg)
+	case "kueue-down":
+		return localcluster.KueueDown(context.WithoutCancel(ctx), cfg)
 	case "status":
 		return localcluster.Status(ctx, cfg, stdout)
 	case "kubeconfig":

@@ -1,0 +1,83 @@
+package jobstatus
+
+import (
+	batchv1 "k8s.io/api/batch/v1"
+)
+
+// Reason says why a job is in its status where the status alone does not tell: a Pending job
+// that a queue holds back, say. "" when there is nothing to add. It is the one field for every
+// such cause: each is filled by the engine that knows it (kueue: the Job's Workload and its
+// ClusterQueue), so status, list and wait show them alike.
+type Reason string
+
+// Why a queued job (submit --queue) is Pending, from Kueue's Workload of it.
+const (
+	// Queued: waiting for Kueue to admit it (for quota, or behind other workloads).
+	Queued Reason = "Queued"
+	// Preempted: Kueue suspended it again to make room for another workload, and requeued it.
+	Preempted Reason = "Preempted"
+	// Inadmissible: its ClusterQueue's quota can never hold it (computed from the quota).
+	Inadmissible Reason = "Inadmissible"
+	// Deactivated: Kueue gave up on it (spec.active false, e.g. after waitForPodsReady's
+	// requeue limit); nothing will admit it again by itself.
+	Deactivated Reason = "Deactivated"
+)
+
+// Workload is what Kueue's Workload of a queued Job says, as the kueue engine reads it.
+type Workload struct {
+	// Inactive is spec.active false: Kueue deactivated the Workload.
+	Inactive bool
+	// Pending is the message of the False QuotaReserved condition ("couldn't assign flavors
+	// ... insufficient unused quota ..."): why Kueue cannot admit it now.
+	Pending string
+	// EvictedReason and EvictedMessage are the True Evicted condition's ("Preempted",
+	// "DeactivatedDueToRequeuingLimitExceeded", ...).
+	EvictedReason, EvictedMessage string
+	// NeverFits explains why the ClusterQueue's quota can never hold the job, "" when it can or
+	// that is not known.
+	NeverFits string
+}
+
+// evictedPreempted is the Evicted condition's reason when Kueue preempted the Workload.
+const evictedPreempted = "Preempted"
+
+// WithWorkload refines the result of a Job waiting in a Kueue queue (Pending, labelled for a
+// LocalQueue, suspended) with what its Workload says; any other result is returned unchanged.
+// wl is nil when Kueue has not made a Workload yet (or it could not be read): the job is
+// Queued.
+func WithWorkload(r Result, job *batchv1.Job, wl *Workload) Result {
+	q := Queue(job)
+	if r.Status != Pending || q == "" || job.Spec.Suspend == nil || !*job.Spec.Suspend {
+		return r
+	}
+	r.Reason, r.Message = Queued, "queued in "+q
+	if wl == nil {
+		return r
+	}
+	switch {
+	case wl.Inactive:
+		r.Reason, r.Message = Deactivated, "Kueue deactivated it; it will not be admitted again unless reactivated"
+		if wl.EvictedMessage != "" {
+			r.Message = wl.EvictedMessage
+		}
+	case wl.NeverFits != "":
+		r.Reason, r.Message = Inadmissible, wl.NeverFits
+	case wl.EvictedReason == evictedPreempted:
+		r.Reason, r.Message = Preempted, "preempted and requeued in "+q
+		if wl.EvictedMessage != "" {
+			r.Message += ": " + wl.EvictedMessage
+		}
+	case wl.Pending != "":
+		r.Message += ": " + wl.Pending
+	}
+	return r
+}
+
+// Shown is how the status reads in a table's STATUS column: the reason where there is one, as
+// kubectl shows a pod's reason in place of its phase.
+func (r Result) Shown() string {
+	if r.Reason != "" {
+		return string(r.Reason)
+	}
+	return string(r.Status)
+}

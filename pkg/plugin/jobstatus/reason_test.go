@@ -1,0 +1,55 @@
+package jobstatus
+
+import (
+	"strings"
+	"testing"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/internal/fixture"
+)
+
+func TestWithWorkload(t *testing.T) {
+	queued := func() *batchv1.Job {
+		return fixture.Job("train").Nodes(2).Label(QueueLabel, "team-a").Suspend(true).Obj()
+	}
+	admitted := fixture.Job("train").Nodes(2).Label(QueueLabel, "team-a").Suspend(false).Obj()
+	failed := queued()
+	failed.Status.Conditions = []batchv1.JobCondition{{Type: batchv1.JobFailed, Status: corev1.ConditionTrue, Reason: "DeadlineExceeded"}}
+	tests := []struct {
+		name    string
+		job     *batchv1.Job
+		wl      *Workload
+		status  Status
+		reason  Reason
+		message string
+	}{
+		{"no Workload yet", queued(), nil, Pending, Queued, "queued in team-a"},
+		{"waiting for quota", queued(), &Workload{Pending: "insufficient unused quota, 16 more needed"}, Pending, Queued, "queued in team-a: insufficient unused quota, 16 more needed"},
+		{"preempted", queued(), &Workload{EvictedReason: "Preempted", EvictedMessage: "Preempted to accommodate a workload", Pending: "16 more needed"},
+			Pending, Preempted, "preempted and requeued in team-a: Preempted to accommodate a workload"},
+		{"evicted otherwise is queued", queued(), &Workload{EvictedReason: "PodsReadyTimeout", Pending: "16 more needed"}, Pending, Queued, "queued in team-a: 16 more needed"},
+		{"never fits", queued(), &Workload{NeverFits: "needs 24 but at most 16", Pending: "maximum capacity (16)"}, Pending, Inadmissible, "needs 24 but at most 16"},
+		{"deactivated wins", queued(), &Workload{Inactive: true, NeverFits: "x", EvictedReason: "DeactivatedDueToRequeuingLimitExceeded", EvictedMessage: "deactivated after 2 requeues"},
+			Pending, Deactivated, "deactivated after 2 requeues"},
+		{"admitted: no reason", admitted, &Workload{Pending: "stale"}, Pending, "", "0/2 ranks running"},
+		{"terminal: no reason", failed, &Workload{Inactive: true}, Error, "", "DeadlineExceeded"},
+		{"not queued", fixture.Job("train").Nodes(2).Suspend(true).Obj(), &Workload{Inactive: true}, Pending, "", "0/2 ranks running"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r := WithWorkload(Of(tc.job, nil), tc.job, tc.wl)
+			if r.Status != tc.status || r.Reason != tc.reason || !strings.Contains(r.Message, tc.message) {
+				t.Errorf("got %s/%q %q, want %s/%q %q", r.Status, r.Reason, r.Message, tc.status, tc.reason, tc.message)
+			}
+			want := string(tc.status)
+			if tc.reason != "" {
+				want = string(tc.reason)
+			}
+			if r.Shown() != want {
+				t.Errorf("Shown() = %s, want %s", r.Shown(), want)
+			}
+		})
+	}
+}

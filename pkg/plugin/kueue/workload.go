@@ -1,0 +1,192 @@
+package kueue
+
+import (
+	"context"
+	"fmt"
+
+	batchv1 "k8s.io/api/batch/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/dynamic"
+
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/jobspec"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/jobstatus"
+)
+
+// JobUIDLabel is the label Kueue puts on a Job's Workload: the Job's UID.
+const JobUIDLabel = "kueue.x-k8s.io/job-uid"
+
+// Workloads and ClusterQueues are the resources read beside LocalQueues.
+const (
+	WorkloadsResource     = "workloads"
+	ClusterQueuesResource = "clusterqueues"
+)
+
+func gvr(version, res string) schema.GroupVersionResource {
+	return schema.GroupVersionResource{Group: Group, Version: version, Resource: res}
+}
+
+// Waiting reports whether job waits in a Kueue queue: labelled for a LocalQueue and suspended.
+// Only those jobs have anything to read from Kueue.
+func Waiting(job *batchv1.Job) bool {
+	return job != nil && jobstatus.Queue(job) != "" && job.Spec.Suspend != nil && *job.Spec.Suspend
+}
+
+// WorkloadOf reads what Kueue says of a waiting job: its Workload (found by the Job's UID) and
+// whether its ClusterQueue's quota can ever hold it. nil, nil when the job does not wait in a
+// queue, Kueue is not installed, or it has made no Workload yet. A queue the user may not read
+// (ClusterQueues are cluster-scoped) only leaves NeverFits unknown.
+func WorkloadOf(ctx context.Context, d discovery.DiscoveryInterface, dyn dynamic.Interface, job *batchv1.Job) (*jobstatus.Workload, error) {
+	if !Waiting(job) {
+		return nil, nil
+	}
+	version, err := Discover(ctx, d)
+	if err != nil || version == "" {
+		return nil, err
+	}
+	list, err := dyn.Resource(gvr(version, WorkloadsResource)).Namespace(job.Namespace).List(ctx,
+		metav1.ListOptions{LabelSelector: JobUIDLabel + "=" + string(job.UID)})
+	if err != nil {
+		return nil, fmt.Errorf("reading the Kueue Workload of job.batch/%s: %w", job.Name, err)
+	}
+	if len(list.Items) == 0 {
+		return nil, nil
+	}
+	wl := WorkloadFacts(&list.Items[0])
+	wl.NeverFits = neverFits(ctx, dyn, version, job)
+	return &wl, nil
+}
+
+// WorkloadsIn reads the Workloads of namespace ns ("" for all) in one list, by the UID of their
+// Job, for list. Without Kueue it returns none.
+func WorkloadsIn(ctx context.Context, d discovery.DiscoveryInterface, dyn dynamic.Interface, ns string) (map[types.UID]*jobstatus.Workload, error) {
+	version, err := Discover(ctx, d)
+	if err != nil || version == "" {
+		return nil, err
+	}
+	list, err := dyn.Resource(gvr(version, WorkloadsResource)).Namespace(ns).List(ctx, metav1.ListOptions{LabelSelector: JobUIDLabel})
+	if err != nil {
+		return nil, fmt.Errorf("listing Kueue Workloads: %w", err)
+	}
+	out := make(map[types.UID]*jobstatus.Workload, len(list.Items))
+	for i := range list.Items {
+		wl := WorkloadFacts(&list.Items[i])
+		out[types.UID(list.Items[i].GetLabels()[JobUIDLabel])] = &wl
+	}
+	return out, nil
+}
+
+// WorkloadFacts reads the conditions that tell a waiting Workload's situations apart.
+func WorkloadFacts(u *unstructured.Unstructured) jobstatus.Workload {
+	var wl jobstatus.Workload
+	if active, found, _ := unstructured.NestedBool(u.Object, "spec", "active"); found && !active {
+		wl.Inactive = true
+	}
+	conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+	for _, c := range conds {
+		m, _ := c.(map[string]any)
+		typ, _ := m["type"].(string)
+		status, _ := m["status"].(string)
+		reason, _ := m["reason"].(string)
+		message, _ := m["message"].(string)
+		switch {
+		case typ == "QuotaReserved" && status == "False":
+			wl.Pending = message
+		case typ == "Evicted" && status == "True":
+			wl.EvictedReason, wl.EvictedMessage = reason, message
+		}
+	}
+	return wl
+}
+
+// neverFits reads the job's LocalQueue and its ClusterQueue and says whether that quota can ever
+// hold the job; "" when it can, or when either cannot be read.
+func neverFits(ctx context.Context, dyn dynamic.Interface, version string, job *batchv1.Job) string {
+	lq, err := dyn.Resource(GVR(version)).Namespace(job.Namespace).Get(ctx, jobstatus.Queue(job), metav1.GetOptions{})
+	if err != nil {
+		return ""
+	}
+	msg, _ := neverFitsIn(ctx, dyn, version, lq, jobstatus.GPUsPerNode(job)*int64(jobstatus.Nodes(job)))
+	return msg
+}
+
+// neverFitsIn is NeverFits for the ClusterQueue of LocalQueue lq, read with one get; the error
+// is that get's (a user may not read ClusterQueues: they are cluster-scoped).
+func neverFitsIn(ctx context.Context, dyn dynamic.Interface, version string, lq *unstructured.Unstructured, gpus int64) (string, error) {
+	cqName, _, _ := unstructured.NestedString(lq.Object, "spec", "clusterQueue")
+	if cqName == "" || gpus <= 0 {
+		return "", nil
+	}
+	cq, err := dyn.Resource(gvr(version, ClusterQueuesResource)).Get(ctx, cqName, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return fmt.Sprintf("LocalQueue %s points at ClusterQueue %s, which does not exist", lq.GetName(), cqName), nil
+	}
+	if err != nil {
+		return "", err
+	}
+	return NeverFits(cq, gpus), nil
+}
+
+// NeverFits says why the ClusterQueue cq can never admit a job of gpus nvidia.com/gpu in all:
+// every flavor's nominal quota plus what it may borrow is smaller (Kueue gives all ranks of a
+// job one flavor). "" when some flavor can hold it, the job needs no GPUs, or borrowing from a
+// cohort has no limit (the cohort's size is not the queue's to know).
+func NeverFits(cq *unstructured.Unstructured, gpus int64) string {
+	if gpus <= 0 {
+		return ""
+	}
+	cohort, _, _ := unstructured.NestedString(cq.Object, "spec", "cohortName")
+	if cohort == "" {
+		cohort, _, _ = unstructured.NestedString(cq.Object, "spec", "cohort")
+	}
+	var most int64 = -1
+	groups, _, _ := unstructured.NestedSlice(cq.Object, "spec", "resourceGroups")
+	for _, g := range groups {
+		gm, _ := g.(map[string]any)
+		flavors, _, _ := unstructured.NestedSlice(gm, "flavors")
+		for _, f := range flavors {
+			fm, _ := f.(map[string]any)
+			resources, _, _ := unstructured.NestedSlice(fm, "resources")
+			for _, r := range resources {
+				m, _ := r.(map[string]any)
+				if m["name"] != string(jobspec.GPUResource) {
+					continue
+				}
+				limit := quantity(m["nominalQuota"])
+				if b, ok := m["borrowingLimit"]; ok {
+					limit += quantity(b)
+				} else if cohort != "" {
+					return ""
+				}
+				most = max(most, limit)
+			}
+		}
+	}
+	if most < 0 {
+		return fmt.Sprintf("needs %d %s, which ClusterQueue %s does not cover", gpus, jobspec.GPUResource, cq.GetName())
+	}
+	if gpus <= most {
+		return ""
+	}
+	return fmt.Sprintf("needs %d %s but ClusterQueue %s can hold at most %d (nominal quota plus what it may borrow), so Kueue can never admit it",
+		gpus, jobspec.GPUResource, cq.GetName(), most)
+}
+
+func quantity(v any) int64 {
+	switch x := v.(type) {
+	case string:
+		if q, err := resource.ParseQuantity(x); err == nil {
+			return q.Value()
+		}
+	case int64:
+		return x
+	case float64:
+		return int64(x)
+	}
+	return 0
+}
