@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -128,7 +129,7 @@ func newLogProxy(t *testing.T, job string, fail func(rank int, follow bool) bool
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if m := logPath.FindStringSubmatch(r.URL.Path); m != nil {
 			k := logReq{follow: r.URL.Query().Get("follow") == "true"}
-			fmt.Sscan(m[1], &k.rank)
+			k.rank, _ = strconv.Atoi(m[1]) // the pattern matched digits
 			p.mu.Lock()
 			p.counts[k]++
 			p.mu.Unlock()
