@@ -31,21 +31,33 @@ func run(t *testing.T, c *fake.Clientset, args ...string) (int, string, string) 
 }
 
 // garbageCollect plays the garbage collector after a foreground delete: once both watches are
-// open, the pods go, then the Job.
+// open, the pods go, then the Job. The reactor opens each watch itself, so that it is registered
+// before the deletions can happen (a sleep would lose the events on a loaded machine).
 func garbageCollect(t *testing.T, c *fake.Clientset, j *batchv1.Job, pods ...string) {
-	var once sync.Once
-	c.PrependWatchReactor("pods", func(k8stesting.Action) (bool, watch.Interface, error) {
-		once.Do(func() {
-			go func() {
-				time.Sleep(50 * time.Millisecond)
-				for _, p := range pods {
-					_ = c.Tracker().Delete(schema.GroupVersionResource{Version: "v1", Resource: "pods"}, "default", p)
-				}
-				_ = c.Tracker().Delete(schema.GroupVersionResource{Group: "batch", Version: "v1", Resource: "jobs"}, "default", j.Name)
-			}()
+	t.Helper()
+	var mu sync.Mutex
+	opened := 0
+	for _, res := range []string{"pods", "jobs"} {
+		c.PrependWatchReactor(res, func(a k8stesting.Action) (bool, watch.Interface, error) {
+			w, err := c.Tracker().Watch(a.GetResource(), a.GetNamespace())
+			if err != nil {
+				return true, nil, err
+			}
+			mu.Lock()
+			opened++
+			both := opened == 2
+			mu.Unlock()
+			if both {
+				go func() {
+					for _, p := range pods {
+						_ = c.Tracker().Delete(schema.GroupVersionResource{Version: "v1", Resource: "pods"}, "default", p)
+					}
+					_ = c.Tracker().Delete(schema.GroupVersionResource{Group: "batch", Version: "v1", Resource: "jobs"}, "default", j.Name)
+				}()
+			}
+			return true, w, nil
 		})
-		return false, nil, nil
-	})
+	}
 }
 
 func TestCancelWaitsForThePods(t *testing.T) {
