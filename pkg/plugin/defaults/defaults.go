@@ -320,7 +320,14 @@ func set(f *File, settings []Setting, flags *pflag.FlagSet) ([]string, error) {
 // view` prints.
 func Render(f *File) ([]byte, error) {
 	// No tag: the encoder writes 8 and true plain and quotes only what YAML would misread.
-	str := func(v string) *yaml.Node { return &yaml.Node{Kind: yaml.ScalarNode, Value: v} }
+	// An empty value is quoted: written plain it would read back as null, which Parse refuses.
+	str := func(v string) *yaml.Node {
+		n := &yaml.Node{Kind: yaml.ScalarNode, Value: v}
+		if v == "" {
+			n.Style = yaml.DoubleQuotedStyle
+		}
+		return n
+	}
 	submit := &yaml.Node{Kind: yaml.MappingNode}
 	for _, s := range f.Submit {
 		var v *yaml.Node
