@@ -32,7 +32,7 @@ func run(t *testing.T, c *fake.Clientset, args ...string) (int, string, string) 
 
 // garbageCollect plays the garbage collector after a foreground delete: once both watches are
 // open, the pods go, then the Job. The reactor opens each watch itself, so that it is registered
-// before the deletions can happen (a sleep would lose the events on a loaded machine).
+// before the deletions happen (a sleep lost the events on a loaded machine).
 func garbageCollect(t *testing.T, c *fake.Clientset, j *batchv1.Job, pods ...string) {
 	t.Helper()
 	var mu sync.Mutex
@@ -48,12 +48,13 @@ func garbageCollect(t *testing.T, c *fake.Clientset, j *batchv1.Job, pods ...str
 			both := opened == 2
 			mu.Unlock()
 			if both {
-				go func() {
-					for _, p := range pods {
-						_ = c.Tracker().Delete(schema.GroupVersionResource{Version: "v1", Resource: "pods"}, "default", p)
-					}
-					_ = c.Tracker().Delete(schema.GroupVersionResource{Group: "batch", Version: "v1", Resource: "jobs"}, "default", j.Name)
-				}()
+				// At once, before the wait holds either watch: the fake does not replay from a
+				// resourceVersion, so a deletion between the wait's re-list and its next watch
+				// would be lost (a real API server replays it).
+				for _, p := range pods {
+					_ = c.Tracker().Delete(schema.GroupVersionResource{Version: "v1", Resource: "pods"}, "default", p)
+				}
+				_ = c.Tracker().Delete(schema.GroupVersionResource{Group: "batch", Version: "v1", Resource: "jobs"}, "default", j.Name)
 			}
 			return true, w, nil
 		})
