@@ -25,6 +25,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/yaml"
 )
 
@@ -381,13 +382,23 @@ func installKueueCRDs(ctx context.Context, admin *clients, dir string, webhookPo
 }
 
 func ensureKueueSecret(ctx context.Context, admin *clients, certs kueueCerts) error {
+	// A namespace still terminating (a kueue-down interrupted before it was gone) refuses new
+	// content: wait for it to go first.
+	namespaces := admin.cs.CoreV1().Namespaces()
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, componentStartupTimeout, true, func(ctx context.Context) (bool, error) {
+		cur, err := namespaces.Get(ctx, kueueNamespace, metav1.GetOptions{})
+		return apierrors.IsNotFound(err) || (err == nil && cur.DeletionTimestamp == nil), nil
+	})
+	if err != nil {
+		return fmt.Errorf("namespace %s is still terminating: %w", kueueNamespace, err)
+	}
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: kueueNamespace}}
-	if _, err := admin.cs.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+	if _, err := namespaces.Create(ctx, ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("create namespace %s: %w", kueueNamespace, err)
 	}
 	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: kueueCertSecret, Namespace: kueueNamespace}, Data: certs.files()}
 	secrets := admin.cs.CoreV1().Secrets(kueueNamespace)
-	_, err := secrets.Create(ctx, secret, metav1.CreateOptions{})
+	_, err = secrets.Create(ctx, secret, metav1.CreateOptions{})
 	if apierrors.IsAlreadyExists(err) {
 		_, err = secrets.Update(ctx, secret, metav1.UpdateOptions{})
 	}
@@ -499,6 +510,14 @@ func (c *cluster) kueueDown(ctx context.Context, admin *clients, st *State) erro
 	if err := c.waitFor(ctx, "Kueue's API to be gone", componentStartupTimeout, func(ctx context.Context) (bool, error) {
 		_, err := admin.cs.Discovery().ServerResourcesForGroupVersion(kueueGroup + "/v1beta2")
 		return err != nil, nil
+	}); err != nil {
+		return err
+	}
+	// And its namespace: a kueue-up right after would otherwise find it terminating and be
+	// refused its webhook Secret.
+	if err := c.waitFor(ctx, "namespace "+kueueNamespace+" to be gone", componentStartupTimeout, func(ctx context.Context) (bool, error) {
+		_, err := admin.cs.CoreV1().Namespaces().Get(ctx, kueueNamespace, metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
 	}); err != nil {
 		return err
 	}
