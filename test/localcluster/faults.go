@@ -41,31 +41,22 @@ func ControlComponent(ctx context.Context, cfg Config, action ComponentAction, n
 	if _, err := ParseComponent(name); err != nil {
 		return err
 	}
-	if err := cfg.Complete(); err != nil {
-		return err
-	}
-	unlock, err := lockStateParent(ctx, cfg)
-	if err != nil {
-		return err
-	}
-	defer unlock()
-	st, err := ReadState(cfg.StateDir)
-	if err != nil {
-		return err
-	}
-	cfg.Nodes = st.Nodes
-	c := &cluster{cfg: cfg, ports: st.Ports, bins: st.Binaries}
-	switch action {
-	case ActionStop:
-		c.stopComponent(name)
-		return nil
-	case ActionStart:
-		return c.startComponent(ctx, name)
-	case ActionRestart:
-		c.stopComponent(name)
-		return c.startComponent(ctx, name)
-	}
-	return fmt.Errorf("unknown action %q: want stop, start or restart", action)
+	// The same steps as the other commands that change a running cluster: its state lock, its
+	// state, its clients.
+	return onRunning(ctx, cfg, func(c *cluster, _ *clients, st *State) error {
+		c.cfg.Nodes = st.Nodes
+		switch action {
+		case ActionStop:
+			c.stopComponent(name)
+			return nil
+		case ActionStart:
+			return c.startComponent(ctx, name)
+		case ActionRestart:
+			c.stopComponent(name)
+			return c.startComponent(ctx, name)
+		}
+		return fmt.Errorf("unknown action %q: want stop, start or restart", action)
+	})
 }
 
 // RestartKwok restarts only kwok (`localcluster restart-kwok`, the older spelling of
