@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"k8s.io/apimachinery/pkg/util/validation"
 
@@ -89,6 +90,15 @@ func (s *Spec) Validate() error {
 	}
 	for _, kv := range s.Env {
 		errs = append(errs, s.validateEnvName("env", kv.Key)...)
+		if !utf8.ValidString(kv.Value) {
+			add("invalid --env %q: the value is not valid UTF-8 (the API server's JSON would replace those bytes)", kv.Key)
+		}
+	}
+	for i, word := range s.Command {
+		if !utf8.ValidString(word) {
+			add("invalid command: word %d after \"--\" is not valid UTF-8 (the API server's JSON would replace those bytes)", i+1)
+			break
+		}
 	}
 	errs = append(errs, s.validateSecretEnv()...)
 	for _, name := range s.EnvFromSecrets {
@@ -114,6 +124,9 @@ func (s *Spec) Validate() error {
 	for _, kv := range s.Annotations {
 		if msgs := validation.IsQualifiedName(strings.ToLower(kv.Key)); len(msgs) > 0 {
 			add("invalid --annotation key %q: %s", kv.Key, strings.Join(msgs, "; "))
+		}
+		if !utf8.ValidString(kv.Value) {
+			add("invalid --annotation %q: the value is not valid UTF-8 (the API server's JSON would replace those bytes)", kv.Key)
 		}
 		total += len(kv.Key) + len(kv.Value)
 	}
