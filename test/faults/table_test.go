@@ -15,6 +15,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/kubectl-tao/kubectl-tao/test/faultproxy"
 	"github.com/kubectl-tao/kubectl-tao/test/localcluster"
@@ -122,10 +123,12 @@ func faultCase(t *testing.T, f fault) {
 	}
 	// list --watch never ends by itself: it must have printed both jobs' ends, then it is
 	// stopped like a user would (its exit code is then the signal's, not asserted).
-	poll(t, 2*time.Minute, "list --watch printing both ends", func(context.Context) (bool, error) {
+	if err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, 2*time.Minute, true, func(context.Context) (bool, error) {
 		out := watcher.out.String()
 		return rowSays(out, "followed", "Complete") && rowSays(out, "submitted", "Complete"), nil
-	})
+	}); err != nil {
+		t.Fatalf("list --watch did not print both jobs Complete: %v\nstdout:\n%s\nstderr:\n%s", err, watcher.out.String(), watcher.errOut.String())
+	}
 	_ = watcher.cmd.Process.Kill()
 	<-watcher.done
 	// cancel returns once the Job and its pods are gone; the Service goes with the Job through

@@ -330,8 +330,10 @@ type follower struct {
 	tailers map[types.UID]*tailer
 	wg      sync.WaitGroup
 	// reach says, once for all streams and watches, when the server stops answering and when
-	// it is back.
-	reach *outage.Reporter
+	// it is back; kubelets says it for each node's kubelet, once for all its pods' streams.
+	reach    *outage.Reporter
+	kubeletM sync.Mutex
+	kubelets map[string]*outage.Reporter
 	// What the lists and watches say now: the Job (nil when absent) and its selected pods.
 	job  *batchv1.Job
 	pods map[types.UID]*corev1.Pod
@@ -536,6 +538,7 @@ func (f *follower) follow(ctx context.Context, tl *tailer) {
 		opened := err == nil
 		if opened {
 			f.reach.OK()
+			f.kubelet(tl.target.Node).OK()
 			said = false
 			before := tl.cursor.Last
 			err = streamLines(rc, f.out, prefix, f.cfg.Timestamps, tl.cursor.Resume())
@@ -557,7 +560,7 @@ func (f *follower) follow(ctx context.Context, tl *tailer) {
 			klog.V(outage.DetailLevel).InfoS("log stream failed; reopening", "rank", tl.target.Rank, "pod", tl.target.Pod, "opened", opened, "err", err)
 		}
 		switch {
-		case err == nil || isGone(err) || f.reach.Failed(err):
+		case err == nil || isGone(err) || f.reach.Failed(err) || f.kubelet(tl.target.Node).Failed(err):
 		case !opened && tl.cursor.Last.IsZero():
 			// A container that has just started may have no log yet: say so only if it lasts.
 			if failed++; failed == quietOpenFailures {
@@ -573,6 +576,21 @@ func (f *follower) follow(ctx context.Context, tl *tailer) {
 		case <-time.After(bo.Step()):
 		}
 	}
+}
+
+// kubelet is the outage reporter of node's kubelet.
+func (f *follower) kubelet(node string) *outage.Reporter {
+	f.kubeletM.Lock()
+	defer f.kubeletM.Unlock()
+	r, ok := f.kubelets[node]
+	if !ok {
+		if f.kubelets == nil {
+			f.kubelets = map[string]*outage.Reporter{}
+		}
+		r = outage.NewKubelet(f.e.ErrOut, "following job.batch/"+f.cfg.Job, node, f.e.Clock)
+		f.kubelets[node] = r
+	}
+	return r
 }
 
 // lastRead reads every pod of pods once more from where its stream stopped (pods never
