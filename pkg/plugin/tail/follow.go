@@ -3,6 +3,7 @@ package tail
 import (
 	"context"
 	"fmt"
+	"io"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -282,29 +283,46 @@ func (e *Engine) watchFrom(ctx context.Context, rv string, out chan<- update, sr
 			}
 			continue
 		}
-		failing = false
-		src.reach.OK()
-		bo = e.backoff()
-		relist = e.drainWatch(ctx, w, &rv, isPod, send)
+		var events int
+		relist, events = e.drainWatch(ctx, w, &rv, isPod, send, func() {
+			// The server answers only once an event (a bookmark at least) arrives: client-go
+			// turns a connection cut before the answer into an empty watch and no error.
+			failing = false
+			src.reach.OK()
+			bo = e.backoff()
+		})
 		w.Stop()
+		if events == 0 && !relist && ctx.Err() == nil {
+			// Ended before its first event: a cut connection (or a server that ends watches at
+			// once) is a failure to wait out, not a reason to reopen in a tight loop.
+			if !fail(io.ErrUnexpectedEOF) {
+				return
+			}
+		}
 	}
 }
 
 // drainWatch forwards w's events until it closes or ctx ends, advancing *rv. It reports
-// whether the objects must be listed again (the watch's version expired).
-func (e *Engine) drainWatch(ctx context.Context, w watch.Interface, rv *string, isPod bool, send func(update) bool) bool {
+// whether the objects must be listed again (the watch's version expired), and how many events
+// it got; first runs at the first.
+func (e *Engine) drainWatch(ctx context.Context, w watch.Interface, rv *string, isPod bool, send func(update) bool, first func()) (bool, int) {
+	events := 0
 	for {
 		select {
 		case <-ctx.Done():
-			return false
+			return false, events
 		case ev, ok := <-w.ResultChan():
 			if !ok {
-				return false
+				return false, events
+			}
+			if ev.Type == watch.Error {
+				err := apierrors.FromObject(ev.Object)
+				return apierrors.IsResourceExpired(err) || apierrors.IsGone(err), events
+			}
+			if events++; events == 1 {
+				first()
 			}
 			switch ev.Type {
-			case watch.Error:
-				err := apierrors.FromObject(ev.Object)
-				return apierrors.IsResourceExpired(err) || apierrors.IsGone(err)
 			case watch.Bookmark:
 				if m, err := meta.Accessor(ev.Object); err == nil && m.GetResourceVersion() != "" {
 					*rv = m.GetResourceVersion()
@@ -315,7 +333,7 @@ func (e *Engine) drainWatch(ctx context.Context, w watch.Interface, rv *string, 
 				*rv = m.GetResourceVersion()
 			}
 			if !send(update{ev: ev, isPod: isPod}) {
-				return false
+				return false, events
 			}
 		}
 	}
