@@ -366,9 +366,11 @@ func TestAPIServerRestartAndOutage(t *testing.T) {
 	}
 }
 
-// TestHeavyThousandRanks (make e2e-faults, not CI): `logs -f` follows a 1,000-rank job with the
-// default --max-log-requests, through the fault proxy so that its API requests are counted:
-// every rank's first line, then the end, each line once.
+// TestHeavyThousandRanks (make e2e-faults, not CI): a 1,000-rank job (pods without GPUs)
+// through every command a user runs on it, through the fault proxy so that each command's API
+// requests are counted: submit, status, list, replicas, diagnose, logs, `logs -f` with the
+// default --max-log-requests (every rank's first line, then the end, each line once), and
+// cancel (nothing left).
 func TestHeavyThousandRanks(t *testing.T) {
 	const ranks, lines = 1000, 5
 	// kwok serves each followed log with an inotify instance of its own; past the host's
@@ -382,21 +384,67 @@ func TestHeavyThousandRanks(t *testing.T) {
 	}
 	ns := namespace(t)
 	proxy, proxied := startProxy(t, ns)
+	counted := func(what string, r *run, since int) {
+		t.Helper()
+		t.Logf("%s: exit %d, %d API requests", what, r.code, len(proxy.Requests())-since)
+	}
 	begin := time.Now()
-	if r := tao(t, kubeconfig, submit(ns, "huge", ranks, lines, 5*time.Second, 3*time.Minute)...); r.code != 0 {
+	n := len(proxy.Requests())
+	r := tao(t, proxied, submit(ns, "huge", ranks, lines, 5*time.Second, 3*time.Minute)...)
+	if r.code != 0 {
 		t.Fatalf("submit: %s", r)
 	}
+	counted("submit", r, n)
 	follow := start(t, proxied, "logs", "-f", "huge", "-n", ns)
 	firstLines(t, 10*time.Minute, ns, follow, ranks)
-	t.Logf("every rank's first line %s after submit; %d requests so far", time.Since(begin).Round(time.Second), len(proxy.Requests()))
+	t.Logf("every rank's first line %s after submit", time.Since(begin).Round(time.Second))
+
+	// The read-only commands while it runs: each must see all 1,000 ranks.
+	for _, c := range []struct {
+		args []string
+		want string // a fragment of stdout
+	}{
+		{[]string{"status", "huge", "-n", ns, "-o", "json"}, `"nodes": 1000`},
+		{[]string{"list", "-n", ns}, "huge"},
+		{[]string{"replicas", "huge", "-n", ns}, "huge-999-"},
+		{[]string{"diagnose", "huge", "-n", ns}, "huge"},
+	} {
+		n := len(proxy.Requests())
+		r := start(t, proxied, c.args...)
+		if code := r.finish(t, 3*time.Minute); code != 0 || !strings.Contains(r.out.String(), c.want) {
+			t.Errorf("%s: exit %d, stdout lacks %q:\n%s\nstderr:\n%s", c.args[0], code, c.want, tail(r.out.String(), 10), r.errOut.String())
+		}
+		counted(c.args[0], r, n)
+	}
 	if code := follow.finish(t, 10*time.Minute); code != 0 {
 		t.Fatalf("%s", follow)
 	}
-	requests := len(proxy.Requests())
-	final := tao(t, kubeconfig, "logs", "huge", "-n", ns)
+	t.Logf("logs -f of %d ranks: %s from submit to the end", ranks, time.Since(begin).Round(time.Second))
+	n = len(proxy.Requests())
+	final := tao(t, proxied, "logs", "huge", "-n", ns)
+	counted("logs", final, n)
 	sameLines(t, "logs -f", follow.out.String(), final.out.String(), ranks*lines)
 	if follow.errOut.String() != "" {
 		t.Errorf("logs -f stderr:\n%s", follow.errOut.String())
 	}
-	t.Logf("logs -f of %d ranks: %d API requests, %s from submit to the end", ranks, requests, time.Since(begin).Round(time.Second))
+
+	// cancel of a running 1,000-rank job: the Job and every pod gone when it returns.
+	if r := tao(t, kubeconfig, submit(ns, "doomed", ranks, 1, time.Second, time.Hour)...); r.code != 0 {
+		t.Fatalf("submit: %s", r)
+	}
+	poll(t, 10*time.Minute, "doomed's 1,000 pods running", func(ctx context.Context) (bool, error) {
+		j, err := client.BatchV1().Jobs(ns).Get(ctx, "doomed", metav1.GetOptions{})
+		return err == nil && j.Status.Ready != nil && *j.Status.Ready == ranks, nil
+	})
+	n = len(proxy.Requests())
+	began := time.Now()
+	r = start(t, proxied, "cancel", "doomed", "-n", ns)
+	if code := r.finish(t, 10*time.Minute); code != 0 {
+		t.Fatalf("%s", r)
+	}
+	counted("cancel", r, n)
+	t.Logf("cancel of %d ranks took %s", ranks, time.Since(began).Round(time.Millisecond))
+	if left := leftOf(t, ns, "doomed", false); left != "" {
+		t.Errorf("cancel returned, but the job left %s", left)
+	}
 }

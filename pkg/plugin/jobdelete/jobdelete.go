@@ -78,6 +78,8 @@ func WaitGone(ctx context.Context, client kubernetes.Interface, job *batchv1.Job
 		ctx, cancel = context.WithTimeout(ctx, timeout)
 		defer cancel()
 	}
+	// client-go logs a watch cut mid-body as an error; rep says what the user needs instead.
+	ctx = outage.QuietContext(ctx)
 	jobs := client.BatchV1().Jobs(job.Namespace)
 	pods := client.CoreV1().Pods(job.Namespace)
 	// By UID, not name: a new Job of the same name must not hold up the wait for this one's pods.
