@@ -130,6 +130,9 @@ func failedClearly(t *testing.T, r *run, s step, job string) {
 	if !strings.Contains(r.errOut.String(), s.says(job)) {
 		t.Errorf("%s: stderr %q does not say %q", s.name, r.errOut.String(), s.says(job))
 	}
+	if s.name != "job create" && !strings.Contains(r.errOut.String(), "nothing was left behind") && !strings.Contains(r.errOut.String(), "delete it by hand") {
+		t.Errorf("%s: stderr %q does not say whether anything was left", s.name, r.errOut.String())
+	}
 	if strings.Contains(r.errOut.String()+r.out.String(), secretValue) {
 		t.Errorf("%s: the --secret-env value is in the output", s.name)
 	}

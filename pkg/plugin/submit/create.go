@@ -95,6 +95,10 @@ func create(ctx context.Context, client kubernetes.Interface, objs jobspec.Objec
 			if rbErr != nil {
 				err = fmt.Errorf("%w\nremoving what was already created also failed, delete it by hand "+
 					"(kubectl delete job %s -n %s): %w", err, created.Name, created.Namespace, rbErr)
+			} else {
+				// Say it: a user who sees an error mid-submit otherwise cannot know whether a
+				// half-made job is left behind.
+				err = fmt.Errorf("%w\n(nothing was left behind: the objects already created were deleted again)", err)
 			}
 		}
 	}()

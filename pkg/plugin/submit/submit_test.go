@@ -120,7 +120,8 @@ func TestSubmitFailedServiceCreateLeavesNothing(t *testing.T) {
 		return true, nil, apierrors.NewForbidden(schema.GroupResource{Resource: "services"}, "ddp", errors.New("RBAC: denied"))
 	})
 	r := run(t, cmdtest.Cmd{Client: c}, "ddp", "--image", "img", "--nodes", "2", "--", "true")
-	if r.Code != int(exitcode.Forbidden) || r.Stdout != "" || !strings.Contains(r.Stderr, "creating service/ddp") {
+	if r.Code != int(exitcode.Forbidden) || r.Stdout != "" || !strings.Contains(r.Stderr, "creating service/ddp") ||
+		!strings.Contains(r.Stderr, "nothing was left behind") {
 		t.Fatalf("got %+v", r)
 	}
 	if _, err := c.BatchV1().Jobs("default").Get(context.Background(), "ddp", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
