@@ -14,7 +14,9 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/kubectl-tao/kubectl-tao/test/faultproxy"
 )
@@ -62,44 +64,37 @@ func startSubmit(t *testing.T, kc, ns, job string) *run {
 	return startEnv(t, kc, []string{"HF_TOKEN=" + secretValue}, args...)
 }
 
-// leftovers names the objects kubectl-tao made in ns that still exist (terminating ones too).
+// leftovers names the objects kubectl-tao made in ns that still exist (terminating ones too),
+// and every pod.
 func leftovers(ctx context.Context, ns string) ([]string, error) {
-	sel := metav1.ListOptions{LabelSelector: "app.kubernetes.io/managed-by=kubectl-tao"}
+	ours := metav1.ListOptions{LabelSelector: "app.kubernetes.io/managed-by=kubectl-tao"}
+	kinds := []struct {
+		kind string
+		list func() (runtime.Object, error)
+	}{
+		{"job", func() (runtime.Object, error) { return client.BatchV1().Jobs(ns).List(ctx, ours) }},
+		{"service", func() (runtime.Object, error) { return client.CoreV1().Services(ns).List(ctx, ours) }},
+		{"secret", func() (runtime.Object, error) { return client.CoreV1().Secrets(ns).List(ctx, ours) }},
+		{"configmap", func() (runtime.Object, error) { return client.CoreV1().ConfigMaps(ns).List(ctx, ours) }},
+		{"pod", func() (runtime.Object, error) { return client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{}) }},
+	}
 	var out []string
-	jobs, err := client.BatchV1().Jobs(ns).List(ctx, sel)
-	if err != nil {
-		return nil, err
-	}
-	for _, o := range jobs.Items {
-		out = append(out, "job/"+o.Name)
-	}
-	svcs, err := client.CoreV1().Services(ns).List(ctx, sel)
-	if err != nil {
-		return nil, err
-	}
-	for _, o := range svcs.Items {
-		out = append(out, "service/"+o.Name)
-	}
-	secrets, err := client.CoreV1().Secrets(ns).List(ctx, sel)
-	if err != nil {
-		return nil, err
-	}
-	for _, o := range secrets.Items {
-		out = append(out, "secret/"+o.Name)
-	}
-	cms, err := client.CoreV1().ConfigMaps(ns).List(ctx, sel)
-	if err != nil {
-		return nil, err
-	}
-	for _, o := range cms.Items {
-		out = append(out, "configmap/"+o.Name)
-	}
-	pods, err := client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return nil, err
-	}
-	for _, o := range pods.Items {
-		out = append(out, "pod/"+o.Name)
+	for _, k := range kinds {
+		list, err := k.list()
+		if err != nil {
+			return nil, err
+		}
+		items, err := meta.ExtractList(list)
+		if err != nil {
+			return nil, err
+		}
+		for _, item := range items {
+			o, err := meta.Accessor(item)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, k.kind+"/"+o.GetName())
+		}
 	}
 	sort.Strings(out)
 	return out, nil
