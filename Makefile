@@ -112,11 +112,12 @@ BENCH_CLUSTER_DIR ?= $(CURDIR)/.cluster-bench
 BENCH_FLAGS       ?=
 
 .PHONY: bench
-bench: build $(LOCALCLUSTER) ## Go benchmarks, kubectl vs kubectl-tao (logs, status) on the local cluster, then bench-capacity (docs/benchmarks.md)
+bench: build $(LOCALCLUSTER) ## Go benchmarks, kubectl vs kubectl-tao (logs, status) on the local cluster, then bench-capacity and bench-scale (docs/benchmarks.md)
 	$(GO) test -run '^$$' -bench . -benchmem ./...
 	LOCALCLUSTER='$(LOCALCLUSTER)' hack/with-cluster.sh '$(BENCH_CLUSTER_DIR)' --nodes 8 --gpus-per-node 8 -- \
 	  $(GO) run ./test/bench/logsbench -tao '$(CURDIR)/bin/kubectl-tao' $(BENCH_FLAGS)
 	$(MAKE) --no-print-directory bench-capacity
+	$(MAKE) --no-print-directory bench-scale
 
 # The capacity benchmark's cluster: 5,000 nodes take about a minute to come up, the 2,000 pods
 # about as long to schedule; the whole stage takes a few minutes.
@@ -130,6 +131,17 @@ bench-capacity: build $(LOCALCLUSTER) ## kubectl-tao capacity vs kubectl get nod
 	LOCALCLUSTER='$(LOCALCLUSTER)' hack/with-cluster.sh '$(BENCH_CAPACITY_DIR)' --nodes $(CAPACITY_NODES) --gpus-per-node 8 --timeout 10m -- \
 	  $(GO) run ./test/bench/capacitybench -tao '$(CURDIR)/bin/kubectl-tao' \
 	  -nodes $(CAPACITY_NODES) -pods $(CAPACITY_PODS) $(BENCH_CAPACITY_FLAGS)
+
+# The 1,000-rank benchmark's cluster: room for 1,320 pods (the job, then one job at a time for
+# each cancel run). kwok serves each followed log with an inotify instance of its own: the host
+# needs fs.inotify.max_user_instances of at least 1,200 for the logs -f part.
+BENCH_SCALE_DIR   ?= $(CURDIR)/.cluster-bench-scale
+BENCH_SCALE_FLAGS ?=
+
+.PHONY: bench-scale
+bench-scale: build $(LOCALCLUSTER) ## kubectl-tao vs kubectl on a 1,000-rank job: logs, logs -f, cancel (about 20 minutes)
+	LOCALCLUSTER='$(LOCALCLUSTER)' hack/with-cluster.sh '$(BENCH_SCALE_DIR)' --nodes 12 --gpus-per-node 8 --timeout 10m -- \
+	  $(GO) run ./test/bench/scalebench -tao '$(CURDIR)/bin/kubectl-tao' $(BENCH_SCALE_FLAGS)
 
 .PHONY: lint
 lint: ## Check formatting and go vet

@@ -56,7 +56,7 @@ func rankPod(t *testing.T, ns, job string, rank int, phase corev1.PodPhase) stri
 // kwokObject creates a kwok Exec or PortForward for one pod: with it, the local cluster's
 // simulated kubelet runs `exec` commands on this machine (in dir) or forwards to a local port.
 // Pods without one have neither, as before.
-func kwokObject(t *testing.T, ns, resource, kind, pod string, spec map[string]any) {
+func kwokObject(t *testing.T, ns, resource, kind, pod string, spec map[string]any, ready func() bool) {
 	t.Helper()
 	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 	if err != nil {
@@ -72,8 +72,8 @@ func kwokObject(t *testing.T, ns, resource, kind, pod string, spec map[string]an
 	if _, err := dyn.Resource(gvr).Namespace(ns).Create(context.Background(), obj, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("creating kwok %s for %s: %v", kind, pod, err)
 	}
-	// kwok learns of it through a watch.
-	time.Sleep(time.Second)
+	// kwok learns of it through a watch: ready says when it has.
+	poll(t, 30*time.Second, "kwok serving the "+kind+" of "+pod, func(context.Context) (bool, error) { return ready(), nil })
 }
 
 func TestExecAndPortForwardResolveRanks(t *testing.T) {
@@ -112,7 +112,7 @@ func TestExecRoundTrip(t *testing.T) {
 	dir := t.TempDir()
 	kwokObject(t, ns, "execs", "Exec", p1, map[string]any{"execs": []any{map[string]any{
 		"local": map[string]any{"workDir": dir, "envs": []any{map[string]any{"name": "SIM_RANK", "value": "1"}}},
-	}}})
+	}}}, func() bool { return tao(t, nil, "exec", "ddp", "-n", ns, "--rank", "1", "--", "true").code == 0 })
 	r := tao(t, nil, "exec", "ddp", "-n", ns, "--rank", "1", "--", "sh", "-c", `echo "rank $SIM_RANK in $(pwd)"; echo to-stderr >&2`)
 	if r.code != 0 || r.stdout != "rank 1 in "+dir+"\n" || !strings.Contains(r.stderr, "to-stderr") {
 		t.Fatalf("exec round trip: %s", r)
@@ -142,7 +142,7 @@ func TestPortForwardRoundTrip(t *testing.T) {
 	port, _ := strconv.Atoi(u.Port())
 	kwokObject(t, ns, "portforwards", "PortForward", p0, map[string]any{"forwards": []any{map[string]any{
 		"ports": []any{int64(6006)}, "target": map[string]any{"port": int64(port), "address": "127.0.0.1"},
-	}}})
+	}}}, func() bool { return forwardOnce(ns, "tb") == "tensorboard of /probe" })
 
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -178,6 +178,33 @@ func TestPortForwardRoundTrip(t *testing.T) {
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("port-forward after Ctrl-C: %v; stderr %s", err, stderr.String())
 	}
+}
+
+// forwardOnce runs `port-forward JOB :6006`, GETs /probe through it and returns the body ("" on
+// any failure); the forward is then stopped.
+func forwardOnce(ns, job string) string {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, binary, "port-forward", job, "-n", ns, ":6006")
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME"), "KUBECONFIG=" + kubeconfig}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil || cmd.Start() != nil {
+		return ""
+	}
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	line, _ := bufio.NewReader(stdout).ReadString('\n')
+	m := regexp.MustCompile(`^Forwarding from 127\.0\.0\.1:(\d+) -> 6006`).FindStringSubmatch(line)
+	if m == nil {
+		return ""
+	}
+	go func() { _, _ = io.Copy(io.Discard, stdout) }()
+	resp, err := http.Get("http://127.0.0.1:" + m[1] + "/probe")
+	if err != nil {
+		return ""
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return string(body)
 }
 
 // defaultsFile writes a defaults file holding config and returns the environment that makes

@@ -191,16 +191,26 @@ func sameLines(t *testing.T, what, followed, final string, want int) {
 	}
 }
 
+// kubeletLine is what a command says when a node's kubelet (serving its pods' logs) stops
+// answering or answers again.
+var kubeletLine = regexp.MustCompile(`: the kubelet of node (\S+) (is unreachable since|answers again)`)
+
 // outageLines returns the stderr lines about the API server, and fails on any other line but
-// those allowed.
+// those allowed and at most two per node about its kubelet.
 func outageLines(t *testing.T, r *run, allowed *regexp.Regexp) []string {
 	t.Helper()
 	var said []string
+	perNode := map[string]int{}
 	for _, l := range strings.Split(strings.TrimSuffix(r.errOut.String(), "\n"), "\n") {
+		m := kubeletLine.FindStringSubmatch(l)
 		switch {
 		case l == "":
 		case strings.Contains(l, "the API server"):
 			said = append(said, l)
+		case m != nil:
+			if perNode[m[1]]++; perNode[m[1]] > 2 {
+				t.Errorf("%s: more than two lines about node %s's kubelet: %q", r.name, m[1], l)
+			}
 		case allowed == nil || !allowed.MatchString(l):
 			t.Errorf("%s: unexpected stderr line %q", r.name, l)
 		}

@@ -17,6 +17,7 @@ import (
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/jobdelete"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/jobresults"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/jobstatus"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/outage"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/printer"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/s3"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/s3layout"
@@ -158,7 +159,7 @@ func (o *Options) Run(ctx context.Context) error {
 		}
 	}
 	fmt.Fprintf(o.ErrOut, "Waiting for the pods of job.batch/%s to stop...\n", job.Name)
-	if err := jobdelete.WaitGone(ctx, client, job, o.Timeout); err != nil {
+	if err := jobdelete.WaitGone(ctx, client, job, o.Timeout, outage.New(o.ErrOut, "waiting for job.batch/"+job.Name+" to be gone", nil)); err != nil {
 		return fmt.Errorf("%w; its results were not deleted", err)
 	}
 	fmt.Fprintf(o.ErrOut, "Deleting %d objects under %s...\n", len(objs), r.Prefix)

@@ -16,6 +16,7 @@ import (
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/exitcode"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/jobdelete"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/jobstatus"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/outage"
 )
 
 // Options are the flags of `kubectl tao cancel` and `kubectl tao delete`.
@@ -88,7 +89,7 @@ whatever it owns.`,
 func (o *Options) addFlags(cmd *cobra.Command) {
 	cmd.Flags().BoolVar(&o.Wait, "wait", o.Wait, "Wait until the Job and its pods are gone before returning.")
 	cmd.Flags().DurationVar(&o.Timeout, "timeout", o.Timeout, "How long to wait for the pods to go; 0 waits forever.")
-	cmd.Flags().IntVar(&o.GracePeriod, "grace-period", o.GracePeriod, "Seconds each pod gets to stop after SIGTERM. -1 keeps the pods' own (default 30).")
+	cmd.Flags().IntVar(&o.GracePeriod, "grace-period", o.GracePeriod, "Seconds each pod gets to stop after SIGTERM. -1 keeps each pod's own terminationGracePeriodSeconds (Kubernetes' default is 30).")
 }
 
 // Complete resolves the Job names and the namespace.
@@ -150,7 +151,7 @@ func (o *Options) Run(ctx context.Context) error {
 			continue
 		}
 		fmt.Fprintf(o.ErrOut, "Waiting for the pods of job.batch/%s to stop...\n", name)
-		if err := jobdelete.WaitGone(ctx, client, job, o.Timeout); err != nil {
+		if err := jobdelete.WaitGone(ctx, client, job, o.Timeout, outage.New(o.ErrOut, "waiting for job.batch/"+name+" to be gone", nil)); err != nil {
 			return err
 		}
 		fmt.Fprintf(o.Out, "job.batch/%s %s\n", name, verb)

@@ -16,10 +16,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/client-go/kubernetes"
+	batchclient "k8s.io/client-go/kubernetes/typed/batch/v1"
+	coreclient "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/utils/ptr"
 
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/exitcode"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/jobpods"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/outage"
 )
 
 // DefaultTimeout bounds how long cancel and delete wait for the pods to go. Pods get 30 s to
@@ -66,8 +69,10 @@ func DeleteJob(ctx context.Context, client kubernetes.Interface, job *batchv1.Jo
 }
 
 // WaitGone blocks until the Job with job's UID and all its pods are gone, following both with
-// watches (no polling). On timeout it names the pods that remain.
-func WaitGone(ctx context.Context, client kubernetes.Interface, job *batchv1.Job, timeout time.Duration) error {
+// watches (no polling). An API server that stops answering meanwhile (restarted, down, 429 or
+// 503) is waited out quietly, told through rep in one line when it goes and one when it is
+// back; the timeout still holds. On timeout it names the pods that remain.
+func WaitGone(ctx context.Context, client kubernetes.Interface, job *batchv1.Job, timeout time.Duration, rep *outage.Reporter) error {
 	if timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, timeout)
@@ -78,43 +83,71 @@ func WaitGone(ctx context.Context, client kubernetes.Interface, job *batchv1.Job
 	// By UID, not name: a new Job of the same name must not hold up the wait for this one's pods.
 	podSel := jobpods.UIDSelector(job.UID)
 	jobSel := fields.OneTermEqualSelector("metadata.name", job.Name).String()
-	for {
-		jobList, err := jobs.List(ctx, metav1.ListOptions{FieldSelector: jobSel})
-		if err != nil {
-			return waitErr(ctx, job, nil, timeout, err)
-		}
-		podList, err := pods.List(ctx, metav1.ListOptions{LabelSelector: podSel})
-		if err != nil {
-			return waitErr(ctx, job, nil, timeout, err)
-		}
-		jobGone := true
-		for _, j := range jobList.Items {
-			jobGone = jobGone && j.UID != job.UID
-		}
-		if jobGone && len(podList.Items) == 0 {
-			return nil
-		}
-		// Watch both from the lists' versions: any change is a reason to look again.
-		jw, err := jobs.Watch(ctx, metav1.ListOptions{FieldSelector: jobSel, ResourceVersion: jobList.ResourceVersion})
-		if err != nil {
-			return waitErr(ctx, job, podList.Items, timeout, err)
-		}
-		pw, err := pods.Watch(ctx, metav1.ListOptions{LabelSelector: podSel, ResourceVersion: podList.ResourceVersion})
-		if err != nil {
-			jw.Stop()
-			return waitErr(ctx, job, podList.Items, timeout, err)
+	backoff := outage.Backoff(200*time.Millisecond, 5*time.Second)
+	var remaining []corev1.Pod
+	// retry reports whether err is an outage to wait out (after a pause); any other error, or
+	// the end of ctx, ends the wait.
+	retry := func(err error) (bool, error) {
+		if !rep.Failed(err) {
+			return false, waitErr(ctx, job, remaining, timeout, err)
 		}
 		select {
-		case <-jw.ResultChan():
-		case <-pw.ResultChan():
+		case <-time.After(backoff.Step()):
+			return true, nil
 		case <-ctx.Done():
-		}
-		jw.Stop()
-		pw.Stop()
-		if ctx.Err() != nil {
-			return waitErr(ctx, job, podList.Items, timeout, ctx.Err())
+			return false, waitErr(ctx, job, remaining, timeout, ctx.Err())
 		}
 	}
+	for {
+		jobList, err := jobs.List(ctx, metav1.ListOptions{FieldSelector: jobSel})
+		if err == nil {
+			var podList *corev1.PodList
+			if podList, err = pods.List(ctx, metav1.ListOptions{LabelSelector: podSel}); err == nil {
+				rep.OK()
+				backoff = outage.Backoff(200*time.Millisecond, 5*time.Second)
+				remaining = podList.Items
+				jobGone := true
+				for _, j := range jobList.Items {
+					jobGone = jobGone && j.UID != job.UID
+				}
+				if jobGone && len(podList.Items) == 0 {
+					return nil
+				}
+				err = watchOnce(ctx, jobs, pods, jobSel, podSel, jobList.ResourceVersion, podList.ResourceVersion)
+				if err == nil {
+					continue
+				}
+			}
+		}
+		if ctx.Err() != nil {
+			return waitErr(ctx, job, remaining, timeout, ctx.Err())
+		}
+		if again, err := retry(err); !again {
+			return err
+		}
+	}
+}
+
+// watchOnce watches the Job and its pods from the lists' versions and returns at the first
+// change of either, or when a watch ends (the caller lists again in both cases), or with
+// ctx's error when it ends.
+func watchOnce(ctx context.Context, jobs batchclient.JobInterface, pods coreclient.PodInterface, jobSel, podSel, jobRV, podRV string) error {
+	jw, err := jobs.Watch(ctx, metav1.ListOptions{FieldSelector: jobSel, ResourceVersion: jobRV})
+	if err != nil {
+		return err
+	}
+	defer jw.Stop()
+	pw, err := pods.Watch(ctx, metav1.ListOptions{LabelSelector: podSel, ResourceVersion: podRV})
+	if err != nil {
+		return err
+	}
+	defer pw.Stop()
+	select {
+	case <-jw.ResultChan():
+	case <-pw.ResultChan():
+	case <-ctx.Done():
+	}
+	return ctx.Err()
 }
 
 func waitErr(ctx context.Context, job *batchv1.Job, remaining []corev1.Pod, timeout time.Duration, err error) error {

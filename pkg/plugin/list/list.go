@@ -8,9 +8,12 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 	batchv1 "k8s.io/api/batch/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
@@ -22,6 +25,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	watchtools "k8s.io/client-go/tools/watch"
+	"k8s.io/klog/v2"
 	"k8s.io/kubectl/pkg/cmd/get"
 	"k8s.io/utils/clock"
 
@@ -29,6 +33,7 @@ import (
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/exitcode"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/jobstatus"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/kueue"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/outage"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/pages"
 )
 
@@ -149,7 +154,7 @@ func (o *Options) Run(ctx context.Context) error {
 	if !o.Watch {
 		return nil
 	}
-	return o.watch(ctx, client, rv)
+	return o.watch(ctx, client, rv, jobs)
 }
 
 func (o *Options) noneFound() {
@@ -205,11 +210,63 @@ func (o *Options) printAll(ctx context.Context, client kubernetes.Interface, job
 }
 
 // watch prints every change after resourceVersion rv until ctx ends. The retrying watcher
-// reconnects from the last version seen, so a dropped connection loses no change.
-func (o *Options) watch(ctx context.Context, client kubernetes.Interface, rv string) error {
+// reconnects from the last version seen, so a dropped connection loses no change. When the
+// server no longer holds the changes since that version (an API server that restarted, or
+// etcd compacted), the Jobs are listed again and those that changed meanwhile are printed, as
+// an informer would, and the watch goes on from the new list. An unreachable server is told in
+// one stderr line when it goes and one when it is back; the retries show at -v=2.
+func (o *Options) watch(ctx context.Context, client kubernetes.Interface, rv string, jobs []batchv1.Job) error {
+	rep := outage.New(o.ErrOut, "watching jobs", o.clock)
+	ctx = outage.QuietContext(ctx)
+	last := map[types.UID]*batchv1.Job{}
+	for i := range jobs {
+		last[jobs[i].UID] = &jobs[i]
+	}
+	for {
+		err := o.watchFrom(ctx, client, rv, rep, last)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if !apierrors.IsResourceExpired(err) && !apierrors.IsGone(err) {
+			return err
+		}
+		klog.V(outage.DetailLevel).InfoS("watch expired; listing again", "resourceVersion", rv, "err", err)
+		backoff := outage.Backoff(200*time.Millisecond, 5*time.Second)
+		for {
+			if jobs, rv, err = List(ctx, client, o.namespace, o.selector); err == nil {
+				rep.OK()
+				break
+			}
+			if ctx.Err() != nil {
+				return nil
+			}
+			if !rep.Failed(err) {
+				return fmt.Errorf("listing jobs: %w", err)
+			}
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(backoff.Step()):
+			}
+		}
+		if err := o.printChanges(last, jobs); err != nil {
+			return err
+		}
+	}
+}
+
+// watchFrom prints the changes after rv until the watch ends, keeping last (each Job's latest
+// printed state) up to date. It returns the watch's error, or nil when ctx ends.
+func (o *Options) watchFrom(ctx context.Context, client kubernetes.Interface, rv string, rep *outage.Reporter, last map[types.UID]*batchv1.Job) error {
 	lw := &cache.ListWatch{WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
 		opts.LabelSelector = o.selector
-		return client.BatchV1().Jobs(o.namespace).Watch(ctx, opts)
+		w, err := client.BatchV1().Jobs(o.namespace).Watch(ctx, opts)
+		if err != nil {
+			rep.Failed(err)
+		} else {
+			rep.OK()
+		}
+		return w, err
 	}}
 	w, err := watchtools.NewRetryWatcherWithContext(ctx, rv, lw)
 	if err != nil {
@@ -227,11 +284,52 @@ func (o *Options) watch(ctx context.Context, client kubernetes.Interface, rv str
 				}
 				return errors.New("watching jobs: the watch ended unexpectedly")
 			}
+			if ev.Type == watch.Error {
+				return apierrors.FromObject(ev.Object)
+			}
+			if job, ok := ev.Object.(*batchv1.Job); ok {
+				if ev.Type == watch.Deleted {
+					delete(last, job.UID)
+				} else {
+					last[job.UID] = job
+				}
+			}
 			if err := o.printEvent(ev, o.Out); err != nil {
 				return err
 			}
 		}
 	}
+}
+
+// printChanges prints, after a new list, each Job that changed since it was last printed, and
+// the last state of each Job that is gone; last becomes the list.
+func (o *Options) printChanges(last map[types.UID]*batchv1.Job, jobs []batchv1.Job) error {
+	now := map[types.UID]bool{}
+	for i := range jobs {
+		j := &jobs[i]
+		now[j.UID] = true
+		if prev, ok := last[j.UID]; ok && prev.ResourceVersion == j.ResourceVersion {
+			continue
+		}
+		last[j.UID] = j
+		if err := o.printEvent(watch.Event{Type: watch.Modified, Object: j}, o.Out); err != nil {
+			return err
+		}
+	}
+	var gone []*batchv1.Job
+	for uid, j := range last {
+		if !now[uid] {
+			gone = append(gone, j)
+			delete(last, uid)
+		}
+	}
+	slices.SortFunc(gone, func(a, b *batchv1.Job) int { return strings.Compare(a.Namespace+"/"+a.Name, b.Namespace+"/"+b.Name) })
+	for _, j := range gone {
+		if err := o.printEvent(watch.Event{Type: watch.Deleted, Object: j}, o.Out); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (o *Options) printEvent(ev watch.Event, out io.Writer) error {

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
@@ -222,5 +223,58 @@ func TestListIncompleteSubmit(t *testing.T) {
 		"starting   Pending            8x2    0/2     1s\n"
 	if r.Code != 0 || r.Stdout != want {
 		t.Fatalf("got %+v, want stdout\n%s", r, want)
+	}
+}
+
+// A watch the server can no longer resume (410 Expired, as after an API server restart) is
+// followed by a new list: what changed meanwhile is printed (a Job modified, a Job gone), and
+// the watch goes on from the new list's version.
+func TestListWatchExpired(t *testing.T) {
+	job := func(name, uid, rv string, active int32) batchv1.Job {
+		j := fixture.Job(name).Namespace("ml").Label("app.kubernetes.io/managed-by", "kubectl-tao").Created(now.Add(-time.Hour)).Nodes(2).Container(tao("8")).Active(active).Obj()
+		j.UID, j.ResourceVersion = types.UID(uid), rv
+		return *j
+	}
+	lists := 0
+	c := fake.NewClientset()
+	c.PrependReactor("list", "jobs", func(k8stesting.Action) (bool, runtime.Object, error) {
+		lists++
+		if lists == 1 {
+			return true, &batchv1.JobList{ListMeta: metav1.ListMeta{ResourceVersion: "41"}, Items: []batchv1.Job{job("ddp", "u1", "40", 0), job("old", "u2", "30", 0), job("same", "u3", "35", 0)}}, nil
+		}
+		return true, &batchv1.JobList{ListMeta: metav1.ListMeta{ResourceVersion: "60"}, Items: []batchv1.Job{job("ddp", "u1", "55", 2), job("same", "u3", "35", 0)}}, nil
+	})
+	watchers := make(chan *watchRecorder, 2)
+	c.PrependWatchReactor("jobs", func(a k8stesting.Action) (bool, watchInterface, error) {
+		w := newWatchRecorder(a.(k8stesting.WatchActionImpl).ListOptions)
+		watchers <- w
+		return true, w.fw, nil
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	out := &testbuf.Buffer{}
+	done := make(chan int)
+	go func() {
+		done <- cmdtest.Cmd{NS: "ml", Client: c, Now: now, Stdout: out}.Run(ctx, "list", "--watch").Code
+	}()
+	w := <-watchers
+	w.fw.Error(&metav1.Status{Status: metav1.StatusFailure, Code: 410, Reason: metav1.StatusReasonExpired, Message: "too old resource version: 41 (50)"})
+	var again *watchRecorder
+	select {
+	case again = <-watchers:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no new watch after the expired one")
+	}
+	cancel()
+	if code := <-done; code != 0 {
+		t.Errorf("exit %d after interrupt", code)
+	}
+	if again.opts.ResourceVersion != "60" {
+		t.Errorf("the new watch starts from %q, want the new list's 60", again.opts.ResourceVersion)
+	}
+	rows := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
+	// The header and three rows of the first list, then ddp (changed) and old (gone); same, not
+	// changed, is not printed again.
+	if len(rows) != 6 || !strings.HasPrefix(rows[4], "ddp ") || !strings.HasPrefix(rows[5], "old ") {
+		t.Errorf("list --watch printed:\n%s\nwant the first list, then ddp and old once more", out.String())
 	}
 }

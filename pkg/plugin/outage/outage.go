@@ -12,6 +12,7 @@ import (
 	"io"
 	"math"
 	"net"
+	"strings"
 	"sync"
 	"time"
 
@@ -34,6 +35,8 @@ const DetailLevel = 2
 // stream and watch of the command reports to the same one.
 type Reporter struct {
 	what   string
+	server string           // who is unreachable: "the API server", "the kubelet of node N"
+	match  func(error) bool // the failures that are this server's outage
 	errOut io.Writer
 	clock  clock.PassiveClock
 
@@ -48,14 +51,24 @@ func New(errOut io.Writer, what string, clk clock.PassiveClock) *Reporter {
 	if clk == nil {
 		clk = clock.RealClock{}
 	}
-	return &Reporter{what: what, errOut: errOut, clock: clk}
+	return &Reporter{what: what, server: "the API server", match: Is, errOut: errOut, clock: clk}
+}
+
+// NewKubelet returns a Reporter for the kubelet of node, which serves the logs of the pods on
+// it through the API server: while it restarts, every stream of a pod on that node fails with
+// the API server's 500 naming it (see IsKubelet), and the user reads one line for the node,
+// not one per rank.
+func NewKubelet(errOut io.Writer, what, node string, clk clock.PassiveClock) *Reporter {
+	r := New(errOut, what, clk)
+	r.server, r.match = "the kubelet of node "+node, IsKubelet
+	return r
 }
 
 // Failed records a failed request that the caller will retry. It reports whether err is what
 // an unreachable or overloaded server gives (then the caller retries quietly; other errors are
 // the caller's to show). The outage line is printed once the failures have lasted Quiet.
 func (r *Reporter) Failed(err error) bool {
-	if !Is(err) {
+	if !r.match(err) {
 		return false
 	}
 	klog.V(DetailLevel).InfoS("API request failed; retrying", "what", r.what, "err", err)
@@ -67,7 +80,7 @@ func (r *Reporter) Failed(err error) bool {
 	}
 	if !r.said && now.Sub(r.since) >= Quiet {
 		r.said = true
-		fmt.Fprintf(r.errOut, "%s: the API server is unreachable since %s (%v); retrying\n", r.what, r.since.Format("15:04:05"), err)
+		fmt.Fprintf(r.errOut, "%s: %s is unreachable since %s (%v); retrying\n", r.what, r.server, r.since.Format("15:04:05"), err)
 	}
 	return true
 }
@@ -82,7 +95,7 @@ func (r *Reporter) OK() {
 		return
 	}
 	if r.said {
-		fmt.Fprintf(r.errOut, "%s: the API server answers again (unreachable for %s)\n", r.what, now.Sub(r.since).Round(time.Second))
+		fmt.Fprintf(r.errOut, "%s: %s answers again (unreachable for %s)\n", r.what, r.server, now.Sub(r.since).Round(time.Second))
 	}
 	klog.V(DetailLevel).InfoS("API server answers again", "what", r.what, "after", now.Sub(r.since))
 	r.since, r.said = time.Time{}, false
@@ -97,6 +110,12 @@ func Is(err error) bool {
 	if err == nil || errors.Is(err, context.Canceled) {
 		return false
 	}
+	// An answer from the server is judged by its code alone: its message may quote a failed
+	// connection of the server's own (to a kubelet, see IsKubelet).
+	var st apierrors.APIStatus
+	if errors.As(err, &st) {
+		return apierrors.IsServiceUnavailable(err) || apierrors.IsTooManyRequests(err) || apierrors.IsServerTimeout(err) || apierrors.IsTimeout(err)
+	}
 	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || utilnet.IsConnectionRefused(err) ||
 		utilnet.IsConnectionReset(err) || utilnet.IsProbableEOF(err) {
 		return true
@@ -106,6 +125,26 @@ func Is(err error) bool {
 		return true
 	}
 	return apierrors.IsServiceUnavailable(err) || apierrors.IsTooManyRequests(err) || apierrors.IsServerTimeout(err) || apierrors.IsTimeout(err)
+}
+
+// IsKubelet reports whether err is the API server's answer to a log request when the pod's
+// kubelet cannot be reached: a 500 whose message is the failed dial or read of the kubelet's
+// containerLogs endpoint (refused, reset, timed out, cut).
+func IsKubelet(err error) bool {
+	var st apierrors.APIStatus
+	if !errors.As(err, &st) || st.Status().Code != 500 {
+		return false
+	}
+	msg := st.Status().Message
+	if !strings.Contains(msg, "/containerLogs/") {
+		return false
+	}
+	for _, s := range []string{"connection refused", "connection reset", "i/o timeout", "no route to host", "EOF"} {
+		if strings.Contains(msg, s) {
+			return true
+		}
+	}
+	return false
 }
 
 // Backoff is the retry pause of streams and watches: from first, doubling, with up to 50 %

@@ -112,3 +112,46 @@ func TestQuietContext(t *testing.T) {
 		t.Fatalf("printed at the default verbosity:\n%s", out.String())
 	}
 }
+
+// The API server's answer when a pod's kubelet cannot serve its log is the kubelet's outage,
+// not the API server's, and not a failure of the request itself.
+func TestIsKubelet(t *testing.T) {
+	kubeletDown := apierrors.NewInternalError(errors.New(`Get "https://10.0.0.5:10250/containerLogs/ml/train-0-x/tao?follow=true": dial tcp 10.0.0.5:10250: connect: connection refused`))
+	for _, tc := range []struct {
+		name          string
+		err           error
+		kubelet, apis bool
+	}{
+		{"kubelet refused", kubeletDown, true, false},
+		{"kubelet reset", apierrors.NewInternalError(errors.New(`Get "https://n:10250/containerLogs/a/b/c": read tcp: connection reset by peer`)), true, false},
+		{"other 500", apierrors.NewInternalError(errors.New("etcdserver: request timed out")), false, false},
+		{"a 500 about the log itself", apierrors.NewInternalError(errors.New(`Get "https://n:10250/containerLogs/a/b/c": no such container`)), false, false},
+		{"API server refused", errRefused, false, true},
+		{"nil", nil, false, false},
+	} {
+		if got := IsKubelet(tc.err); got != tc.kubelet {
+			t.Errorf("%s: IsKubelet = %v, want %v", tc.name, got, tc.kubelet)
+		}
+		if got := Is(tc.err); got != tc.apis {
+			t.Errorf("%s: Is = %v, want %v", tc.name, got, tc.apis)
+		}
+	}
+	clk := clocktesting.NewFakePassiveClock(time.Date(2026, 12, 1, 18, 40, 12, 0, time.Local))
+	var out bytes.Buffer
+	r := NewKubelet(&out, "following job.batch/train", "gpu-node-3", clk)
+	if r.Failed(errRefused) {
+		t.Fatal("the kubelet's reporter took the API server's outage")
+	}
+	for i := 0; i < 10; i++ { // 8 ranks on the node, retrying for 10 s
+		for s := 0; s < 8; s++ {
+			r.Failed(kubeletDown)
+		}
+		clk.SetTime(clk.Now().Add(time.Second))
+	}
+	r.OK()
+	want := "following job.batch/train: the kubelet of node gpu-node-3 is unreachable since 18:40:12 (" + kubeletDown.Error() + "); retrying\n" +
+		"following job.batch/train: the kubelet of node gpu-node-3 answers again (unreachable for 10s)\n"
+	if out.String() != want {
+		t.Fatalf("stderr:\n%s\nwant:\n%s", out.String(), want)
+	}
+}

@@ -3,6 +3,7 @@ package tail
 import (
 	"context"
 	"fmt"
+	"io"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -282,29 +283,46 @@ func (e *Engine) watchFrom(ctx context.Context, rv string, out chan<- update, sr
 			}
 			continue
 		}
-		failing = false
-		src.reach.OK()
-		bo = e.backoff()
-		relist = e.drainWatch(ctx, w, &rv, isPod, send)
+		var events int
+		relist, events = e.drainWatch(ctx, w, &rv, isPod, send, func() {
+			// The server answers only once an event (a bookmark at least) arrives: client-go
+			// turns a connection cut before the answer into an empty watch and no error.
+			failing = false
+			src.reach.OK()
+			bo = e.backoff()
+		})
 		w.Stop()
+		if events == 0 && !relist && ctx.Err() == nil {
+			// Ended before its first event: a cut connection (or a server that ends watches at
+			// once) is a failure to wait out, not a reason to reopen in a tight loop.
+			if !fail(io.ErrUnexpectedEOF) {
+				return
+			}
+		}
 	}
 }
 
 // drainWatch forwards w's events until it closes or ctx ends, advancing *rv. It reports
-// whether the objects must be listed again (the watch's version expired).
-func (e *Engine) drainWatch(ctx context.Context, w watch.Interface, rv *string, isPod bool, send func(update) bool) bool {
+// whether the objects must be listed again (the watch's version expired), and how many events
+// it got; first runs at the first.
+func (e *Engine) drainWatch(ctx context.Context, w watch.Interface, rv *string, isPod bool, send func(update) bool, first func()) (bool, int) {
+	events := 0
 	for {
 		select {
 		case <-ctx.Done():
-			return false
+			return false, events
 		case ev, ok := <-w.ResultChan():
 			if !ok {
-				return false
+				return false, events
+			}
+			if ev.Type == watch.Error {
+				err := apierrors.FromObject(ev.Object)
+				return apierrors.IsResourceExpired(err) || apierrors.IsGone(err), events
+			}
+			if events++; events == 1 {
+				first()
 			}
 			switch ev.Type {
-			case watch.Error:
-				err := apierrors.FromObject(ev.Object)
-				return apierrors.IsResourceExpired(err) || apierrors.IsGone(err)
 			case watch.Bookmark:
 				if m, err := meta.Accessor(ev.Object); err == nil && m.GetResourceVersion() != "" {
 					*rv = m.GetResourceVersion()
@@ -315,7 +333,7 @@ func (e *Engine) drainWatch(ctx context.Context, w watch.Interface, rv *string, 
 				*rv = m.GetResourceVersion()
 			}
 			if !send(update{ev: ev, isPod: isPod}) {
-				return false
+				return false, events
 			}
 		}
 	}
@@ -330,8 +348,10 @@ type follower struct {
 	tailers map[types.UID]*tailer
 	wg      sync.WaitGroup
 	// reach says, once for all streams and watches, when the server stops answering and when
-	// it is back.
-	reach *outage.Reporter
+	// it is back; kubelets says it for each node's kubelet, once for all its pods' streams.
+	reach    *outage.Reporter
+	kubeletM sync.Mutex
+	kubelets map[string]*outage.Reporter
 	// What the lists and watches say now: the Job (nil when absent) and its selected pods.
 	job  *batchv1.Job
 	pods map[types.UID]*corev1.Pod
@@ -536,6 +556,7 @@ func (f *follower) follow(ctx context.Context, tl *tailer) {
 		opened := err == nil
 		if opened {
 			f.reach.OK()
+			f.kubelet(tl.target.Node).OK()
 			said = false
 			before := tl.cursor.Last
 			err = streamLines(rc, f.out, prefix, f.cfg.Timestamps, tl.cursor.Resume())
@@ -557,7 +578,7 @@ func (f *follower) follow(ctx context.Context, tl *tailer) {
 			klog.V(outage.DetailLevel).InfoS("log stream failed; reopening", "rank", tl.target.Rank, "pod", tl.target.Pod, "opened", opened, "err", err)
 		}
 		switch {
-		case err == nil || isGone(err) || f.reach.Failed(err):
+		case err == nil || isGone(err) || f.reach.Failed(err) || f.kubelet(tl.target.Node).Failed(err):
 		case !opened && tl.cursor.Last.IsZero():
 			// A container that has just started may have no log yet: say so only if it lasts.
 			if failed++; failed == quietOpenFailures {
@@ -573,6 +594,21 @@ func (f *follower) follow(ctx context.Context, tl *tailer) {
 		case <-time.After(bo.Step()):
 		}
 	}
+}
+
+// kubelet is the outage reporter of node's kubelet.
+func (f *follower) kubelet(node string) *outage.Reporter {
+	f.kubeletM.Lock()
+	defer f.kubeletM.Unlock()
+	r, ok := f.kubelets[node]
+	if !ok {
+		if f.kubelets == nil {
+			f.kubelets = map[string]*outage.Reporter{}
+		}
+		r = outage.NewKubelet(f.e.ErrOut, "following job.batch/"+f.cfg.Job, node, f.e.Clock)
+		f.kubelets[node] = r
+	}
+	return r
 }
 
 // lastRead reads every pod of pods once more from where its stream stopped (pods never

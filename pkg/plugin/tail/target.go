@@ -18,6 +18,8 @@ type Target struct {
 	UID       types.UID
 	Rank      int
 	Container string
+	// Node is the pod's node: its kubelet serves the log.
+	Node string
 	// Started is true once the container has run (its log exists); Pending pods have no log.
 	Started bool
 	// Terminated is true once the container has stopped: a stream that ends cleanly is then
@@ -29,7 +31,7 @@ type Target struct {
 // TargetOf picks the container of pod to read: container when given, else the pod's default
 // container, else its first. previous asks whether an earlier instance has ended instead.
 func TargetOf(pod *corev1.Pod, container string, previous bool) Target {
-	t := Target{Pod: pod.Name, UID: pod.UID, Rank: jobpods.Rank(pod), Container: container, created: pod.CreationTimestamp.UnixNano()}
+	t := Target{Pod: pod.Name, UID: pod.UID, Rank: jobpods.Rank(pod), Container: container, Node: pod.Spec.NodeName, created: pod.CreationTimestamp.UnixNano()}
 	if t.Container == "" {
 		t.Container = pod.Annotations[defaultContainerAnnotation]
 	}

@@ -6,20 +6,14 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"flag"
 	"fmt"
-	"io"
 	"os"
-	"os/exec"
-	"strings"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 
 	"github.com/kubectl-tao/kubectl-tao/test/bench/benchutil"
 )
@@ -100,7 +94,7 @@ func run(ranks, lines, runs, statusRuns, followRuns int, tao, kubectl string) er
 	// client and discarding them. What the server takes, with no start-up and no printing.
 	var floors []benchutil.Sample
 	for i := 0; i < runs; i++ {
-		d, err := fetchAll(ctx, cfg, ns, job)
+		d, err := benchutil.FetchAll(ctx, cfg, ns, job)
 		if err != nil {
 			return err
 		}
@@ -127,7 +121,7 @@ func run(ranks, lines, runs, statusRuns, followRuns int, tao, kubectl string) er
 	// logs -f: time until every rank has printed a line.
 	var firsts []time.Duration
 	for i := 0; i < followRuns; i++ {
-		d, err := followFirstLines(nil, tao, ns, job, ranks)
+		d, _, err := benchutil.FollowFirstLines(nil, tao, ns, job, ranks)
 		if err != nil {
 			return err
 		}
@@ -159,7 +153,7 @@ func run(ranks, lines, runs, statusRuns, followRuns int, tao, kubectl string) er
 		}
 		counts[c.name] = benchutil.FormatCounts(counter.Take())
 	}
-	if _, err := followFirstLines(env, tao, ns, job, ranks); err != nil {
+	if _, _, err := benchutil.FollowFirstLines(env, tao, ns, job, ranks); err != nil {
 		return err
 	}
 	time.Sleep(200 * time.Millisecond) // the watches open after the streams
@@ -193,63 +187,4 @@ func toSamples(ds []time.Duration) []benchutil.Sample {
 		out[i].Wall = d
 	}
 	return out
-}
-
-// fetchAll reads every pod's whole log at once, in this process, and returns how long it took.
-func fetchAll(ctx context.Context, cfg *rest.Config, ns, job string) (time.Duration, error) {
-	cfg = rest.CopyConfig(cfg)
-	cfg.QPS, cfg.Burst = 500, 500
-	cfg.ContentType = "application/vnd.kubernetes.protobuf"
-	start := time.Now()
-	client, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return 0, err
-	}
-	pods, err := client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "job-name=" + job})
-	if err != nil {
-		return 0, err
-	}
-	errs := make(chan error, len(pods.Items))
-	for _, p := range pods.Items {
-		go func() {
-			rc, err := client.CoreV1().Pods(ns).GetLogs(p.Name, &corev1.PodLogOptions{}).Stream(ctx)
-			if err == nil {
-				_, err = io.Copy(io.Discard, rc)
-				rc.Close()
-			}
-			errs <- err
-		}()
-	}
-	for range pods.Items {
-		if err := <-errs; err != nil {
-			return 0, err
-		}
-	}
-	return time.Since(start), nil
-}
-
-// followFirstLines starts `logs -f` and returns how long until every rank has printed a line.
-func followFirstLines(env []string, tao, ns, job string, ranks int) (time.Duration, error) {
-	cmd := exec.Command(tao, "logs", "-f", job, "-n", ns)
-	cmd.Env = append(os.Environ(), env...)
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		return 0, err
-	}
-	start := time.Now()
-	if err := cmd.Start(); err != nil {
-		return 0, err
-	}
-	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
-	seen := map[string]bool{}
-	sc := bufio.NewScanner(out)
-	for sc.Scan() {
-		if p, _, ok := strings.Cut(sc.Text(), "]"); ok && !seen[p] {
-			seen[p] = true
-			if len(seen) == ranks {
-				return time.Since(start), nil
-			}
-		}
-	}
-	return 0, fmt.Errorf("logs -f ended after %d of %d ranks", len(seen), ranks)
 }
