@@ -101,7 +101,7 @@ func NewRootCmd(d Deps) *cobra.Command {
 		podexec.NewExecCmd(f, d.Streams),
 		podexec.NewPortForwardCmd(f, d.Streams),
 		cancel.NewCmd(f, d.Streams),
-		cancel.NewDeleteCmd(f, d.Streams),
+		cancel.NewDeleteCmd(f, d.Streams, clk),
 		cancel.NewPruneCmd(f, d.Streams, clk),
 		artifacts.NewCmd(f, d.Streams, d.Getenv),
 		results.NewCmd(f, d.Streams, d.Getenv),

@@ -67,10 +67,16 @@ type run struct {
 // start runs the binary with kc as KUBECONFIG; the test's end kills it if it still runs.
 func start(t *testing.T, kc string, args ...string) *run {
 	t.Helper()
+	return startEnv(t, kc, nil, args...)
+}
+
+// startEnv is start with env (VAR=VALUE) added to the process's environment.
+func startEnv(t *testing.T, kc string, env []string, args ...string) *run {
+	t.Helper()
 	r := &run{name: strings.Join(args, " "), done: make(chan struct{})}
 	r.cmd = exec.Command(binary, args...)
-	r.cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME"), "KUBECONFIG=" + kc,
-		"XDG_CONFIG_HOME=" + filepath.Join(t.TempDir(), "no-config")}
+	r.cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME"), "KUBECONFIG=" + kc,
+		"XDG_CONFIG_HOME=" + filepath.Join(t.TempDir(), "no-config")}, env...)
 	r.cmd.Stdout, r.cmd.Stderr = &r.out, &r.errOut
 	if err := r.cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmdutil"
@@ -26,9 +27,11 @@ type Options struct {
 
 	// onlyFinished makes it `delete`: refuse Jobs that are still running.
 	onlyFinished bool
-	names        []string
-	namespace    string
-	factory      cmdutil.Factory
+	// clock tells delete an incomplete submit from one still running (jobstatus.WithSubmit).
+	clock     clock.PassiveClock
+	names     []string
+	namespace string
+	factory   cmdutil.Factory
 	genericiooptions.IOStreams
 }
 
@@ -62,15 +65,18 @@ Exit codes: 0 canceled, 3 no such job, 8 pods still there after --timeout (they 
 
 // NewDeleteCmd builds `kubectl tao delete`: the same UID-safe foreground delete, for finished
 // Jobs (kept by default, so users need a way to remove them).
-func NewDeleteCmd(f cmdutil.Factory, streams genericiooptions.IOStreams) *cobra.Command {
-	o := &Options{Wait: true, Timeout: jobdelete.DefaultTimeout, GracePeriod: -1, onlyFinished: true, factory: f, IOStreams: streams}
+func NewDeleteCmd(f cmdutil.Factory, streams genericiooptions.IOStreams, clk clock.PassiveClock) *cobra.Command {
+	o := &Options{Wait: true, Timeout: jobdelete.DefaultTimeout, GracePeriod: -1, onlyFinished: true, clock: clk, factory: f, IOStreams: streams}
 	cmd := &cobra.Command{
 		Use:   "delete JOB...",
 		Short: "Delete finished jobs (use cancel for running ones)",
 		Long: `Delete one or more finished jobs (Complete or Error) and everything they own.
 
 Each Job is deleted in the foreground with its UID as a precondition, and the command waits
-until it and its pods are gone. Running or pending jobs are refused: cancel them instead.`,
+until it and its pods are gone. Running or pending jobs are refused: cancel them instead. A
+job whose submit never finished (status IncompleteSubmit: left suspended, never started, maybe
+without some of its Service, Secrets or ConfigMaps) counts as finished: delete removes it with
+whatever it owns.`,
 		Example: `  kubectl tao delete train-1 train-2`,
 		Args:    cobra.MinimumNArgs(1),
 		RunE:    cmdutil.RunE(o),
@@ -120,8 +126,11 @@ func (o *Options) Run(ctx context.Context) error {
 			return err
 		}
 		st := jobstatus.Of(job, nil)
+		if o.onlyFinished {
+			st = jobstatus.WithSubmit(st, job, o.clock.Now())
+		}
 		switch {
-		case o.onlyFinished && !st.Status.Terminal():
+		case o.onlyFinished && !st.Status.Terminal() && st.Reason != jobstatus.IncompleteSubmit:
 			return fmt.Errorf("job.batch/%s is %s, not finished: cancel it with `kubectl tao cancel %s -n %s`", name, st.Status, name, o.namespace)
 		case !o.onlyFinished && (st.Status == jobstatus.Complete || st.Status == jobstatus.Error):
 			fmt.Fprintf(o.ErrOut, "job.batch/%s already finished (%s): nothing to cancel; `kubectl tao delete %s -n %s` removes it\n",

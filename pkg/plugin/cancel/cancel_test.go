@@ -20,6 +20,7 @@ import (
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/exitcode"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/internal/cmdtest"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/internal/fixture"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/jobspec"
 )
 
 var now = time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
@@ -165,10 +166,13 @@ func TestPrune(t *testing.T) {
 		fixture.Job("old-failed").Namespace("default").Label("app.kubernetes.io/managed-by", "kubectl-tao").Finished(batchv1.JobFailed, now.Add(-30*time.Hour)).Obj(),
 		fixture.Job("recent").Namespace("default").Label("app.kubernetes.io/managed-by", "kubectl-tao").Finished(batchv1.JobComplete, now.Add(-time.Hour)).Obj(),
 		fixture.Job("running").Namespace("default").Label("app.kubernetes.io/managed-by", "kubectl-tao").Obj(),
+		// Incomplete submits count from their creation: the old one goes, the recent one stays.
+		incomplete("old-incomplete", 40*time.Hour),
+		incomplete("new-incomplete", time.Hour),
 	}
 	c := fake.NewClientset(objs...)
 	code, out, _ := run(t, c, "prune", "--older-than", "24h", "--dry-run")
-	if code != 0 || out != "job.batch/old-ok pruned (dry run)\njob.batch/old-failed pruned (dry run)\n" {
+	if code != 0 || out != "job.batch/old-ok pruned (dry run)\njob.batch/old-incomplete pruned (dry run)\njob.batch/old-failed pruned (dry run)\n" {
 		t.Fatalf("dry run: exit %d, stdout %q", code, out)
 	}
 	for _, a := range c.Actions() {
@@ -177,11 +181,43 @@ func TestPrune(t *testing.T) {
 		}
 	}
 	code, out, _ = run(t, c, "prune", "--older-than", "24h")
-	if code != 0 || out != "job.batch/old-ok pruned\njob.batch/old-failed pruned\n" {
+	if code != 0 || out != "job.batch/old-ok pruned\njob.batch/old-incomplete pruned\njob.batch/old-failed pruned\n" {
 		t.Fatalf("prune: exit %d, stdout %q", code, out)
 	}
 	left, _ := c.BatchV1().Jobs("default").List(context.Background(), metav1.ListOptions{})
-	if len(left.Items) != 2 {
-		t.Fatalf("%d jobs left, want recent and running", len(left.Items))
+	if len(left.Items) != 3 {
+		t.Fatalf("%d jobs left, want recent, running and new-incomplete", len(left.Items))
+	}
+}
+
+// incomplete is a Job a submit created age ago and never started (marked, suspended).
+func incomplete(name string, age time.Duration) *batchv1.Job {
+	return fixture.Job(name).Namespace("default").Label(jobspec.ManagedByLabel, jobspec.ManagedByValue).
+		Annotation(jobspec.SubmittingAnnotation, "true").Suspend(true).Created(now.Add(-age)).Obj()
+}
+
+// delete removes a Job whose submit never finished, as the IncompleteSubmit message says; one
+// still inside the submit grace (its submit may be running) is refused like any pending job.
+func TestDeleteIncompleteSubmit(t *testing.T) {
+	c := fake.NewClientset(incomplete("left", 10*time.Minute), incomplete("starting", 5*time.Second))
+	code, out, errOut := run(t, c, "delete", "left", "--wait=false")
+	if code != 0 || out != "job.batch/left deleted (deletion requested; pods may still be stopping)\n" {
+		t.Fatalf("exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	var deleted []string
+	for _, a := range c.Actions() {
+		if d, ok := a.(k8stesting.DeleteActionImpl); ok {
+			deleted = append(deleted, d.Name)
+			if p := d.DeleteOptions.PropagationPolicy; p == nil || *p != metav1.DeletePropagationForeground || d.DeleteOptions.Preconditions == nil {
+				t.Errorf("delete of %s: options %+v, want foreground and UID-bound", d.Name, d.DeleteOptions)
+			}
+		}
+	}
+	if strings.Join(deleted, ",") != "left" {
+		t.Errorf("deleted %v, want left", deleted)
+	}
+	code, _, errOut = run(t, c, "delete", "starting")
+	if code != int(exitcode.Error) || !strings.Contains(errOut, "is Pending, not finished") {
+		t.Fatalf("a submit still running: exit %d, stderr %q", code, errOut)
 	}
 }

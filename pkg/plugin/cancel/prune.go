@@ -39,8 +39,10 @@ func NewPruneCmd(f cmdutil.Factory, streams genericiooptions.IOStreams, clk cloc
 		Use:   "prune --older-than DURATION",
 		Short: "Delete the plugin's finished jobs older than a duration",
 		Long: `Delete the finished jobs (Complete or Error) that kubectl tao created in the namespace and
-that finished longer ago than --older-than. Running and pending jobs are never touched.
-Each delete is UID-bound and in the foreground, like kubectl tao delete.`,
+that finished longer ago than --older-than, and the jobs whose submit never finished
+(IncompleteSubmit: left suspended by an interrupted submit) created longer ago than that.
+Running and pending jobs are never touched. Each delete is UID-bound and in the foreground,
+like kubectl tao delete.`,
 		Example: `  # See what would go, then remove jobs finished more than a week ago
   kubectl tao prune --older-than 168h --dry-run
   kubectl tao prune --older-than 168h`,
@@ -104,23 +106,39 @@ func (o *PruneOptions) Run(ctx context.Context) error {
 	return nil
 }
 
-// Expired returns the finished Jobs that finished before now-olderThan, oldest first. A Job
+// Expired returns the finished Jobs that finished before now-olderThan, and the Jobs of
+// incomplete submits (jobstatus.IncompleteSubmit) created before then, oldest first. A Job
 // being deleted already is left out.
 func Expired(jobs []batchv1.Job, now time.Time, olderThan time.Duration) []batchv1.Job {
-	var out []batchv1.Job
+	type expired struct {
+		job batchv1.Job
+		at  time.Time
+	}
+	var found []expired
 	for _, j := range jobs {
 		if j.DeletionTimestamp != nil {
 			continue
 		}
-		st := jobstatus.Of(&j, nil).Status
-		if st != jobstatus.Complete && st != jobstatus.Error {
+		st := jobstatus.WithSubmit(jobstatus.Of(&j, nil), &j, now)
+		var t time.Time
+		switch {
+		case st.Reason == jobstatus.IncompleteSubmit:
+			// It never ran, so it never finished: its age is what counts.
+			t = j.CreationTimestamp.Time
+		case st.Status == jobstatus.Complete || st.Status == jobstatus.Error:
+			t = finishedAt(&j)
+		default:
 			continue
 		}
-		if t := finishedAt(&j); !t.IsZero() && now.Sub(t) > olderThan {
-			out = append(out, j)
+		if !t.IsZero() && now.Sub(t) > olderThan {
+			found = append(found, expired{j, t})
 		}
 	}
-	sort.SliceStable(out, func(a, b int) bool { return finishedAt(&out[a]).Before(finishedAt(&out[b])) })
+	sort.SliceStable(found, func(a, b int) bool { return found[a].at.Before(found[b].at) })
+	out := make([]batchv1.Job, 0, len(found))
+	for _, e := range found {
+		out = append(out, e.job)
+	}
 	return out
 }
 

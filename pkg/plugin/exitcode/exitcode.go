@@ -161,8 +161,14 @@ func Explain(err error) error {
 		if u, perr := url.Parse(ue.URL); perr == nil {
 			host = u.Scheme + "://" + u.Host
 		}
-		return WithCode(NoCluster, fmt.Errorf("Could not reach the Kubernetes API server at %s: %w\n"+
-			"Check that `kubectl get nodes` works with the same --kubeconfig/--context, or set $KUBECONFIG", host, ue.Err))
+		text := ue.Err.Error()
+		if outer := err.Error(); outer != ue.Error() {
+			// Keep what the command was doing when the connection failed (which step of a
+			// submit, and whether its rollback ran): the request's URL alone does not say.
+			text = strings.Replace(outer, ue.Error(), text, 1)
+		}
+		return WithCode(NoCluster, fmt.Errorf("Could not reach the Kubernetes API server at %s: %s\n"+
+			"Check that `kubectl get nodes` works with the same --kubeconfig/--context, or set $KUBECONFIG", host, text))
 	}
 	return err
 }

@@ -43,8 +43,18 @@ func TestOf(t *testing.T) {
 func TestExplain(t *testing.T) {
 	refused := &url.Error{Op: "Get", URL: "https://127.0.0.1:6443/api/v1/nodes?limit=500", Err: &net.OpError{Op: "dial", Err: errors.New("connection refused")}}
 	err := Explain(fmt.Errorf("listing nodes: %w", refused))
-	if Of(err) != NoCluster || !strings.Contains(err.Error(), "Could not reach the Kubernetes API server at https://127.0.0.1:6443") {
+	if Of(err) != NoCluster || !strings.HasPrefix(err.Error(), "Could not reach the Kubernetes API server at https://127.0.0.1:6443: listing nodes: dial: connection refused\n") {
 		t.Errorf("Explain(refused) = %v", err)
+	}
+	// A connection lost mid-way keeps what was being done around it, and the URL's path goes.
+	reset := &url.Error{Op: "Patch", URL: "https://127.0.0.1:6443/apis/batch/v1/namespaces/ml/jobs/x", Err: &net.OpError{Op: "read", Err: errors.New("connection reset by peer")}}
+	err = Explain(fmt.Errorf("starting job.batch/x: %w\n(the objects already created were deleted again)", reset))
+	want := "Could not reach the Kubernetes API server at https://127.0.0.1:6443: starting job.batch/x: read: connection reset by peer\n(the objects already created were deleted again)\n"
+	if Of(err) != NoCluster || !strings.HasPrefix(err.Error(), want) {
+		t.Errorf("Explain(reset) = %q, want it to start with %q", err, want)
+	}
+	if Of(Explain(refused)) != NoCluster || !strings.HasPrefix(Explain(refused).Error(), "Could not reach the Kubernetes API server at https://127.0.0.1:6443: dial: connection refused\n") {
+		t.Errorf("Explain(bare url.Error) = %v", Explain(refused))
 	}
 	err = Explain(apierrors.NewUnauthorized("token expired"))
 	if Of(err) != NoCluster || !strings.HasPrefix(err.Error(), "Could not authenticate to a Kubernetes cluster") {

@@ -14,6 +14,11 @@ const (
 	// ManagedByLabel marks every object kubectl-tao creates; list and prune select on it.
 	ManagedByLabel = "app.kubernetes.io/managed-by"
 	ManagedByValue = "kubectl-tao"
+	// SubmittingAnnotation marks a Job that submit has created but not finished: it is set when
+	// the suspended Job is created and removed by the very patch that starts it (or hands it to
+	// Kueue). A Job that still carries it was left by a submit killed between its steps, or whose
+	// rollback failed; a Job a user suspended by hand never carries it.
+	SubmittingAnnotation = "kubectl-tao.dev/submitting"
 	// ContainerName is the training container's name in every pod.
 	ContainerName = "tao"
 	// GPUResource is the extended resource NVIDIA's device plugin advertises: the one

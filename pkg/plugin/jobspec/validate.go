@@ -125,6 +125,9 @@ func (s *Spec) Validate() error {
 		if msgs := validation.IsQualifiedName(strings.ToLower(kv.Key)); len(msgs) > 0 {
 			add("invalid --annotation key %q: %s", kv.Key, strings.Join(msgs, "; "))
 		}
+		if kv.Key == SubmittingAnnotation {
+			add("invalid --annotation %q: the key is reserved for kubectl-tao (it marks a submit in progress)", kv.Key)
+		}
 		if !utf8.ValidString(kv.Value) {
 			add("invalid --annotation %q: the value is not valid UTF-8 (the API server's JSON would replace those bytes)", kv.Key)
 		}

@@ -102,6 +102,7 @@ func TestValidateRejectsBadInput(t *testing.T) {
 		{"bad selector key", func(s *Spec) { s.NodeSelector = []KeyValue{{"a/b/c", "x"}} }, `invalid --node-selector key "a/b/c"`},
 		{"bad selector value", func(s *Spec) { s.NodeSelector = []KeyValue{{"gpu", "H100 80GB"}} }, "invalid --node-selector value"},
 		{"bad annotation key", func(s *Spec) { s.Annotations = []KeyValue{{"no spaces", "x"}} }, `invalid --annotation key "no spaces"`},
+		{"reserved annotation", func(s *Spec) { s.Annotations = []KeyValue{{SubmittingAnnotation, "x"}} }, `invalid --annotation "kubectl-tao.dev/submitting": the key is reserved`},
 		{"bad cpu", func(s *Spec) { s.CPU = "lots" }, `invalid --cpu "lots"`},
 		{"zero cpu", func(s *Spec) { s.CPU = "0" }, `invalid --cpu "0"`},
 		{"negative memory", func(s *Spec) { s.Memory = "-1Gi" }, `invalid --memory "-1Gi"`},

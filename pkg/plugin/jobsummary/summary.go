@@ -41,12 +41,13 @@ type Summary struct {
 }
 
 // Summarize turns a Job, its pods (nil when not listed) and, for a job waiting in a Kueue
-// queue, its Workload (nil when none or not read) into a Summary. A nil job is the Unknown
+// queue, its Workload (nil when none or not read) into a Summary. now tells a submit still
+// running from one that never finished (jobstatus.WithSubmit). A nil job is the Unknown
 // summary of namespace/name.
-func Summarize(namespace, name string, job *batchv1.Job, pods []corev1.Pod, wl *jobstatus.Workload) Summary {
+func Summarize(namespace, name string, job *batchv1.Job, pods []corev1.Pod, wl *jobstatus.Workload, now time.Time) Summary {
 	r := jobstatus.Of(job, pods)
 	if job != nil {
-		r = jobstatus.WithWorkload(r, job, wl)
+		r = jobstatus.WithSubmit(jobstatus.WithWorkload(r, job, wl), job, now)
 	}
 	s := Summary{Name: name, Namespace: namespace, Status: r.Status, Reason: r.Reason, Message: r.Message}
 	if job == nil {

@@ -42,7 +42,7 @@ func printFinal(w io.Writer, t Target, out Outcome, p *printer.Flags, clk clock.
 		_, err := fmt.Fprintf(w, "job.batch/%s %s\n", t.Name, out.Result.Status)
 		return err
 	}
-	s := jobsummary.Summarize(t.Namespace, t.Name, out.Job, nil, nil)
+	s := jobsummary.Summarize(t.Namespace, t.Name, out.Job, nil, nil, clk.Now())
 	s.Status, s.Reason, s.Message = out.Result.Status, out.Result.Reason, out.Result.Message
 	return jobsummary.Print(w, p, s, clk.Now())
 }

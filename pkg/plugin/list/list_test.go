@@ -19,6 +19,7 @@ import (
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/exitcode"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/internal/cmdtest"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/internal/fixture"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/jobspec"
 	"github.com/kubectl-tao/kubectl-tao/test/golden"
 	"github.com/kubectl-tao/kubectl-tao/test/testbuf"
 )
@@ -204,6 +205,22 @@ func TestListQueuedShowsQueued(t *testing.T) {
 	queued := fixture.Job("waiting").Namespace("ml").Label("app.kubernetes.io/managed-by", "kubectl-tao").Label("team", "vision").Created(now.Add(-time.Minute)).Nodes(2).Container(tao("8")).Label("kueue.x-k8s.io/queue-name", "team-a").Suspend(true).Obj()
 	r := run(context.Background(), fake.NewClientset(queued), "list")
 	want := "NAME      STATUS   GPUS   NODES   AGE\nwaiting   Queued   8x2    0/2     60s\n"
+	if r.Code != 0 || r.Stdout != want {
+		t.Fatalf("got %+v, want stdout\n%s", r, want)
+	}
+}
+
+// A suspended Job a submit never finished shows IncompleteSubmit in STATUS once it is older
+// than the submit grace; a younger one (a submit still running) is plain Pending.
+func TestListIncompleteSubmit(t *testing.T) {
+	left := func(name string, age time.Duration) *batchv1.Job {
+		return fixture.Job(name).Namespace("ml").Label(jobspec.ManagedByLabel, jobspec.ManagedByValue).
+			Annotation(jobspec.SubmittingAnnotation, "true").Created(now.Add(-age)).Nodes(2).Container(tao("8")).Suspend(true).Obj()
+	}
+	r := run(context.Background(), fake.NewClientset(left("killed", 2*time.Minute), left("starting", time.Second)), "list")
+	want := "NAME       STATUS             GPUS   NODES   AGE\n" +
+		"killed     IncompleteSubmit   8x2    0/2     2m\n" +
+		"starting   Pending            8x2    0/2     1s\n"
 	if r.Code != 0 || r.Stdout != want {
 		t.Fatalf("got %+v, want stdout\n%s", r, want)
 	}

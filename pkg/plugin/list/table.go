@@ -38,9 +38,10 @@ func Table(jobs []batchv1.Job, wls map[types.UID]*jobstatus.Workload, now time.T
 	return t
 }
 
-// Row is one Job's table row; STATUS shows the reason where there is one (Queued, ...).
+// Row is one Job's table row; STATUS shows the reason where there is one (Queued,
+// IncompleteSubmit, ...).
 func Row(job *batchv1.Job, wl *jobstatus.Workload, now time.Time) metav1.TableRow {
-	r := jobstatus.WithWorkload(jobstatus.Of(job, nil), job, wl)
+	r := jobstatus.WithSubmit(jobstatus.WithWorkload(jobstatus.Of(job, nil), job, wl), job, now)
 	age := cmdutil.Age(job.CreationTimestamp.Time, now)
 	image, command := "", ""
 	if cs := job.Spec.Template.Spec.Containers; len(cs) > 0 {

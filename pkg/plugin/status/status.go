@@ -83,7 +83,7 @@ func (o *Options) Run(ctx context.Context) error {
 	job, pods, err := jobpods.Fetch(ctx, client, o.namespace, o.name)
 	switch {
 	case apierrors.IsNotFound(err) && job == nil:
-		s := jobsummary.Summarize(o.namespace, o.name, nil, nil, nil)
+		s := jobsummary.Summarize(o.namespace, o.name, nil, nil, nil, o.clock.Now())
 		// Scripts reading -o json get the Unknown object; people get only the error.
 		if !o.out.Human() {
 			if perr := jobsummary.Print(o.Out, o.out, s, o.clock.Now()); perr != nil {
@@ -98,7 +98,8 @@ func (o *Options) Run(ctx context.Context) error {
 		fmt.Fprintf(o.ErrOut, "Warning: could not list the pods of job.batch/%s, using the Job's counters: %v\n", o.name, err)
 		pods = nil
 	}
-	return jobsummary.Print(o.Out, o.out, jobsummary.Summarize(o.namespace, o.name, job, pods, o.workload(ctx, client, job)), o.clock.Now())
+	now := o.clock.Now()
+	return jobsummary.Print(o.Out, o.out, jobsummary.Summarize(o.namespace, o.name, job, pods, o.workload(ctx, client, job), now), now)
 }
 
 // workload reads what Kueue says of a job waiting in its queue (nil for any other job). It only

@@ -25,6 +25,7 @@ import (
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/exitcode"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/internal/cmdtest"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/internal/fixture"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/jobspec"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/kueue"
 	"github.com/kubectl-tao/kubectl-tao/test/golden"
 )
@@ -300,5 +301,32 @@ func TestStatusKueueReasons(t *testing.T) {
 				t.Errorf("table does not show %s in STATUS:\n%s", tc.reason, table.Stdout)
 			}
 		})
+	}
+}
+
+// A Job left suspended by a submit that never finished: -o json keeps one of the six statuses
+// (Pending) and says IncompleteSubmit in .reason; the table shows the reason in STATUS, and the
+// message names the command that removes it. A younger one is a submit still running.
+func TestStatusIncompleteSubmit(t *testing.T) {
+	left := func(age time.Duration) *batchv1.Job {
+		return fixture.Job("train").Namespace("ml").UID("uid-1").Created(now.Add(-age)).Nodes(2).Suspend(true).
+			Label(jobspec.ManagedByLabel, jobspec.ManagedByValue).Annotation(jobspec.SubmittingAnnotation, "true").Obj()
+	}
+	c := fake.NewClientset(left(3 * time.Minute))
+	var m map[string]any
+	r := run(t, c, "train", "-o", "json")
+	if err := json.Unmarshal([]byte(r.Stdout), &m); err != nil || r.Code != 0 {
+		t.Fatalf("got %+v (%v)", r, err)
+	}
+	if m["status"] != "Pending" || m["reason"] != "IncompleteSubmit" || !strings.Contains(m["message"].(string), "kubectl tao delete train -n ml") {
+		t.Errorf("status %v, reason %v, message %v; want Pending, IncompleteSubmit and the delete command", m["status"], m["reason"], m["message"])
+	}
+	r = run(t, c, "train")
+	if r.Code != 0 || !strings.Contains(r.Stdout, "train   IncompleteSubmit ") {
+		t.Errorf("table:\n%s", r.Stdout)
+	}
+	r = run(t, fake.NewClientset(left(2*time.Second)), "train", "-o", "json")
+	if err := json.Unmarshal([]byte(r.Stdout), &m); err != nil || m["status"] != "Pending" || m["reason"] != "" {
+		t.Errorf("a submit still running: %s (%v)", r.Stdout, err)
 	}
 }

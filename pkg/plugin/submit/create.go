@@ -74,6 +74,11 @@ func create(ctx context.Context, client kubernetes.Interface, objs jobspec.Objec
 		job = jobspec.Unqueued(objs.Job)
 	}
 	job.Spec.Suspend = ptr.To(queue != "" || !serverDryRun)
+	if !serverDryRun {
+		// Until the last step removes it, the mark tells status, list and diagnose that this
+		// suspended Job is a submit in progress, or one that never finished (IncompleteSubmit).
+		metav1.SetMetaDataAnnotation(&job.ObjectMeta, jobspec.SubmittingAnnotation, "true")
+	}
 	jobs := client.BatchV1().Jobs(job.Namespace)
 	created, err := jobs.Create(ctx, job, opts)
 	if err != nil {
@@ -90,6 +95,10 @@ func create(ctx context.Context, client kubernetes.Interface, objs jobspec.Objec
 			if rbErr != nil {
 				err = fmt.Errorf("%w\nremoving what was already created also failed, delete it by hand "+
 					"(kubectl delete job %s -n %s): %w", err, created.Name, created.Namespace, rbErr)
+			} else {
+				// Say it: a user who sees an error mid-submit otherwise cannot know whether a
+				// half-made job is left behind.
+				err = fmt.Errorf("%w\n(nothing was left behind: the objects already created were deleted again)", err)
 			}
 		}
 	}()
@@ -113,15 +122,15 @@ func create(ctx context.Context, client kubernetes.Interface, objs jobspec.Objec
 		}
 	}
 	// The UID in the patch is a precondition: it fails instead of resuming (or queueing) a
-	// same-name Job that replaced ours.
-	change := map[string]any{
-		"metadata": map[string]any{"uid": created.UID},
-		"spec":     map[string]any{"suspend": false},
-	}
+	// same-name Job that replaced ours. The same patch removes the in-progress mark (null
+	// deletes a key in a merge patch), so no Job is ever started yet still marked.
+	meta := map[string]any{"uid": created.UID, "annotations": map[string]any{jobspec.SubmittingAnnotation: nil}}
+	change := map[string]any{"metadata": meta, "spec": map[string]any{"suspend": false}}
 	verb := "starting"
 	if queue != "" {
 		// Only the label: spec.suspend stays true, Kueue admits by resuming.
-		change = map[string]any{"metadata": map[string]any{"uid": created.UID, "labels": map[string]string{jobspec.QueueLabel: queue}}}
+		meta["labels"] = map[string]string{jobspec.QueueLabel: queue}
+		change = map[string]any{"metadata": meta}
 		verb = "queueing"
 	}
 	patch, _ := json.Marshal(change)

@@ -90,6 +90,9 @@ func TestSubmitQueuedLabelsLastAndStaysSuspended(t *testing.T) {
 	if job.Labels[jobspec.QueueLabel] != "team-a" || !*job.Spec.Suspend {
 		t.Errorf("stored Job: labels %v, suspend %v; want queued and suspended for Kueue to admit", job.Labels, *job.Spec.Suspend)
 	}
+	if _, has := job.Annotations[jobspec.SubmittingAnnotation]; has {
+		t.Errorf("queued Job still marked as a submit in progress: %v", job.Annotations)
+	}
 }
 
 func TestSubmitQueueRefusedCreatesNothing(t *testing.T) {

@@ -23,6 +23,7 @@ import (
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/exitcode"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/internal/cmdtest"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/internal/fixture"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/jobspec"
 )
 
 // newClient is a fake clientset that, like the API server, gives created objects a UID.
@@ -70,6 +71,27 @@ func TestSubmitSingleNode(t *testing.T) {
 	if got := strings.Join(mutations(c), ","); got != "create jobs,patch jobs" {
 		t.Errorf("mutations = %s, want the Job created suspended, then resumed", got)
 	}
+	// Created marked as a submit in progress; the patch that starts it removes the mark.
+	if created := createdJob(t, c); created.Annotations[jobspec.SubmittingAnnotation] != "true" {
+		t.Errorf("created Job's annotations = %v, want the in-progress mark", created.Annotations)
+	}
+	if _, has := job.Annotations[jobspec.SubmittingAnnotation]; has {
+		t.Errorf("started Job still marked in progress: %v", job.Annotations)
+	}
+}
+
+// createdJob is the Job as submit sent it in its create.
+func createdJob(t *testing.T, c *fake.Clientset) *batchv1.Job {
+	t.Helper()
+	for _, a := range c.Actions() {
+		if a, ok := a.(k8stesting.CreateAction); ok {
+			if j, ok := a.GetObject().(*batchv1.Job); ok {
+				return j
+			}
+		}
+	}
+	t.Fatal("no Job was created")
+	return nil
 }
 
 func TestSubmitMultiNodeOwnsItsService(t *testing.T) {
@@ -98,7 +120,8 @@ func TestSubmitFailedServiceCreateLeavesNothing(t *testing.T) {
 		return true, nil, apierrors.NewForbidden(schema.GroupResource{Resource: "services"}, "ddp", errors.New("RBAC: denied"))
 	})
 	r := run(t, cmdtest.Cmd{Client: c}, "ddp", "--image", "img", "--nodes", "2", "--", "true")
-	if r.Code != int(exitcode.Forbidden) || r.Stdout != "" || !strings.Contains(r.Stderr, "creating service/ddp") {
+	if r.Code != int(exitcode.Forbidden) || r.Stdout != "" || !strings.Contains(r.Stderr, "creating service/ddp") ||
+		!strings.Contains(r.Stderr, "nothing was left behind") {
 		t.Fatalf("got %+v", r)
 	}
 	if _, err := c.BatchV1().Jobs("default").Get(context.Background(), "ddp", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
@@ -231,6 +254,9 @@ func TestSubmitServerDryRunStoresNothing(t *testing.T) {
 			}
 			if job, ok := a.Object.(*batchv1.Job); ok && job.Spec.Suspend != nil && *job.Spec.Suspend {
 				t.Errorf("server dry run sent a suspended Job")
+			}
+			if job, ok := a.Object.(*batchv1.Job); ok && job.Annotations[jobspec.SubmittingAnnotation] != "" {
+				t.Errorf("server dry run sent the in-progress mark: it shows the Job as it would run")
 			}
 		case k8stesting.PatchActionImpl, k8stesting.DeleteActionImpl:
 			t.Errorf("server dry run did %s", a.GetVerb())

@@ -66,8 +66,9 @@ func Replicas(s Snapshot) ([]Replica, []string) {
 		out = append(out, r)
 	}
 	notes := jobNotes(&s, all)
-	if q := queuedFinding(&s); q != nil {
-		// A queued job has no pods yet: without this, replicas would print nothing at all.
+	if q := waitingFinding(&s); q != nil {
+		// A queued job, or one whose submit never finished, has no pods yet: without this,
+		// replicas would print nothing at all.
 		notes = append(notes, q.Message)
 	}
 	return out, notes
@@ -162,6 +163,9 @@ func latestJobEvent(s *Snapshot, reason string) *corev1.Event {
 // one rank dies, its peers usually fail after it with NCCL timeouts or SIGTERM.
 func Analyze(s Snapshot) Analysis {
 	st := jobstatus.Of(s.Job, s.Pods)
+	if s.Job != nil {
+		st = jobstatus.WithSubmit(st, s.Job, s.Now)
+	}
 	a := Analysis{Status: string(st.Status), Message: st.Message, JobFailureByNodeEvent: []NodeEvent{}, Notes: []string{}}
 	if s.Job != nil {
 		a.Job, a.Namespace = s.Job.Name, s.Job.Namespace
@@ -211,9 +215,10 @@ func Analyze(s Snapshot) Analysis {
 			}
 		}
 	}
-	if q := queuedFinding(&s); q != nil {
-		// Nothing runs until Kueue admits the job: that is the answer, whatever came before
-		// (pods of an earlier admission that Kueue preempted, say).
+	if q := waitingFinding(&s); q != nil {
+		// Nothing runs until Kueue admits the job (or ever, when its submit never finished):
+		// that is the answer, whatever came before (pods of an earlier admission that Kueue
+		// preempted, say).
 		events = append([]NodeEvent{*q}, events...)
 		root = 0
 	}
