@@ -81,8 +81,8 @@ func (o *Options) completeWorkdir(cmd *cobra.Command) error {
 	return nil
 }
 
-// progress returns a callback that redraws one status line on stderr when it is a terminal,
-// and nil otherwise: logs and pipes get only the summary line.
+// progress returns a callback that redraws one status line on stderr when it is a terminal
+// (packing, and the S3 upload), and nil otherwise: logs and pipes get only the summary line.
 func (o *Options) progress(what string, total int64) func(int64) {
 	f, ok := o.ErrOut.(*os.File)
 	if !ok || !term.IsTerminal(int(f.Fd())) || total == 0 {
@@ -127,8 +127,9 @@ func (o *Options) workdirUpload(ctx context.Context, client kubernetes.Interface
 		return nil, err
 	}
 	archive := o.workdir.archive
+	progress := o.progress("uploading "+o.Workdir, int64(len(archive)))
 	return func(ctx context.Context, job *batchv1.Job) (func(context.Context) error, error) {
-		return workdir.Upload(ctx, s3c, cfg.Bucket, job.Name, string(job.UID), archive)
+		return workdir.Upload(ctx, s3c, cfg.Bucket, job.Name, string(job.UID), archive, progress)
 	}, nil
 }
 
