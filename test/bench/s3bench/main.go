@@ -164,28 +164,26 @@ func run(runs int, tao, rclone string, files, treeMiB, objects, objectKiB int) e
 			packTar = append(packTar, s)
 		}
 
-		// results --download against rclone copy of the same prefix, each into a fresh directory.
-		dir := filepath.Join(tmp, fmt.Sprintf("dl-tao-%d", i))
-		s, err = benchutil.Measure(env, tao, "results", "dl", "--uid", "uid-1", "--download", dir)
-		if err != nil {
+		// results --download against rclone copy of the same prefix, each into a fresh directory
+		// that is checked, then removed.
+		download := func(into *[]benchutil.Sample, dir, name string, args ...string) error {
+			s, err := benchutil.Measure(env, name, append(args, dir)...)
+			if err == nil {
+				err = checkDir(dir, objects, int64(objectKiB)<<10)
+			}
+			if err != nil {
+				return fmt.Errorf("%s %s: %w", name, args[0], err)
+			}
+			*into = append(*into, s)
+			return os.RemoveAll(dir)
+		}
+		if err := download(&dlTao, filepath.Join(tmp, fmt.Sprintf("dl-tao-%d", i)), tao, "results", "dl", "--uid", "uid-1", "--download"); err != nil {
 			return err
 		}
-		if err := checkDir(dir, objects, int64(objectKiB)<<10); err != nil {
-			return fmt.Errorf("results --download: %w", err)
-		}
-		os.RemoveAll(dir)
-		dlTao = append(dlTao, s)
 		if rclone != "" {
-			dir := filepath.Join(tmp, fmt.Sprintf("dl-rclone-%d", i))
-			s, err := benchutil.Measure(env, rclone, "copy", "bench:"+bucket+"/results/dl/uid-1", dir)
-			if err != nil {
+			if err := download(&dlRclone, filepath.Join(tmp, fmt.Sprintf("dl-rclone-%d", i)), rclone, "copy", "bench:"+bucket+"/results/dl/uid-1"); err != nil {
 				return err
 			}
-			if err := checkDir(dir, objects, int64(objectKiB)<<10); err != nil {
-				return fmt.Errorf("rclone copy: %w", err)
-			}
-			os.RemoveAll(dir)
-			dlRclone = append(dlRclone, s)
 		}
 	}
 	loadAfter := benchutil.LoadAverage()
