@@ -107,17 +107,34 @@ $(VERSITYGW):
 .PHONY: versitygw
 versitygw: $(VERSITYGW) ## Install versitygw (the S3 server of the staging tests) into the tools cache
 
+# rclone, what the S3 benchmarks compare with (issues 16 and 20), built once per machine into
+# the tools cache from the module proxy like the other test tools (a big build: many minutes).
+RCLONE_VERSION := v1.76.0
+RCLONE         := $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/kubectl-tao/tools/rclone-$(RCLONE_VERSION)/rclone
+$(RCLONE):
+	GOBIN='$(@D)' CGO_ENABLED=0 $(GO) install github.com/rclone/rclone@$(RCLONE_VERSION)
+
+.PHONY: rclone
+rclone: $(RCLONE) ## Install rclone (what make bench-s3 compares with) into the tools cache
+
 # The benchmark cluster: 64 one-GPU ranks need 64 GPUs.
 BENCH_CLUSTER_DIR ?= $(CURDIR)/.cluster-bench
 BENCH_FLAGS       ?=
 
 .PHONY: bench
-bench: build $(LOCALCLUSTER) ## Go benchmarks, kubectl vs kubectl-tao (logs, status) on the local cluster, then bench-capacity and bench-scale (docs/benchmarks.md)
+bench: build $(LOCALCLUSTER) ## Go benchmarks, kubectl vs kubectl-tao (logs, status) on the local cluster, then bench-capacity, bench-scale and bench-s3 (docs/benchmarks.md)
 	$(GO) test -run '^$$' -bench . -benchmem ./...
 	LOCALCLUSTER='$(LOCALCLUSTER)' hack/with-cluster.sh '$(BENCH_CLUSTER_DIR)' --nodes 8 --gpus-per-node 8 -- \
 	  $(GO) run ./test/bench/logsbench -tao '$(CURDIR)/bin/kubectl-tao' $(BENCH_FLAGS)
 	$(MAKE) --no-print-directory bench-capacity
 	$(MAKE) --no-print-directory bench-scale
+	$(MAKE) --no-print-directory bench-s3
+
+BENCH_S3_FLAGS ?=
+
+.PHONY: bench-s3
+bench-s3: build $(VERSITYGW) $(RCLONE) ## submit --workdir vs tar | zstd + rclone copy, results --download vs rclone copy, on a local S3 server (no cluster)
+	VERSITYGW='$(VERSITYGW)' $(GO) run ./test/bench/s3bench -tao '$(CURDIR)/bin/kubectl-tao' -rclone '$(RCLONE)' $(BENCH_S3_FLAGS)
 
 # The capacity benchmark's cluster: 5,000 nodes take about a minute to come up, the 2,000 pods
 # about as long to schedule; the whole stage takes a few minutes.

@@ -4,7 +4,11 @@ package e2e
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
+	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -118,4 +122,113 @@ func TestWorkdirConfigMap(t *testing.T) {
 			t.Fatalf("secrets left: %v %v", secrets, err)
 		}
 	})
+}
+
+// treeOf describes every entry below root but those skip names: its kind, permission bits,
+// and a file's SHA-256 or a link's target.
+func treeOf(t *testing.T, root string, skip ...string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || p == root {
+			return err
+		}
+		rel, _ := filepath.Rel(root, p)
+		for _, s := range skip {
+			if rel == s {
+				return nil
+			}
+		}
+		info, err := os.Lstat(p)
+		if err != nil {
+			return err
+		}
+		switch {
+		case info.Mode()&fs.ModeSymlink != 0:
+			target, err := os.Readlink(p)
+			out[rel] = "link -> " + target
+			return err
+		case info.IsDir():
+			out[rel] = fmt.Sprintf("dir %o", info.Mode().Perm())
+		default:
+			data, err := os.ReadFile(p)
+			sum := sha256.Sum256(data)
+			out[rel] = fmt.Sprintf("file %o %x", info.Mode().Perm(), sum)
+			return err
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// TestWorkdirResultsDownload: a snapshot submit uploaded to S3 is an object of the run like any
+// other; `results --download` gives back the exact archive (its SHA-256 is status's
+// workdirSHA256), and unpacked it is the tree the job was submitted with, file by file, modes
+// included, less what .gitignore kept out. The upload is submit's own, so the KWOK cluster and
+// the S3 test server on loopback suffice.
+func TestWorkdirResultsDownload(t *testing.T) {
+	ns := namespace(t)
+	srv := s3server.Start(t)
+	srv.MakeBucket(t, "results")
+	env := srv.Env("results")
+	dir := workdirTree(t, map[string]string{
+		"train.py": "print('hi')\n", "data/labels.csv": "cat,dog\n", "pkg/model/net.py": "# net\n",
+		".gitignore": ".env\n", ".env": "TOKEN=do-not-ship\n",
+	})
+	if err := os.WriteFile(filepath.Join(dir, "run.sh"), []byte("python3 train.py\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("data/labels.csv", filepath.Join(dir, "labels")); err != nil {
+		t.Fatal(err)
+	}
+	r := tao(t, env, append(workdirSubmit(ns, "code", dir), "--", "bash run.sh")...)
+	contains(t, r, 0, "secret/code-s3 created", "workdir "+dir+": 5 files")
+	st := tao(t, nil, "status", "code", "-n", ns, "-o", "json")
+	var status struct {
+		WorkdirSHA256 string `json:"workdirSHA256"`
+	}
+	if err := json.Unmarshal([]byte(st.stdout), &status); err != nil || len(status.WorkdirSHA256) != 64 {
+		t.Fatalf("status: %s (%v)", st, err)
+	}
+	sum := status.WorkdirSHA256
+
+	const key = ".kubectl-tao/workdir.tar.zst"
+	ls := tao(t, env, "results", "code", "-n", ns, "-o", "jsonpath={.objects[*].key}")
+	if ls.code != 0 || ls.stdout != key {
+		t.Fatalf("results lists %s, want only the snapshot %s", ls, key)
+	}
+	dl := t.TempDir()
+	contains(t, tao(t, env, "results", "code", "-n", ns, "--download", dl), 0, "1 objects")
+	archive := filepath.Join(dl, key)
+	data, err := os.ReadFile(archive)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := sha256.Sum256(data); hex.EncodeToString(got[:]) != sum {
+		t.Fatalf("downloaded snapshot has sha256 %x, status says %s", got, sum)
+	}
+	// Unpacked as the pod's init container does (which checks the checksum first).
+	unpacked := filepath.Join(t.TempDir(), "workspace")
+	u := tao(t, []string{"TAO_WORKDIR_SHA256=" + sum}, "stage", "workdir", "--archive", archive, "--to", unpacked)
+	contains(t, u, 0, "workdir: unpacked 5 files")
+	want, got := treeOf(t, dir, ".env"), treeOf(t, unpacked)
+	if len(want) != 9 { // 5 files, 3 directories (data, pkg, pkg/model), 1 link
+		t.Fatalf("the source tree is not what the test wrote: %v", want)
+	}
+	for p, w := range want {
+		if got[p] != w {
+			t.Errorf("%s: unpacked %q, submitted %q", p, got[p], w)
+		}
+	}
+	for p, g := range got {
+		if _, ok := want[p]; !ok {
+			t.Errorf("%s (%s) was not in the submitted tree", p, g)
+		}
+	}
+	if leaks := srv.Leaks(r.stdout, r.stderr, ls.stdout, ls.stderr); len(leaks) > 0 {
+		t.Errorf("a secret was printed")
+	}
 }

@@ -69,29 +69,40 @@ func Start(t testing.TB) *Server {
 // reach the host (loopback is the pod's own).
 func StartOn(t testing.TB, host string) *Server {
 	t.Helper()
-	bin, err := Binary()
+	started := time.Now()
+	s, stop, err := Run(host, t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := os.Stat(bin); err != nil {
-		t.Fatalf("versitygw not found at %s (run `make versitygw`, or set $%s): %v", bin, EnvBinary, err)
-	}
-	s := &Server{Dir: t.TempDir(), AccessKey: "AKIA" + randomHex(t, 8), SecretKey: randomHex(t, 20)}
-	var lastErr error
-	// The free port is released before versitygw binds it: on a lost race, try another.
-	for attempt := 0; attempt < 3; attempt++ {
-		if lastErr = s.start(t, bin, host); lastErr == nil {
-			return s
-		}
-	}
-	t.Fatal(lastErr)
-	return nil
+	t.Cleanup(stop)
+	t.Logf("versitygw serving on %s after %s", s.Endpoint, time.Since(started).Round(time.Millisecond))
+	return s
 }
 
-func (s *Server) start(t testing.TB, bin, host string) error {
+// Run is StartOn outside a test (the benchmarks): versitygw with its posix backend in dir,
+// serving until stop is called.
+func Run(host, dir string) (s *Server, stop func(), err error) {
+	bin, err := Binary()
+	if err != nil {
+		return nil, nil, err
+	}
+	if _, err := os.Stat(bin); err != nil {
+		return nil, nil, fmt.Errorf("versitygw not found at %s (run `make versitygw`, or set $%s): %w", bin, EnvBinary, err)
+	}
+	s = &Server{Dir: dir, AccessKey: "AKIA" + randomHex(8), SecretKey: randomHex(20)}
+	// The free port is released before versitygw binds it: on a lost race, try another.
+	for attempt := 0; attempt < 3; attempt++ {
+		if stop, err = s.start(bin, host); err == nil {
+			return s, stop, nil
+		}
+	}
+	return nil, nil, err
+}
+
+func (s *Server) start(bin, host string) (func(), error) {
 	port, err := freePort(host)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	addr := net.JoinHostPort(host, strconv.Itoa(port))
 	ctx, cancel := context.WithCancel(context.Background())
@@ -103,7 +114,7 @@ func (s *Server) start(t testing.TB, bin, host string) error {
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
 		cancel()
-		return fmt.Errorf("starting versitygw: %w", err)
+		return nil, fmt.Errorf("starting versitygw: %w", err)
 	}
 	exited := make(chan struct{})
 	go func() { _ = cmd.Wait(); close(exited) }()
@@ -112,8 +123,7 @@ func (s *Server) start(t testing.TB, bin, host string) error {
 		<-exited
 	}
 	s.Endpoint = "http://" + addr
-	started := time.Now()
-	deadline := started.Add(30 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for {
 		// Any HTTP answer (anonymous requests get 403) means it is serving.
 		resp, err := http.Get(s.Endpoint + "/")
@@ -123,20 +133,22 @@ func (s *Server) start(t testing.TB, bin, host string) error {
 		}
 		select {
 		case <-exited:
-			return fmt.Errorf("versitygw exited before serving on %s:\n%s", addr, out.String())
+			return nil, fmt.Errorf("versitygw exited before serving on %s:\n%s", addr, out.String())
 		case <-time.After(50 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
 			stop()
-			return fmt.Errorf("versitygw did not answer on %s within 30s:\n%s", addr, out.String())
+			return nil, fmt.Errorf("versitygw did not answer on %s within 30s:\n%s", addr, out.String())
 		}
 	}
-	t.Cleanup(stop)
-	t.Logf("versitygw serving on %s after %s", addr, time.Since(started).Round(time.Millisecond))
 	s.Client, err = minio.New(addr, &minio.Options{
 		Creds: credentials.NewStaticV4(s.AccessKey, s.SecretKey, ""), BucketLookup: minio.BucketLookupPath,
 	})
-	return err
+	if err != nil {
+		stop()
+		return nil, err
+	}
+	return stop, nil
 }
 
 // MakeBucket creates a bucket.
@@ -215,10 +227,9 @@ func freePort(host string) (int, error) {
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
-func randomHex(t testing.TB, n int) string {
+// randomHex is n random bytes in upper-case hex (crypto/rand.Read never fails).
+func randomHex(n int) string {
 	b := make([]byte, n)
-	if _, err := rand.Read(b); err != nil {
-		t.Fatal(err)
-	}
-	return strings.ToUpper(hex.EncodeToString(b))[:n*2]
+	_, _ = rand.Read(b)
+	return strings.ToUpper(hex.EncodeToString(b))
 }

@@ -179,12 +179,12 @@ func Eligible(job *batchv1.Job) error {
 		return fmt.Errorf("job.batch/%s is %s, not finished: its pods may still write results; wait for it (`kubectl tao wait %s -n %s`) or cancel it first",
 			job.Name, st.Status, job.Name, job.Namespace)
 	}
-	outs, err := jobresults.Outputs(job)
+	has, err := jobresults.HasResults(job)
 	if err != nil {
 		return err
 	}
-	if len(outs) == 0 {
-		return fmt.Errorf("job.batch/%s was not submitted with --output: it has no results in S3 (use `kubectl tao delete %s -n %s` to delete the job)",
+	if !has {
+		return fmt.Errorf("job.batch/%s was not submitted with --output-path or a --workdir through S3: it has no results in S3 (use `kubectl tao delete %s -n %s` to delete the job)",
 			job.Name, job.Name, job.Namespace)
 	}
 	return nil

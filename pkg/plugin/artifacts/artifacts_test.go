@@ -191,3 +191,26 @@ func TestS3FailureKeepsTheJob(t *testing.T) {
 		t.Errorf("the Job was deleted: %v", err)
 	}
 }
+
+// A finished Job whose only object in S3 is its --workdir snapshot: delete-artifacts removes it
+// like any other object of the run.
+func TestDeletesARunWithOnlyItsWorkdirSnapshot(t *testing.T) {
+	const sum = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+	e := setup(t, fixture.Job("code").Namespace("default").UID("uid-7").Condition(batchv1.JobComplete, "", "").
+		Annotation(s3layout.AnnotationWorkdirSHA256, sum).Annotation(s3layout.AnnotationS3Secret, s3layout.SecretName("code")).Obj())
+	if _, err := e.s3.PutObject(context.Background(), "results-bucket", "results/code/uid-7/.kubectl-tao/workdir.tar.zst", strings.NewReader("zstd"), 4, minio.PutObjectOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.client.CoreV1().Secrets("default").Create(context.Background(), e.secret("code-s3"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := e.run(nil, "delete-artifacts", "code")
+	if code != 0 || out != "job.batch/code deleted; 1 objects (4 B) removed from s3://results-bucket/results/code/uid-7/\n" {
+		t.Fatalf("exit %d\nstdout %q\nstderr %s", code, out, errOut)
+	}
+	for _, k := range e.keys() {
+		if strings.HasPrefix(k, "results/code/") {
+			t.Errorf("left %s", k)
+		}
+	}
+}

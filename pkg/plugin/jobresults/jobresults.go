@@ -36,6 +36,20 @@ func Outputs(job *batchv1.Job) ([]string, error) {
 	return outs, nil
 }
 
+// HasResults reports whether the Job put anything under its results prefix: the outputs its
+// rank 0 uploads (with the log archive), or the --workdir snapshot submit uploaded there. A
+// snapshot went through S3 when the Job records both its checksum and staging credentials
+// (without S3, it travels in a ConfigMap and the Job has no staging Secret).
+func HasResults(job *batchv1.Job) (bool, error) {
+	outs, err := Outputs(job)
+	if err != nil || len(outs) > 0 {
+		return len(outs) > 0, err
+	}
+	_, snapshot := job.Annotations[s3layout.AnnotationWorkdirSHA256]
+	_, staged := job.Annotations[s3layout.AnnotationS3Secret]
+	return snapshot && staged, nil
+}
+
 // Source is where a command may take S3 credentials from besides a Job's own Secret.
 type Source struct {
 	// Getenv reads the shell (os.Getenv outside tests).

@@ -5,8 +5,12 @@ import (
 	"testing"
 	"time"
 
+	batchv1 "k8s.io/api/batch/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/exitcode"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/s3"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/s3layout"
 )
 
 func TestRunsAndPickRun(t *testing.T) {
@@ -29,5 +33,30 @@ func TestRunsAndPickRun(t *testing.T) {
 	_, err := PickRun("train", "s3://b/results/train/", runs)
 	if exitcode.Of(err) != exitcode.Usage || !strings.Contains(err.Error(), "--uid old  (2 objects, 5 B, last written 2026-01-01T00:02:00Z)\n  --uid new") {
 		t.Errorf("two runs: %v", err)
+	}
+}
+
+// A Job has results in S3 with outputs, or with a --workdir snapshot uploaded there; a snapshot
+// in a ConfigMap (no staging Secret) or staging for inputs alone leaves nothing under the prefix.
+func TestHasResults(t *testing.T) {
+	const sum = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+	for _, tc := range []struct {
+		name        string
+		annotations map[string]string
+		want        bool
+		err         string
+	}{
+		{"plain", nil, false, ""},
+		{"outputs", map[string]string{s3layout.AnnotationOutputs: `["/results"]`, s3layout.AnnotationS3Secret: "j-s3"}, true, ""},
+		{"workdir through S3", map[string]string{s3layout.AnnotationWorkdirSHA256: sum, s3layout.AnnotationS3Secret: "j-s3"}, true, ""},
+		{"workdir in a ConfigMap", map[string]string{s3layout.AnnotationWorkdirSHA256: sum}, false, ""},
+		{"inputs only", map[string]string{s3layout.AnnotationS3Secret: "j-s3"}, false, ""},
+		{"broken outputs", map[string]string{s3layout.AnnotationOutputs: `/results`}, false, "is not a JSON array"},
+	} {
+		job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "j", Annotations: tc.annotations}}
+		got, err := HasResults(job)
+		if got != tc.want || (err == nil) != (tc.err == "") || (err != nil && !strings.Contains(err.Error(), tc.err)) {
+			t.Errorf("%s: got %v, %v; want %v, error %q", tc.name, got, err, tc.want, tc.err)
+		}
 	}
 }

@@ -49,8 +49,9 @@ func NewCmd(f cmdutil.Factory, streams genericiooptions.IOStreams, getenv func(s
 		Short: "List the results a job left in S3",
 		Long: `List the objects a job submitted with --output-path left in S3: everything under
 s3://$S3_BUCKET_NAME/results/<job-name>/<job-uid>/, with its key relative to that prefix, its
-size and when it was last written. Objects under .kubectl-tao/ are the tool's own (the per-rank
-log archive).
+size and when it was last written. Objects under .kubectl-tao/ are the tool's own: the per-rank
+log archive (logs/rank-N.log) and the code snapshot of --workdir (workdir.tar.zst, whose
+SHA-256 is status -o json's workdirSHA256; download it to get the exact code of a past run).
 
 The S3 credentials are ACCESS_KEY, SECRET_KEY, S3_BUCKET_NAME and S3_ENDPOINT_URL from the
 shell when set, else the Secret named by --s3-secret, else the Secret the job was submitted
@@ -157,12 +158,12 @@ func (o *Options) Run(ctx context.Context) error {
 		return err
 	}
 	if job != nil && o.UID == "" && !o.AllRuns {
-		outs, err := jobresults.Outputs(job)
+		has, err := jobresults.HasResults(job)
 		if err != nil {
 			return err
 		}
-		if len(outs) == 0 {
-			return fmt.Errorf("job.batch/%s was not submitted with --output-path: it has no results in S3 (an earlier run of the name may: see --all-runs)", job.Name)
+		if !has {
+			return fmt.Errorf("job.batch/%s was not submitted with --output-path or a --workdir through S3: it has no results in S3 (an earlier run of the name may: see --all-runs)", job.Name)
 		}
 	}
 	store, err := jobresults.Connect(ctx, client, o.namespace, o.name, job, jobresults.Source{Getenv: o.getenv, Secret: o.S3Secret})

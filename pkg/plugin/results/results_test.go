@@ -286,3 +286,23 @@ func TestDownloadRefusals(t *testing.T) {
 		t.Errorf("a failed listing made %s: %v", target, err)
 	}
 }
+
+// A Job submitted with a --workdir that went through S3, and no --output-path, has its code
+// snapshot under the prefix: results lists it like any other object.
+func TestListsARunWithOnlyItsWorkdirSnapshot(t *testing.T) {
+	const sum = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+	e := setup(t,
+		fixture.Job("solo").Namespace("default").UID("uid-9").Condition(batchv1.JobComplete, "", "").
+			Annotation(s3layout.AnnotationWorkdirSHA256, sum).Annotation(s3layout.AnnotationS3Secret, s3layout.SecretName("solo")).Obj(),
+		fixture.Job("cm").Namespace("default").UID("uid-8").Condition(batchv1.JobComplete, "", "").
+			Annotation(s3layout.AnnotationWorkdirSHA256, sum).Obj(),
+	)
+	e.createSecret("solo-s3")
+	if r := e.run(nil, "solo", "-o", "jsonpath={.uid} {.objects[*].key}"); r.Code != 0 || r.Stdout != "uid-9 out.txt" {
+		t.Errorf("solo: %+v", r)
+	}
+	// Its snapshot travelled in a ConfigMap: nothing of it is in S3.
+	if r := e.run(e.shell(), "cm"); r.Code != 1 || !strings.Contains(r.Stderr, "job.batch/cm was not submitted with --output-path or a --workdir through S3") {
+		t.Errorf("cm: %+v", r)
+	}
+}

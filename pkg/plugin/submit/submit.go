@@ -100,7 +100,8 @@ into a Secret NAME-s3 owned by the Job; or an existing Secret with those keys na
 print the Secret redacted. submit itself never contacts S3: in the pod, kubectl-tao makes the
 transfers, copied there by an init container from --stager-image (default: this release's
 published image, ghcr.io/kubectl-tao/kubectl-tao:VERSION; a development build has none and
-needs the flag, see make stager-image). With --output-path every rank's combined stdout and
+needs the flag, see make stager-image, except for --dry-run=client, which shows that name with
+the build's version as a placeholder and says so on stderr). With --output-path every rank's combined stdout and
 stderr is also kept in S3, at results/NAME/JOB_UID/.kubectl-tao/logs/rank-N.log, refreshed every
 minute while the command runs and once after it ends (--no-log-archive: not kept). The job exits
 with the command's code; if the command succeeded but the upload failed, with 202 (stage in
@@ -352,19 +353,37 @@ func (o *Options) completeStaging(cmd *cobra.Command) (*jobspec.Staging, error) 
 		}
 		st.Inputs = append(st.Inputs, in)
 	}
-	if !cmd.Flags().Changed("stager-image") {
-		image, ok := s3layout.DefaultStagerImage(o.version)
-		if !ok {
-			return nil, fmt.Errorf("this kubectl-tao is a development build (%s) with no published stager image: "+
-				"build one with `make stager-image`, push it, and pass --stager-image", o.version)
-		}
-		st.StagerImage = image
+	image, err := o.stagerImage(cmd)
+	if err != nil {
+		return nil, err
 	}
+	st.StagerImage = image
 	if o.S3Secret == "" {
 		// Copied into the Secret NAME-s3; never printed, never on a command line.
 		st.Credentials = credentials.FromEnv(o.getenv, s3layout.CredentialKeys...)
 	}
 	return st, nil
+}
+
+// stagerImage is --stager-image or this release's published one. A development build has none:
+// a client dry run, which creates nothing, shows a placeholder then (the published repository
+// tagged with this build's version, which was never pushed) and says so on stderr, so that it
+// still works without the flag; anything that creates the job needs the flag.
+func (o *Options) stagerImage(cmd *cobra.Command) (string, error) {
+	if cmd.Flags().Changed("stager-image") {
+		return o.StagerImage, nil
+	}
+	if image, ok := s3layout.DefaultStagerImage(o.version); ok {
+		return image, nil
+	}
+	if o.dryRun == cmdutil.DryRunClient {
+		placeholder := s3layout.PublishedImage + ":" + o.version
+		fmt.Fprintf(o.ErrOut, "Warning: this kubectl-tao is a development build (%s) with no published stager image; "+
+			"the dry run shows the placeholder %s, which does not exist: a real submit needs --stager-image\n", o.version, placeholder)
+		return placeholder, nil
+	}
+	return "", fmt.Errorf("this kubectl-tao is a development build (%s) with no published stager image, which --input, --output-path and --workdir need: "+
+		"build one with `make stager-image`, push it, and pass --stager-image (a --dry-run=client needs none)", o.version)
 }
 
 // Validate checks the spec without contacting the server; a usage error names the defaults

@@ -81,24 +81,8 @@ func (o *Options) completeWorkdir(cmd *cobra.Command) error {
 	return nil
 }
 
-// stagerImage is --stager-image or this release's published one. A development build has none;
-// a client dry run shows a placeholder then, so that it still works without one.
-func (o *Options) stagerImage(cmd *cobra.Command) (string, error) {
-	if cmd.Flags().Changed("stager-image") {
-		return o.StagerImage, nil
-	}
-	if image, ok := s3layout.DefaultStagerImage(o.version); ok {
-		return image, nil
-	}
-	if o.dryRun == cmdutil.DryRunClient {
-		return s3layout.PublishedImage + ":" + o.version, nil
-	}
-	return "", fmt.Errorf("this kubectl-tao is a development build (%s) with no published stager image, which --workdir needs: "+
-		"build one with `make stager-image`, push it, and pass --stager-image", o.version)
-}
-
-// progress returns a callback that redraws one status line on stderr when it is a terminal,
-// and nil otherwise: logs and pipes get only the summary line.
+// progress returns a callback that redraws one status line on stderr when it is a terminal
+// (packing, and the S3 upload), and nil otherwise: logs and pipes get only the summary line.
 func (o *Options) progress(what string, total int64) func(int64) {
 	f, ok := o.ErrOut.(*os.File)
 	if !ok || !term.IsTerminal(int(f.Fd())) || total == 0 {
@@ -143,8 +127,9 @@ func (o *Options) workdirUpload(ctx context.Context, client kubernetes.Interface
 		return nil, err
 	}
 	archive := o.workdir.archive
+	progress := o.progress("uploading "+o.Workdir, int64(len(archive)))
 	return func(ctx context.Context, job *batchv1.Job) (func(context.Context) error, error) {
-		return workdir.Upload(ctx, s3c, cfg.Bucket, job.Name, string(job.UID), archive)
+		return workdir.Upload(ctx, s3c, cfg.Bucket, job.Name, string(job.UID), archive, progress)
 	}, nil
 }
 

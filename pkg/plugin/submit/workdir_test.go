@@ -228,3 +228,38 @@ func TestSubmitWorkdirS3UploadFailureLeavesNothing(t *testing.T) {
 		t.Errorf("mutations = %s, want the Job never resumed and removed with its Secret", got)
 	}
 }
+
+// A client dry run through S3 on a development build needs no --stager-image either: it prints
+// the manifest with the placeholder image, says on stderr that it is one, and sends nothing, to
+// the cluster or to S3. A real submit still needs the flag (TestSubmitStagingUsageErrors).
+func TestSubmitS3ClientDryRunNeedsNoStagerImage(t *testing.T) {
+	env, s3c := s3Server(t)
+	const placeholder = "ghcr.io/kubectl-tao/kubectl-tao:v0.0.0-dev"
+	for name, extra := range map[string][]string{
+		"workdir":     {"--workdir", codeDir(t)},
+		"output-path": {"--output-path", "/results"},
+		"both":        {"--workdir", codeDir(t), "--output-path", "/results"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			f := cmdtest.Cmd{ClientErr: errors.New("a client dry run must not need a cluster")}
+			args := append(append([]string{"j", "--image", "img", "--gpus", "0"}, extra...), "--dry-run=client", "-o", "yaml", "--", "true")
+			r := runEnv(t, f, env, args...)
+			if r.Code != 0 {
+				t.Fatalf("got %+v", r)
+			}
+			if !strings.Contains(r.Stdout, "image: "+placeholder) {
+				t.Errorf("the manifest does not show the placeholder %s:\n%s", placeholder, r.Stdout)
+			}
+			if !strings.Contains(r.Stderr, "placeholder "+placeholder+", which does not exist") {
+				t.Errorf("stderr does not name the placeholder: %q", r.Stderr)
+			}
+			if extra[0] == "--workdir" && !strings.Contains(r.Stderr, "would ship in s3://BUCKET/results/j/JOB_UID/.kubectl-tao/workdir.tar.zst") {
+				t.Errorf("stderr %q", r.Stderr)
+			}
+			noLeak(t, "the output", r.Stdout+r.Stderr)
+		})
+	}
+	for o := range s3c.ListObjects(context.Background(), env["S3_BUCKET_NAME"], minio.ListObjectsOptions{Recursive: true}) {
+		t.Errorf("a dry run uploaded %s %v", o.Key, o.Err)
+	}
+}

@@ -12,15 +12,19 @@ import (
 )
 
 // Upload puts a run's archive at s3layout.WorkdirKey in bucket. remove deletes it again, for a
-// submit that fails after the upload: nothing of a failed submit stays behind.
-func Upload(ctx context.Context, client *minio.Client, bucket, job, uid string, archive []byte) (remove func(context.Context) error, err error) {
+// submit that fails after the upload: nothing of a failed submit stays behind. progress, when
+// not nil, is called with the bytes sent so far.
+func Upload(ctx context.Context, client *minio.Client, bucket, job, uid string, archive []byte, progress func(done int64)) (remove func(context.Context) error, err error) {
 	key, err := s3layout.WorkdirKey(job, uid)
 	if err != nil {
 		return nil, err
 	}
 	what := "s3://" + bucket + "/" + key
-	_, err = client.PutObject(ctx, bucket, key, bytes.NewReader(archive), int64(len(archive)),
-		minio.PutObjectOptions{ContentType: "application/zstd"})
+	opts := minio.PutObjectOptions{ContentType: "application/zstd"}
+	if progress != nil {
+		opts.Progress = &progressReader{report: progress}
+	}
+	_, err = client.PutObject(ctx, bucket, key, bytes.NewReader(archive), int64(len(archive)), opts)
 	if err != nil {
 		return nil, fmt.Errorf("uploading the --workdir archive: %w", s3.Describe(err, "upload", what))
 	}
@@ -30,4 +34,16 @@ func Upload(ctx context.Context, client *minio.Client, bucket, job, uid string, 
 		}
 		return nil
 	}, nil
+}
+
+// progressReader is minio's progress hook: it is "read" every chunk that was sent.
+type progressReader struct {
+	done   int64
+	report func(int64)
+}
+
+func (p *progressReader) Read(b []byte) (int, error) {
+	p.done += int64(len(b))
+	p.report(p.done)
+	return len(b), nil
 }
