@@ -38,6 +38,9 @@ const example = `  # Every rank's log, in rank order, each line prefixed with it
   # The first attempt of rank 2 of a job retried with --retries, from the archive
   kubectl tao logs train-1 --rank 2 --attempt 1
 
+  # One file per rank (rank-0.log, rank-1.log, ...), from the pods or the archive; -f keeps writing
+  kubectl tao logs train-1 --save ./train-1-logs
+
   # Prefix lines with pod names instead, or with nothing
   kubectl tao logs train-1 --prefix=pod
   kubectl tao logs train-1 --no-prefix`
@@ -60,7 +63,12 @@ in rank order and each rank's attempts oldest first, as it prints pods, with the
 (--rank and --tail work), and says so on stderr; --from-archive reads it while the pods still
 exist, --attempt N reads only the Nth attempt of each rank. The S3 credentials
 come from the shell, --s3-secret or the job's Secret, as for 'kubectl tao results'; a Job that
-is gone is found by --uid or as the only run of its name.`
+is gone is found by --uid or as the only run of its name.
+
+--save DIR writes each rank's lines, without prefix, to DIR/rank-<N>.log (what --rank N
+--no-prefix prints; rank-<N>.attempt-<A>.log with --attempt) instead of stdout, and a summary
+line to stderr. The files appear whole once every log was read, or not at all; with -f they are
+written as lines come, until the job ends.`
 
 // Options are the flags and arguments of `kubectl tao logs`.
 type Options struct {
@@ -77,6 +85,7 @@ type Options struct {
 	MaxLogRequests int
 	FromArchive    bool
 	Attempt        int
+	Save           string
 	UID            string
 	S3Secret       string
 
@@ -126,6 +135,7 @@ func NewCmd(f cmdutil.Factory, streams genericiooptions.IOStreams, getenv func(s
 	fl.IntVar(&o.MaxLogRequests, "max-log-requests", o.MaxLogRequests, "Most log streams open at once; following more pods than this is refused.")
 	fl.BoolVar(&o.FromArchive, "from-archive", o.FromArchive, "Read the ranks' logs archived in S3 even while the pods exist (the archive is read anyway once they are gone).")
 	fl.IntVar(&o.Attempt, "attempt", o.Attempt, "Only this attempt of each rank (1 is the first; with --retries each attempt is a new pod), read from the archive; default: every attempt, oldest first.")
+	fl.StringVar(&o.Save, "save", o.Save, "Write each rank's lines, without prefix, to DIR/rank-<N>.log (rank-<N>.attempt-<A>.log with --attempt) instead of stdout, from the pods or the archive; with -f, until the job ends.")
 	fl.StringVar(&o.UID, "uid", o.UID, "The run whose archived logs to read, when the Job is gone and its name has several runs (see 'kubectl tao results --all-runs').")
 	fl.StringVar(&o.S3Secret, "s3-secret", o.S3Secret, "Secret with the S3 credentials of the log archive, when the shell has none and the Job (with its own Secret) is gone.")
 	cmd.ValidArgsFunction = cmdutil.CompleteJobNames(f)
@@ -158,6 +168,10 @@ func (o *Options) Complete(cmd *cobra.Command, args []string) error {
 	if o.NoPrefix {
 		o.cfg.Prefix = tail.PrefixNone
 	}
+	if o.Save != "" {
+		// tail.SaveFiles reads each line's rank back from its prefix; the files hold none.
+		o.cfg.Prefix = tail.PrefixRank
+	}
 	if o.Tail >= 0 {
 		o.cfg.TailLines = &o.Tail
 	}
@@ -183,6 +197,11 @@ func (o *Options) Validate() error {
 			return exitcode.Usagef("--rank must be 0 or more, got %d", r)
 		}
 	}
+	if o.Save != "" {
+		if err := tail.CheckSaveDir(o.Save); err != nil {
+			return exitcode.WithCode(exitcode.Usage, err)
+		}
+	}
 	if o.Attempt < 0 {
 		return exitcode.Usagef("--attempt must be 1 or more, got %d", o.Attempt)
 	}
@@ -203,8 +222,30 @@ func (o *Options) Validate() error {
 	return nil
 }
 
-// Run reads or follows the logs.
+// Run reads or follows the logs, to stdout or, with --save, into one file per rank.
 func (o *Options) Run(ctx context.Context) error {
+	if o.Save == "" {
+		return o.run(ctx)
+	}
+	save, err := tail.CreateSaveFiles(o.Save, o.Attempt, o.Follow)
+	if err != nil {
+		return err
+	}
+	stdout := o.Out
+	o.Out = save
+	err = o.run(ctx)
+	o.Out = stdout
+	summary, serr := save.Close(err)
+	if summary != "" {
+		fmt.Fprintln(o.ErrOut, summary)
+	}
+	if serr != nil {
+		return errors.Join(err, serr)
+	}
+	return err
+}
+
+func (o *Options) run(ctx context.Context) error {
 	// Sized before the client exists: client-go's rate limiter must not queue the fan-out.
 	cmdutil.RaiseRateLimit(o.factory, o.MaxLogRequests)
 	client, err := o.factory.KubernetesClient()
