@@ -59,7 +59,7 @@ func ReadLogArchive(ctx context.Context, client *minio.Client, bucket, resultsPr
 		if err != nil {
 			return nil, s3.Describe(err, "reading", "s3://"+bucket+"/"+k.Key)
 		}
-		out = append(out, tail.ArchivedLog{Rank: k.Rank, Pod: k.Pod, Attempt: k.Attempt, Data: b.Bytes()})
+		out = append(out, tail.ArchivedLog{Rank: k.Rank, Pod: k.Pod, Attempt: k.Attempt, Written: k.Written, Data: b.Bytes()})
 	}
 	return out, nil
 }

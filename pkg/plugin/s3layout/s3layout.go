@@ -392,6 +392,8 @@ type LogArchiveAttempt struct {
 	Key string
 	// Attempt counts a rank's attempts from 1, oldest first.
 	Attempt int
+	// Written is the object's last write: when the attempt last logged (or ended).
+	Written time.Time
 }
 
 // ArchivedObject is what LogArchiveAttempts needs of a listed object.
@@ -405,32 +407,26 @@ type ArchivedObject struct {
 // old as its last write: a rank's attempts run one after the other (the next pod starts once
 // the last has ended), so the later attempt wrote last. Keys break ties.
 func LogArchiveAttempts(resultsPrefix string, objs []ArchivedObject) []LogArchiveAttempt {
-	type item struct {
-		LogArchiveAttempt
-		at time.Time
-	}
-	var items []item
+	var out []LogArchiveAttempt
 	for _, o := range objs {
 		if e, ok := ParseLogArchiveKey(resultsPrefix, o.Key); ok {
-			items = append(items, item{LogArchiveAttempt{LogArchiveEntry: e, Key: o.Key}, o.LastModified})
+			out = append(out, LogArchiveAttempt{LogArchiveEntry: e, Key: o.Key, Written: o.LastModified})
 		}
 	}
-	slices.SortFunc(items, func(a, b item) int {
+	slices.SortFunc(out, func(a, b LogArchiveAttempt) int {
 		if a.Rank != b.Rank {
 			return a.Rank - b.Rank
 		}
-		if c := a.at.Compare(b.at); c != 0 {
+		if c := a.Written.Compare(b.Written); c != 0 {
 			return c
 		}
 		return strings.Compare(a.Key, b.Key)
 	})
-	out := make([]LogArchiveAttempt, len(items))
-	for i, it := range items {
-		it.Attempt = 1
-		if i > 0 && out[i-1].Rank == it.Rank {
-			it.Attempt = out[i-1].Attempt + 1
+	for i := range out {
+		out[i].Attempt = 1
+		if i > 0 && out[i-1].Rank == out[i].Rank {
+			out[i].Attempt = out[i-1].Attempt + 1
 		}
-		out[i] = it.LogArchiveAttempt
 	}
 	return out
 }

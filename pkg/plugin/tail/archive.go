@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 )
@@ -16,6 +17,8 @@ type ArchivedLog struct {
 	// Attempt counts the rank's attempts from 1, oldest first.
 	Pod     string
 	Attempt int
+	// Written is when the attempt's archive was last written.
+	Written time.Time
 	Data    []byte
 }
 
