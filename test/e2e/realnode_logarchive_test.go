@@ -27,13 +27,7 @@ import (
 // after. The only lines the archive does not hold are rank 0's stage out report, printed by the
 // wrapper after the command (and its archive) ended.
 func TestRealNodeLogArchiveAfterDelete(t *testing.T) {
-	n := realNode(t)
-	if n.StagerImage == "" {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("the real node has no stager image under CI=true")
-		}
-		t.Skip("the real node has no stager image (make stager-image)")
-	}
+	n := stagerNode(t)
 	t.Parallel()
 	ns := namespace(t)
 	srv := s3server.StartOn(t, n.IP)

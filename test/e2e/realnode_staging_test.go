@@ -28,13 +28,7 @@ import (
 // the checkpoints land under results/<job-name>/<job-uid>/, delete-artifacts removes them, and
 // a failed upload fails the job.
 func TestRealNodeStaging(t *testing.T) {
-	n := realNode(t)
-	if n.StagerImage == "" {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("the real node has no stager image under CI=true")
-		}
-		t.Skip("the real node has no stager image (make stager-image)")
-	}
+	n := stagerNode(t)
 	t.Parallel()
 	ns := namespace(t)
 	srv := s3server.StartOn(t, n.IP)
@@ -190,4 +184,18 @@ func rankPods(t *testing.T, ns, job string) map[int]string {
 		out[r] = p.Name
 	}
 	return out
+}
+
+// stagerNode is the real node for a staged job: it needs the stager image (make stager-image,
+// which `make e2e` builds when the node is on).
+func stagerNode(t *testing.T) realNodeEnv {
+	t.Helper()
+	n := realNode(t)
+	if n.StagerImage == "" {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("the real node has no stager image under CI=true")
+		}
+		t.Skip("the real node has no stager image (make stager-image)")
+	}
+	return n
 }

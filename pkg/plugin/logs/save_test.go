@@ -1,6 +1,7 @@
 package logs_test
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,33 +12,21 @@ import (
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/internal/fixture"
 )
 
-func readDir(t *testing.T, dir string) map[string]string {
-	t.Helper()
+// savedAs reports (as an error) how dir differs from want, file names to contents.
+func savedAs(dir string, want map[string]string) error {
 	ents, err := os.ReadDir(dir)
 	if err != nil {
-		t.Fatal(err)
+		return err
 	}
-	out := map[string]string{}
-	for _, e := range ents {
-		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		out[e.Name()] = string(b)
+	if len(ents) != len(want) {
+		return fmt.Errorf("%d files, want %d", len(ents), len(want))
 	}
-	return out
-}
-
-func sameFiles(a, b map[string]string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if b[k] != v {
-			return false
+	for name, body := range want {
+		if b, err := os.ReadFile(filepath.Join(dir, name)); err != nil || string(b) != body {
+			return fmt.Errorf("%s: %q, %v; want %q", name, b, err, body)
 		}
 	}
-	return true
+	return nil
 }
 
 func TestLogsSaveFromPods(t *testing.T) {
@@ -49,8 +38,8 @@ func TestLogsSaveFromPods(t *testing.T) {
 	if r.Code != 0 || r.Stdout != "" || r.Stderr != "Saved 4 lines of 2 ranks in "+dir+" (rank-<N>.log).\n" {
 		t.Errorf("exit %d, stdout %q, stderr %q", r.Code, r.Stdout, r.Stderr)
 	}
-	if got := readDir(t, dir); !sameFiles(got, want) {
-		t.Errorf("saved %q, want %q", got, want)
+	if err := savedAs(dir, want); err != nil {
+		t.Error(err)
 	}
 }
 
@@ -65,8 +54,8 @@ func TestLogsSaveFromTheArchive(t *testing.T) {
 	if r.Code != 0 || r.Stdout != "" || !strings.HasSuffix(r.Stderr, "Saved 8 lines of 3 ranks in "+dir+" (rank-<N>.log).\n") {
 		t.Errorf("exit %d, stdout %q, stderr %q", r.Code, r.Stdout, r.Stderr)
 	}
-	if got := readDir(t, dir); !sameFiles(got, want) {
-		t.Errorf("saved %q, want %q", got, want)
+	if err := savedAs(dir, want); err != nil {
+		t.Error(err)
 	}
 	for rank, args := range map[string][]string{"0": {"--rank", "0"}, "1": {"--rank", "1"}} {
 		p := runArchive(cmdtest.Cmd{Client: c}, env, append([]string{"train", "--no-prefix"}, args...)...)
@@ -78,8 +67,8 @@ func TestLogsSaveFromTheArchive(t *testing.T) {
 	dir = t.TempDir()
 	r = runArchive(cmdtest.Cmd{Client: c}, env, "train", "--save", dir, "--attempt", "1", "--rank", "0,10")
 	want = map[string]string{"rank-0.attempt-1.log": "zero failed\n", "rank-10.attempt-1.log": "ten a\nten b\n"}
-	if got := readDir(t, dir); r.Code != 0 || !sameFiles(got, want) {
-		t.Errorf("--attempt 1: exit %d %s, saved %q, want %q", r.Code, r.Stderr, got, want)
+	if err := savedAs(dir, want); r.Code != 0 || err != nil {
+		t.Errorf("--attempt 1: exit %d %s: %v", r.Code, r.Stderr, err)
 	}
 
 	// A rank that is not there: an error, and nothing saved.

@@ -2,6 +2,7 @@ package tail
 
 import (
 	"errors"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -51,25 +52,13 @@ func TestSaveFilesSplitsRanks(t *testing.T) {
 		}
 		summary, err := s.Close(nil)
 		want := map[string]string{"rank-0.log": "a\n[rank 1] b\n\n", "rank-10.log": "c\nd (cut\n"}
-		if got := dirFiles(t, dir); err != nil || !mapsEqual(got, want) {
+		if got := dirFiles(t, dir); err != nil || !maps.Equal(got, want) {
 			t.Errorf("in place %v: %q, %v; want %q", inPlace, got, err, want)
 		}
 		if summary != "Saved 5 lines of 2 ranks in "+dir+" (rank-<N>.log)." {
 			t.Errorf("summary %q", summary)
 		}
 	}
-}
-
-func mapsEqual(a, b map[string]string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if w, ok := b[k]; !ok || w != v {
-			return false
-		}
-	}
-	return true
 }
 
 // A read that fails leaves nothing: no half-written file, an earlier save's file untouched, and
@@ -87,7 +76,7 @@ func TestSaveFilesFailedReadLeavesNothing(t *testing.T) {
 	if summary, err := s.Close(errors.New("reading the log of rank 2: boom")); err != nil || summary != "" {
 		t.Errorf("Close = %q, %v", summary, err)
 	}
-	if got := dirFiles(t, dir); !mapsEqual(got, map[string]string{"rank-0.log": "earlier save\n"}) {
+	if got := dirFiles(t, dir); !maps.Equal(got, map[string]string{"rank-0.log": "earlier save\n"}) {
 		t.Errorf("left %q", got)
 	}
 
@@ -106,13 +95,13 @@ func TestSaveFilesFailedReadLeavesNothing(t *testing.T) {
 	dir = t.TempDir()
 	s, _ = CreateSaveFiles(dir, 2, true)
 	_, _ = s.Write([]byte("[rank 3] followed\n"))
-	if got := dirFiles(t, dir); !mapsEqual(got, map[string]string{"rank-3.attempt-2.log": "followed\n"}) {
+	if got := dirFiles(t, dir); !maps.Equal(got, map[string]string{"rank-3.attempt-2.log": "followed\n"}) {
 		t.Errorf("while following: %q", got)
 	}
 	if summary, err := s.Close(errors.New("interrupted")); err != nil || !strings.Contains(summary, "rank-<N>.attempt-2.log") {
 		t.Errorf("Close = %q, %v", summary, err)
 	}
-	if got := dirFiles(t, dir); !mapsEqual(got, map[string]string{"rank-3.attempt-2.log": "followed\n"}) {
+	if got := dirFiles(t, dir); !maps.Equal(got, map[string]string{"rank-3.attempt-2.log": "followed\n"}) {
 		t.Errorf("after following: %q", got)
 	}
 }
