@@ -96,7 +96,7 @@ func NewRootCmd(d Deps) *cobra.Command {
 		wait.NewCmd(f, d.Streams, clk),
 		submit.NewCmd(f, d.Streams, clk, d.RandomName, d.Getenv, version.Get().Version),
 		diagnose.NewReplicasCmd(f, d.Streams, clk),
-		diagnose.NewCmd(f, d.Streams, clk),
+		diagnose.NewCmd(f, d.Streams, clk, d.Getenv),
 		logs.NewCmd(f, d.Streams, d.Getenv),
 		podexec.NewExecCmd(f, d.Streams),
 		podexec.NewPortForwardCmd(f, d.Streams),

@@ -16,6 +16,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/jobpods"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/s3layout"
 	"github.com/kubectl-tao/kubectl-tao/test/s3server"
 	"github.com/kubectl-tao/kubectl-tao/test/trickyargs"
@@ -27,13 +28,7 @@ import (
 // the checkpoints land under results/<job-name>/<job-uid>/, delete-artifacts removes them, and
 // a failed upload fails the job.
 func TestRealNodeStaging(t *testing.T) {
-	n := realNode(t)
-	if n.StagerImage == "" {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("the real node has no stager image under CI=true")
-		}
-		t.Skip("the real node has no stager image (make stager-image)")
-	}
+	n := stagerNode(t)
 	t.Parallel()
 	ns := namespace(t)
 	srv := s3server.StartOn(t, n.IP)
@@ -69,14 +64,15 @@ func TestRealNodeStaging(t *testing.T) {
 			// Every rank uploads its own log archive.
 			prefix := "results/" + job + "/" + string(j.UID) + "/"
 			var want []string
+			pods := rankPods(t, ns, job)
 			for rank := range nodes {
-				want = append(want, s3layout.LogArchiveKey(prefix, rank))
+				want = append(want, s3layout.LogArchiveKey(prefix, rank, pods[rank]))
 			}
 			want = append(want, prefix+"results/rank-0/ckpt-000001", prefix+"results/rank-0/ckpt-000002")
 			if keys := srv.Keys(t, "results", "results/"+job+"/"); !slices.Equal(keys, want) {
 				t.Fatalf("uploaded %q, want %q", keys, want)
 			}
-			checkArchive(t, srv, "results", prefix, logs)
+			checkArchive(t, srv, "results", prefix, logs, pods)
 			r := tao(t, nil, "delete-artifacts", job, "-n", ns)
 			if r.code != 0 || !strings.HasSuffix(r.stdout, "removed from s3://results/"+prefix+"\n") {
 				t.Fatalf("delete-artifacts: %s", r)
@@ -122,16 +118,17 @@ func TestRealNodeStaging(t *testing.T) {
 		if err := pollErr(3*time.Minute, jobFinished(ns, "failing", batchv1.JobFailed)); err != nil {
 			t.Fatalf("failing: %v", err)
 		}
-		checkArchive(t, srv, "results", jobPrefix(t, ns, "failing"), jobLogs(t, ns, "failing"))
+		checkArchive(t, srv, "results", jobPrefix(t, ns, "failing"), jobLogs(t, ns, "failing"), rankPods(t, ns, "failing"))
 
 		follow := taoBackground(t, "logs", "-f", "canceled", "-n", ns)
 		follow.waitOutput(t, 2*time.Minute, "[rank 0] rank 0 step 2\n", "[rank 1] rank 1 step 2\n")
 		prefix := jobPrefix(t, ns, "canceled")
 		streams := podLogStreams(t, ns, "canceled")
+		pods := rankPods(t, ns, "canceled")
 		cancelQuickly(t, ns, "canceled", 30, "the staged ranks")
 		for rank, st := range streams {
 			out := st.wait(t)
-			got := string(srv.Get(t, "results", s3layout.LogArchiveKey(prefix, rank)))
+			got := string(srv.Get(t, "results", s3layout.LogArchiveKey(prefix, rank, pods[rank])))
 			sigterm := fmt.Sprintf("rank %d got SIGTERM at step ", rank)
 			if !strings.Contains(got, sigterm) || !strings.Contains(out, sigterm) {
 				t.Errorf("rank %d: no %q in the archive:\n%s", rank, sigterm, got)
@@ -160,12 +157,45 @@ func jobPrefix(t *testing.T, ns, job string) string {
 
 // checkArchive compares every rank's archived log with its lines from `kubectl tao logs`: the
 // archive holds the command's lines in order, the pod's log also the stager's around them.
-func checkArchive(t *testing.T, srv *s3server.Server, bucket, prefix string, logs map[int][]string) {
+func checkArchive(t *testing.T, srv *s3server.Server, bucket, prefix string, logs map[int][]string, pods map[int]string) {
 	t.Helper()
 	for rank, lines := range logs {
-		got := strings.TrimSuffix(string(srv.Get(t, bucket, s3layout.LogArchiveKey(prefix, rank))), "\n")
+		got := strings.TrimSuffix(string(srv.Get(t, bucket, s3layout.LogArchiveKey(prefix, rank, pods[rank]))), "\n")
 		if got == "" || !strings.Contains(strings.Join(lines, "\n"), got) {
 			t.Errorf("rank %d: archive\n%s\nis not in the pod's log\n%s", rank, got, strings.Join(lines, "\n"))
 		}
 	}
+}
+
+// rankPods is the pod of each rank of a job that ran each rank once: its log archive is keyed by
+// the pod's name (one object per attempt).
+func rankPods(t *testing.T, ns, job string) map[int]string {
+	t.Helper()
+	pods, err := client.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{LabelSelector: jobpods.Selector(job)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[int]string{}
+	for _, p := range pods.Items {
+		r := jobpods.Rank(&p)
+		if prev, ok := out[r]; ok {
+			t.Fatalf("job %s ran rank %d twice (pods %s, %s)", job, r, prev, p.Name)
+		}
+		out[r] = p.Name
+	}
+	return out
+}
+
+// stagerNode is the real node for a staged job: it needs the stager image (make stager-image,
+// which `make e2e` builds when the node is on).
+func stagerNode(t *testing.T) realNodeEnv {
+	t.Helper()
+	n := realNode(t)
+	if n.StagerImage == "" {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("the real node has no stager image under CI=true")
+		}
+		t.Skip("the real node has no stager image (make stager-image)")
+	}
+	return n
 }

@@ -6,9 +6,11 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -99,8 +101,12 @@ func TestWrapperArchivesTheLog(t *testing.T) {
 			out := t.TempDir()
 			env := append(srv.Env("bucket"), "TAO_JOB_ID=train", "TAO_JOB_UID="+uid, "OUT="+out,
 				s3layout.EnvOutputs+"="+out)
+			// Rank 1 runs in a pod that knows its name (TAO_POD_NAME, one object per attempt);
+			// the others as a pod spec from before it did (one object per rank).
+			pod := ""
 			if tc.rank != "" {
-				env = append(env, jobspec.EnvNodeRank+"="+tc.rank)
+				pod = "train-" + tc.rank + "-x7k2p"
+				env = append(env, jobspec.EnvNodeRank+"="+tc.rank, s3layout.EnvPodName+"="+pod)
 			}
 			var during func(p *os.Process)
 			if tc.signal {
@@ -122,7 +128,7 @@ func TestWrapperArchivesTheLog(t *testing.T) {
 				rank = 1
 			}
 			prefix, _ := s3layout.ResultsPrefix("train", uid)
-			got := string(srv.Get(t, "bucket", s3layout.LogArchiveKey(prefix, rank)))
+			got := string(srv.Get(t, "bucket", s3layout.LogArchiveKey(prefix, rank, pod)))
 			// bash's report of the kill carries a PID: only its start is compared.
 			killReport := tc.wantCode == 137 && strings.HasPrefix(got, tc.wantLog) && strings.Contains(got, "Killed")
 			if got != tc.wantLog && !killReport {
@@ -150,8 +156,8 @@ func TestStageRunRefreshesTheArchive(t *testing.T) {
 	srv := s3server.Start(t)
 	srv.MakeBucket(t, "bucket")
 	stop := filepath.Join(t.TempDir(), "stop")
-	env := append(srv.Env("bucket"), "TAO_JOB_ID=train", "TAO_JOB_UID=uid-live", jobspec.EnvNodeRank+"=2")
-	key := s3layout.LogArchiveKey("results/train/uid-live/", 2)
+	env := append(srv.Env("bucket"), "TAO_JOB_ID=train", "TAO_JOB_UID=uid-live", jobspec.EnvNodeRank+"=2", s3layout.EnvPodName+"=train-2-abcde")
+	key := s3layout.LogArchiveKey("results/train/uid-live/", 2, "train-2-abcde")
 	done := make(chan wrapped)
 	go func() {
 		done <- runWrapper(t, env, []string{binary, "stage", "run", "--interval", "300ms", "--",
@@ -195,5 +201,30 @@ func TestWrapperStageOutFailureAndNoArchive(t *testing.T) {
 	}
 	if keys := srv.Keys(t, "bucket", "results/train/uid-off/.kubectl-tao/"); len(keys) != 0 {
 		t.Errorf("--no-log-archive uploaded %q", keys)
+	}
+}
+
+// A retried rank runs in a new pod: its archive is a new object, and the failed attempt's log,
+// the one that says why it was retried, is still there beside it.
+func TestStageRunKeepsEachAttempt(t *testing.T) {
+	srv := s3server.Start(t)
+	srv.MakeBucket(t, "bucket")
+	prefix := "results/train/uid-retried/"
+	for i, pod := range []string{"train-0-first", "train-0-second"} {
+		env := append(srv.Env("bucket"), "TAO_JOB_ID=train", "TAO_JOB_UID=uid-retried", jobspec.EnvNodeRank+"=0", s3layout.EnvPodName+"="+pod)
+		r := runWrapper(t, env, []string{binary, "stage", "run", "--", "/bin/sh", "-c", fmt.Sprintf("echo attempt %d; exit %d", i+1, 1-i)}, nil)
+		if r.code != 1-i {
+			t.Fatalf("attempt %d: exit %d, stderr %q", i+1, r.code, r.stderr)
+		}
+	}
+	keys := srv.Keys(t, "bucket", s3layout.LogArchivePrefix(prefix))
+	want := []string{s3layout.LogArchiveKey(prefix, 0, "train-0-first"), s3layout.LogArchiveKey(prefix, 0, "train-0-second")}
+	if !slices.Equal(keys, want) {
+		t.Fatalf("archived %q, want %q", keys, want)
+	}
+	for i, k := range want {
+		if got, w := string(srv.Get(t, "bucket", k)), fmt.Sprintf("attempt %d\n", i+1); got != w {
+			t.Errorf("%s holds %q, want %q", k, got, w)
+		}
 	}
 }

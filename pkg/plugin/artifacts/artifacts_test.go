@@ -214,3 +214,30 @@ func TestDeletesARunWithOnlyItsWorkdirSnapshot(t *testing.T) {
 		}
 	}
 }
+
+// The log archive, every attempt of every rank, is under the run's prefix: delete-artifacts
+// removes it with the outputs, and leaves an earlier run's archive alone.
+func TestDeletesTheLogArchive(t *testing.T) {
+	e := setup(t, fixture.Job("train").Namespace("default").UID("uid-1").Condition(batchv1.JobFailed, "BackoffLimitExceeded", "").Annotation(s3layout.AnnotationOutputs, `["/results"]`).Annotation(s3layout.AnnotationS3Secret, s3layout.SecretName("train")).Obj())
+	if _, err := e.client.CoreV1().Secrets("default").Create(context.Background(), e.secret("train-s3"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	run, _ := s3layout.ResultsPrefix("train", "uid-1")
+	older, _ := s3layout.ResultsPrefix("train", "uid-0")
+	for _, k := range []string{
+		s3layout.LogArchiveKey(run, 0, "train-0-first"), s3layout.LogArchiveKey(run, 0, "train-0-retry"),
+		s3layout.LogArchiveKey(run, 1, ""), s3layout.LogArchiveKey(older, 0, "train-0-old"),
+	} {
+		if _, err := e.s3.PutObject(context.Background(), "results-bucket", k, strings.NewReader("0123456789"), 10, minio.PutObjectOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	code, out, errOut := e.run(nil, "delete-artifacts", "train")
+	if code != 0 || out != "job.batch/train deleted; 5 objects (50 B) removed from s3://results-bucket/results/train/uid-1/\n" {
+		t.Fatalf("exit %d\nstdout %q\nstderr %s", code, out, errOut)
+	}
+	want := "results/train-2/uid-1/x " + s3layout.LogArchiveKey(older, 0, "train-0-old") + " results/train/uid-0/results/model.pth"
+	if got := strings.Join(e.keys(), " "); got != want {
+		t.Errorf("left %s\nwant %s", got, want)
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	batchv1 "k8s.io/api/batch/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/duration"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
@@ -16,6 +17,9 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmdutil"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/jobresults"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/jobstatus"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/s3layout"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/triage"
 )
 
@@ -43,14 +47,25 @@ job_failure_by_node_event: [...]}) plus fields of our own (status, job_failure,
 first_failure, notes).
 
 Reads: the Job, one pod list, one list of the namespace's Warning events, the nodes of pods
-that are not progressing, and the last 50 log lines of the first rank that exited non-zero.`
+that are not progressing, and the last 50 log lines of the first rank that exited non-zero.
+When a job submitted with --output-path failed and its pods are gone, the last 50 lines of each
+rank's last attempt come from its log archive in S3 instead (credentials from the shell or the
+job's Secret, as for 'kubectl tao logs'), and a note says so.`
+
+// archiveTail is how many of each rank's last archived lines diagnose reads, as many as it
+// reads of a live pod.
+const archiveTail = 50
 
 // Options are the flags and arguments of `kubectl tao diagnose`.
-type Options struct{ jobCommand }
+type Options struct {
+	jobCommand
+	// getenv gives the S3 credentials of the log archive (os.Getenv outside tests).
+	getenv func(string) string
+}
 
 // NewCmd builds `kubectl tao diagnose`.
-func NewCmd(f cmdutil.Factory, streams genericiooptions.IOStreams, clk clock.PassiveClock) *cobra.Command {
-	o := &Options{newJobCommand(f, streams, clk)}
+func NewCmd(f cmdutil.Factory, streams genericiooptions.IOStreams, clk clock.PassiveClock, getenv func(string) string) *cobra.Command {
+	o := &Options{jobCommand: newJobCommand(f, streams, clk), getenv: getenv}
 	return o.cobraCommand(o, "diagnose JOB [-o FORMAT]", "Explain why a job failed or is stuck, and what to do", long, example, "the report")
 }
 
@@ -64,11 +79,60 @@ func (o *Options) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if archived(snap) {
+		arch, err := o.readArchive(ctx, snap.Job)
+		if err != nil {
+			fmt.Fprintf(o.ErrOut, "Warning: the pods are gone and the log archive could not be read: %v\n", err)
+		}
+		snap.Archive = arch
+	}
 	a := triage.Analyze(snap)
 	if !o.out.Human() {
 		return o.out.Print(o.Out, a, "job.batch/"+a.Job)
 	}
 	return Report(o.Out, a, now)
+}
+
+// archived reports whether the failure must be read from the log archive: a staged Job that
+// failed with no pod left to read.
+func archived(snap triage.Snapshot) bool {
+	if snap.Job == nil || len(snap.Pods) > 0 || jobstatus.Of(snap.Job, nil).Status != jobstatus.Error {
+		return false
+	}
+	_, staged := snap.Job.Annotations[s3layout.AnnotationOutputs]
+	return staged
+}
+
+// readArchive reads the last lines of each rank's last attempt from the Job's log archive.
+func (o *Options) readArchive(ctx context.Context, job *batchv1.Job) (*triage.Archive, error) {
+	client, err := o.factory.KubernetesClient()
+	if err != nil {
+		return nil, err
+	}
+	store, err := jobresults.Connect(ctx, client, o.namespace, o.name, job, jobresults.Source{Getenv: o.getenv})
+	if err != nil {
+		return nil, err
+	}
+	_, prefix, err := store.Run(ctx, o.name, job, "")
+	if err != nil {
+		return nil, err
+	}
+	logs, err := jobresults.ReadLogArchive(ctx, store.Client, store.Bucket, prefix, nil, 0)
+	if err != nil {
+		return nil, err
+	}
+	arch := &triage.Archive{URL: store.URL(s3layout.LogArchivePrefix(prefix))}
+	for _, l := range logs {
+		lines := strings.Split(strings.TrimSuffix(string(l.Data), "\n"), "\n")
+		r := triage.ArchivedRank{Rank: l.Rank, Pod: l.Pod, Written: l.Written, Lines: lines[max(0, len(lines)-archiveTail):]}
+		// The attempts of a rank come oldest first: the last one is the one that failed the job.
+		if n := len(arch.Ranks); n > 0 && arch.Ranks[n-1].Rank == l.Rank {
+			arch.Ranks[n-1] = r
+			continue
+		}
+		arch.Ranks = append(arch.Ranks, r)
+	}
+	return arch, nil
 }
 
 // Report writes the human report: what happened, where first, what to do, then every finding.

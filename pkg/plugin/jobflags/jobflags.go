@@ -141,7 +141,7 @@ func (j *Job) AddFlags(fl *pflag.FlagSet) {
 	fl.StringVar(&j.Workdir, "workdir", j.Workdir, "Local directory to ship with the job: packed into one archive (less .git/ and what .gitignore and .taoignore files exclude), unpacked on every rank at --workdir-mount before the command, which runs there. In a ConfigMap owned by the Job, or through S3 when the job has S3 staging (--input, --output-path, --s3-secret) or the S3 variables are set in this shell. Needs the stager image (--stager-image).")
 	fl.StringVar(&j.WorkdirMount, "workdir-mount", j.WorkdirMount, "Where --workdir's files appear in the container; the command's working directory.")
 	fl.StringVar(&j.WorkdirMaxSize, "workdir-max-size", j.WorkdirMaxSize, "Refuse a --workdir whose files add up to more than this (uncompressed), a quantity such as 256Mi or 2Gi; checked before anything is packed or sent.")
-	fl.BoolVar(&j.NoLogArchive, "no-log-archive", j.NoLogArchive, "With --output-path, do not keep each rank's combined stdout and stderr in S3 (results/NAME/JOB_UID/.kubectl-tao/logs/rank-N.log, refreshed every minute while the command runs).")
+	fl.BoolVar(&j.NoLogArchive, "no-log-archive", j.NoLogArchive, "With --output-path, do not keep each rank's combined stdout and stderr in S3 (results/NAME/JOB_UID/.kubectl-tao/logs/rank-N.POD.log, one per attempt, refreshed every minute while the command runs).")
 	fl.BoolVar(&j.NoCapacityCheck, "no-capacity-check", j.NoCapacityCheck, "Skip the check that the cluster's allocatable GPUs can hold the job.")
 }
 

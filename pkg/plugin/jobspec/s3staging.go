@@ -239,6 +239,12 @@ func stagingEnvVars(s Spec) []corev1.EnvVar {
 	if len(st.Outputs) > 0 {
 		env = append(env, corev1.EnvVar{Name: s3layout.EnvOutputs, Value: EscapeKubelet(s3layout.EncodeOutputs(st.Outputs))})
 	}
+	if !st.NoLogArchive {
+		// The pod's name keeps each attempt's log archive apart (s3layout.LogArchiveKey).
+		env = append(env, corev1.EnvVar{Name: s3layout.EnvPodName, ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{
+			FieldPath: "metadata.name",
+		}}})
+	}
 	secret := st.SecretName(s.Name)
 	for _, k := range s3layout.CredentialKeys {
 		ref := &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: secret}, Key: k}

@@ -40,13 +40,17 @@ func archiveS3(t *testing.T, extraRuns ...string) map[string]string {
 		}
 	}
 	prefix, _ := s3layout.ResultsPrefix("train", "job-uid")
-	put(s3layout.LogArchiveKey(prefix, 10), "ten a\nten b\n")
-	put(s3layout.LogArchiveKey(prefix, 0), "zero a\nzero b\nzero c\n")
-	put(s3layout.LogArchiveKey(prefix, 1), "one a\none b (cut")
+	put(s3layout.LogArchiveKey(prefix, 10, "train-10-xyz"), "ten a\nten b\n")
+	// Rank 0 was retried: its first attempt failed, in a pod of its own. (Written in the order
+	// of their pod names too: the fake S3 stamps writes to the second, and keys break ties.)
+	put(s3layout.LogArchiveKey(prefix, 0, "train-0-aaa"), "zero failed\n")
+	put(s3layout.LogArchiveKey(prefix, 0, "train-0-bbb"), "zero a\nzero b\nzero c\n")
+	// Rank 1 as an archive of before attempts were kept apart: one object, no pod.
+	put(s3layout.LogArchiveKey(prefix, 1, ""), "one a\none b (cut")
 	put(prefix+"results/model.pth", "weights")
 	for _, uid := range extraRuns {
 		p, _ := s3layout.ResultsPrefix("train", uid)
-		put(s3layout.LogArchiveKey(p, 0), "another run\n")
+		put(s3layout.LogArchiveKey(p, 0, "train-0-ccc"), "another run\n")
 	}
 	return map[string]string{"ACCESS_KEY": "AKIATEST", "SECRET_KEY": "archive-secret", "S3_BUCKET_NAME": "results", "S3_ENDPOINT_URL": srv.URL}
 }
@@ -69,11 +73,15 @@ func TestLogsFromTheArchiveWhenTheJobIsGone(t *testing.T) {
 		args []string
 		want string
 	}{
-		{nil, "[rank 0] zero a\n[rank 0] zero b\n[rank 0] zero c\n[rank 1] one a\n[rank 1] one b (cut\n[rank 10] ten a\n[rank 10] ten b\n"},
+		// Every attempt, oldest first, as logs prints the pods of a retried rank.
+		{nil, "[rank 0] zero failed\n[rank 0] zero a\n[rank 0] zero b\n[rank 0] zero c\n[rank 1] one a\n[rank 1] one b (cut\n[rank 10] ten a\n[rank 10] ten b\n"},
 		{[]string{"--rank", "10,1"}, "[rank 1] one a\n[rank 1] one b (cut\n[rank 10] ten a\n[rank 10] ten b\n"},
-		{[]string{"--tail", "1"}, "[rank 0] zero c\n[rank 1] one b (cut\n[rank 10] ten b\n"},
+		{[]string{"--tail", "1"}, "[rank 0] zero failed\n[rank 0] zero c\n[rank 1] one b (cut\n[rank 10] ten b\n"},
 		{[]string{"--tail", "0"}, ""},
-		{[]string{"--no-prefix", "--rank", "0"}, "zero a\nzero b\nzero c\n"},
+		{[]string{"--no-prefix", "--rank", "0"}, "zero failed\nzero a\nzero b\nzero c\n"},
+		{[]string{"--attempt", "2"}, "[rank 0] zero a\n[rank 0] zero b\n[rank 0] zero c\n"},
+		{[]string{"--attempt", "1", "--rank", "0"}, "[rank 0] zero failed\n"},
+		{[]string{"--prefix=pod", "--tail", "1"}, "[pod/train-0-aaa] zero failed\n[pod/train-0-bbb] zero c\n[rank 1] one b (cut\n[pod/train-10-xyz] ten b\n"},
 	} {
 		r := runArchive(cmdtest.Cmd{Client: c}, env, append([]string{"train"}, tc.args...)...)
 		if r.Code != 0 || r.Stdout != tc.want || r.Stderr != archiveNote+"the Job is gone.\n" {
@@ -82,6 +90,9 @@ func TestLogsFromTheArchiveWhenTheJobIsGone(t *testing.T) {
 	}
 	if r := runArchive(cmdtest.Cmd{Client: c}, env, "train", "--rank", "3"); r.Code != 3 || !strings.Contains(r.Stderr, "no archived logs of rank [3] under s3://results/results/train/job-uid/.kubectl-tao/logs/") {
 		t.Errorf("missing rank: exit %d %s", r.Code, r.Stderr)
+	}
+	if r := runArchive(cmdtest.Cmd{Client: c}, env, "train", "--attempt", "3"); r.Code != 3 || r.Stdout != "" || !strings.Contains(r.Stderr, "no archived log of attempt 3 under s3://") {
+		t.Errorf("missing attempt: exit %d %s", r.Code, r.Stderr)
 	}
 	// Without credentials there is no archive to read: the Job is simply not found, as before.
 	if r := runArchive(cmdtest.Cmd{Client: c}, nil, "train"); r.Code != 3 || r.Stdout != "" || !strings.Contains(r.Stderr, `not found in namespace "ns"`) {
@@ -94,7 +105,7 @@ func TestLogsFromTheArchiveWhenThePodsAreGone(t *testing.T) {
 	sec := fixture.Secret("ns", "train-s3", env)
 	c, _ := client(stagedTrain().Obj(), sec)
 	r := runArchive(cmdtest.Cmd{Client: c}, nil, "train", "--rank", "0")
-	if r.Code != 0 || r.Stdout != "[rank 0] zero a\n[rank 0] zero b\n[rank 0] zero c\n" || r.Stderr != archiveNote+"its pods are gone.\n" {
+	if r.Code != 0 || r.Stdout != "[rank 0] zero failed\n[rank 0] zero a\n[rank 0] zero b\n[rank 0] zero c\n" || r.Stderr != archiveNote+"its pods are gone.\n" {
 		t.Errorf("exit %d\n%s\n%s", r.Code, r.Stdout, r.Stderr)
 	}
 
@@ -114,6 +125,11 @@ func TestLogsFromArchiveWhilePodsExist(t *testing.T) {
 	if r.Code != 0 || r.Stdout != "[rank 1] one a\n[rank 1] one b (cut\n" || r.Stderr != archiveNote+"as asked.\n" {
 		t.Errorf("exit %d\n%s\n%s", r.Code, r.Stdout, r.Stderr)
 	}
+	// An attempt is read from the archive, where attempts are numbered, pods or not.
+	r = runArchive(cmdtest.Cmd{Client: c}, env, "train", "--attempt", "1", "--rank", "10")
+	if r.Code != 0 || r.Stdout != "[rank 10] ten a\n[rank 10] ten b\n" || r.Stderr != archiveNote+"as asked.\n" {
+		t.Errorf("--attempt: exit %d\n%s\n%s", r.Code, r.Stdout, r.Stderr)
+	}
 	// An earlier run of the name, by --uid.
 	r = runArchive(cmdtest.Cmd{Client: c}, env, "train", "--uid", "uid-older")
 	if r.Code != 0 || r.Stdout != "[rank 0] another run\n" {
@@ -128,7 +144,9 @@ func TestLogsFromArchiveWhilePodsExist(t *testing.T) {
 	for _, args := range [][]string{
 		{"train", "--from-archive", "-f"},
 		{"train", "--uid", "x", "--timestamps"},
-		{"train", "--from-archive", "--prefix=pod"},
+		{"train", "--attempt", "1", "-f"},
+		{"train", "--attempt", "-1"},
+		{"train", "--from-archive", "--container", "x"},
 		{"train", "--uid", "a/b"},
 	} {
 		if r := runArchive(cmdtest.Cmd{Client: c}, env, args...); r.Code != 2 || r.Stdout != "" {

@@ -35,6 +35,12 @@ const example = `  # Every rank's log, in rank order, each line prefixed with it
   kubectl tao logs train-1 --tail 50
   kubectl tao logs train-1 --from-archive --uid 5f3c2a1e-0d4b-4c6e-9a8f-2b7d1e0c9a31
 
+  # The first attempt of rank 2 of a job retried with --retries, from the archive
+  kubectl tao logs train-1 --rank 2 --attempt 1
+
+  # One file per rank (rank-0.log, rank-1.log, ...), from the pods or the archive; -f keeps writing
+  kubectl tao logs train-1 --save ./train-1-logs
+
   # Prefix lines with pod names instead, or with nothing
   kubectl tao logs train-1 --prefix=pod
   kubectl tao logs train-1 --no-prefix`
@@ -51,11 +57,18 @@ Following ends by itself when the job ends, after reading each pod's last lines,
 'kubectl tao wait' does: 0 when the job completed, 9 when it failed, 10 when it was canceled.
 
 A job submitted with --output-path archives each rank's log in S3 (results/<job-name>/<job-uid>/
-.kubectl-tao/logs/rank-<N>.log). When the Job is gone, or has finished and its pods are gone,
-logs reads that archive instead, in rank order with the same prefixes (--rank and --tail work),
-and says so on stderr; --from-archive reads it while the pods still exist. The S3 credentials
+.kubectl-tao/logs/rank-<N>.<pod>.log, one per attempt: with --retries each attempt is a new pod).
+When the Job is gone, or has finished and its pods are gone, logs reads that archive instead,
+in rank order and each rank's attempts oldest first, as it prints pods, with the same prefixes
+(--rank and --tail work), and says so on stderr; --from-archive reads it while the pods still
+exist, --attempt N reads only the Nth attempt of each rank. The S3 credentials
 come from the shell, --s3-secret or the job's Secret, as for 'kubectl tao results'; a Job that
-is gone is found by --uid or as the only run of its name.`
+is gone is found by --uid or as the only run of its name.
+
+--save DIR writes each rank's lines, without prefix, to DIR/rank-<N>.log (what --rank N
+--no-prefix prints; rank-<N>.attempt-<A>.log with --attempt) instead of stdout, and a summary
+line to stderr. The files appear whole once every log was read, or not at all; with -f they are
+written as lines come, until the job ends.`
 
 // Options are the flags and arguments of `kubectl tao logs`.
 type Options struct {
@@ -71,6 +84,8 @@ type Options struct {
 	NoPrefix       bool
 	MaxLogRequests int
 	FromArchive    bool
+	Attempt        int
+	Save           string
 	UID            string
 	S3Secret       string
 
@@ -119,6 +134,8 @@ func NewCmd(f cmdutil.Factory, streams genericiooptions.IOStreams, getenv func(s
 	fl.BoolVar(&o.NoPrefix, "no-prefix", o.NoPrefix, "Print lines without a prefix.")
 	fl.IntVar(&o.MaxLogRequests, "max-log-requests", o.MaxLogRequests, "Most log streams open at once; following more pods than this is refused.")
 	fl.BoolVar(&o.FromArchive, "from-archive", o.FromArchive, "Read the ranks' logs archived in S3 even while the pods exist (the archive is read anyway once they are gone).")
+	fl.IntVar(&o.Attempt, "attempt", o.Attempt, "Only this attempt of each rank (1 is the first; with --retries each attempt is a new pod), read from the archive; default: every attempt, oldest first.")
+	fl.StringVar(&o.Save, "save", o.Save, "Write each rank's lines, without prefix, to DIR/rank-<N>.log (rank-<N>.attempt-<A>.log with --attempt) instead of stdout, from the pods or the archive; with -f, until the job ends.")
 	fl.StringVar(&o.UID, "uid", o.UID, "The run whose archived logs to read, when the Job is gone and its name has several runs (see 'kubectl tao results --all-runs').")
 	fl.StringVar(&o.S3Secret, "s3-secret", o.S3Secret, "Secret with the S3 credentials of the log archive, when the shell has none and the Job (with its own Secret) is gone.")
 	cmd.ValidArgsFunction = cmdutil.CompleteJobNames(f)
@@ -151,6 +168,10 @@ func (o *Options) Complete(cmd *cobra.Command, args []string) error {
 	if o.NoPrefix {
 		o.cfg.Prefix = tail.PrefixNone
 	}
+	if o.Save != "" {
+		// tail.SaveFiles reads each line's rank back from its prefix; the files hold none.
+		o.cfg.Prefix = tail.PrefixRank
+	}
 	if o.Tail >= 0 {
 		o.cfg.TailLines = &o.Tail
 	}
@@ -176,13 +197,21 @@ func (o *Options) Validate() error {
 			return exitcode.Usagef("--rank must be 0 or more, got %d", r)
 		}
 	}
-	if o.FromArchive || o.UID != "" {
-		// The archive is whole files of plain lines: nothing to follow, no stamps, no pods.
+	if o.Save != "" {
+		if err := tail.CheckSaveDir(o.Save); err != nil {
+			return exitcode.WithCode(exitcode.Usage, err)
+		}
+	}
+	if o.Attempt < 0 {
+		return exitcode.Usagef("--attempt must be 1 or more, got %d", o.Attempt)
+	}
+	if o.fromArchive() {
+		// The archive is whole files of plain lines: nothing to follow, no stamps, no containers.
 		switch {
 		case o.Follow:
-			return exitcode.Usagef("--from-archive and --uid read the archived logs of a finished run: they cannot be followed (-f)")
-		case o.Timestamps, o.Since != 0, o.Previous, o.Container != "", o.cfg.Prefix == tail.PrefixPod:
-			return exitcode.Usagef("--from-archive and --uid take --rank, --tail, --no-prefix: archived lines have no timestamps, pods or containers")
+			return exitcode.Usagef("--from-archive, --attempt and --uid read the archived logs of a run: they cannot be followed (-f)")
+		case o.Timestamps, o.Since != 0, o.Previous, o.Container != "":
+			return exitcode.Usagef("--from-archive, --attempt and --uid take --rank, --tail, --prefix, --no-prefix: archived lines have no timestamps or containers")
 		}
 	}
 	if o.UID != "" {
@@ -193,8 +222,30 @@ func (o *Options) Validate() error {
 	return nil
 }
 
-// Run reads or follows the logs.
+// Run reads or follows the logs, to stdout or, with --save, into one file per rank.
 func (o *Options) Run(ctx context.Context) error {
+	if o.Save == "" {
+		return o.run(ctx)
+	}
+	save, err := tail.CreateSaveFiles(o.Save, o.Attempt, o.Follow)
+	if err != nil {
+		return err
+	}
+	stdout := o.Out
+	o.Out = save
+	err = o.run(ctx)
+	o.Out = stdout
+	summary, serr := save.Close(err)
+	if summary != "" {
+		fmt.Fprintln(o.ErrOut, summary)
+	}
+	if serr != nil {
+		return errors.Join(err, serr)
+	}
+	return err
+}
+
+func (o *Options) run(ctx context.Context) error {
 	// Sized before the client exists: client-go's rate limiter must not queue the fan-out.
 	cmdutil.RaiseRateLimit(o.factory, o.MaxLogRequests)
 	client, err := o.factory.KubernetesClient()
@@ -202,7 +253,7 @@ func (o *Options) Run(ctx context.Context) error {
 		return err
 	}
 	e := &tail.Engine{Client: client, Out: o.Out, ErrOut: o.ErrOut}
-	if o.FromArchive || o.UID != "" {
+	if o.fromArchive() {
 		job, err := jobdelete.GetJob(ctx, client, o.cfg.Namespace, o.Job)
 		if err != nil && exitcode.Of(err) != exitcode.NotFound {
 			return err
@@ -223,6 +274,10 @@ func (o *Options) Run(ctx context.Context) error {
 	}
 	return jobwait.Err(o.Job, res)
 }
+
+// fromArchive says the flags ask for the archive whether or not the pods exist: attempts are
+// numbered by the archive (--attempt), and a run is named by its UID (--uid).
+func (o *Options) fromArchive() bool { return o.FromArchive || o.Attempt > 0 || o.UID != "" }
 
 // archive prints the run's archived logs. Unless asked for (--from-archive, --uid), a Job
 // without S3 credentials or without an archive falls back to what logs reports without one
@@ -247,7 +302,7 @@ func (o *Options) archive(ctx context.Context, client kubernetes.Interface, job 
 		}
 		return false, err
 	}
-	logs, err := jobresults.ReadLogArchive(ctx, store.Client, store.Bucket, prefix, o.Ranks)
+	logs, err := jobresults.ReadLogArchive(ctx, store.Client, store.Bucket, prefix, o.Ranks, o.Attempt)
 	if err != nil {
 		if !asked && exitcode.Of(err) == exitcode.NotFound && len(o.Ranks) == 0 {
 			return false, nil
@@ -256,10 +311,10 @@ func (o *Options) archive(ctx context.Context, client kubernetes.Interface, job 
 	}
 	why := "its pods are gone"
 	switch {
-	case asked:
-		why = "as asked"
 	case job == nil:
 		why = "the Job is gone"
+	case asked:
+		why = "as asked"
 	}
 	fmt.Fprintf(o.ErrOut, "Reading the archived logs of job.batch/%s (uid %s) from %s: %s.\n", o.Job, uid, store.URL(s3layout.LogArchivePrefix(prefix)), why)
 	return true, tail.WriteArchived(o.Out, logs, o.cfg.Prefix, o.cfg.TailLines)

@@ -10,8 +10,10 @@ import (
 	"fmt"
 	"path"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // The credential variables, named as the SDK names them. In a pod they come only from a
@@ -38,6 +40,9 @@ const (
 	// EnvJobUID is the Job's UID, read through the downward API from the pod label the Job
 	// controller sets to it (batchv1.ControllerUidLabel).
 	EnvJobUID = "TAO_JOB_UID"
+	// EnvPodName is the pod's own name, read through the downward API (metadata.name): it
+	// tells one attempt's log archive from another's (LogArchiveKey).
+	EnvPodName = "TAO_POD_NAME"
 )
 
 // The pod layout: an init container copies the static binary into a shared emptyDir, from
@@ -310,33 +315,120 @@ func prefixPart(what, v string) error {
 // <prefix>.kubectl-tao/logs/.
 func LogArchivePrefix(resultsPrefix string) string { return resultsPrefix + ToolDir + "/logs/" }
 
-// LogArchiveKey is the archived log of one rank of a run: <prefix>.kubectl-tao/logs/rank-<N>.log.
-// The in-pod wrapper uploads it; `logs` and `diagnose` read it once the pods are gone. Every
-// attempt of a rank (--retries) overwrites the same object: it holds the latest attempt's log.
-func LogArchiveKey(resultsPrefix string, rank int) string {
-	return LogArchivePrefix(resultsPrefix) + "rank-" + strconv.Itoa(rank) + ".log"
+// LogArchiveKey is the archived log of one attempt of one rank of a run:
+// <prefix>.kubectl-tao/logs/rank-<N>.<pod>.log. The in-pod wrapper uploads it; `logs`,
+// `diagnose` and `results` read it once the pods are gone.
+//
+// Each attempt of a rank (--retries) is a new pod, so the pod's name, which the pod reads from
+// the downward API (EnvPodName), keeps the attempts apart: none overwrites another. A number
+// would need the attempt count, which only an Indexed Job with backoffLimitPerIndex gives its
+// pods (a one-node job is not Indexed). Attempts are ordered by their last write instead
+// (LogArchiveAttempts): a rank's attempts never overlap (podReplacementPolicy Failed).
+// An empty or invalid pod gives rank-<N>.log, the key of archives written before attempts
+// were kept apart (one object per rank, the latest attempt's).
+func LogArchiveKey(resultsPrefix string, rank int, pod string) string {
+	name := "rank-" + strconv.Itoa(rank)
+	if validPodName(pod) {
+		name += "." + pod
+	}
+	return LogArchivePrefix(resultsPrefix) + name + ".log"
 }
 
-// LogArchiveRank is the rank of a key LogArchiveKey made under resultsPrefix, and false for any
-// other key.
-func LogArchiveRank(resultsPrefix, key string) (int, bool) {
+// LogArchiveEntry is what a key LogArchiveKey made says: the rank and the pod of the attempt
+// ("" for an archive of before attempts were kept apart).
+type LogArchiveEntry struct {
+	Rank int
+	Pod  string
+}
+
+// ParseLogArchiveKey reads back a key LogArchiveKey made under resultsPrefix, and false for
+// any other key.
+func ParseLogArchiveKey(resultsPrefix, key string) (LogArchiveEntry, bool) {
 	name, ok := strings.CutPrefix(key, LogArchivePrefix(resultsPrefix))
 	if !ok {
-		return 0, false
+		return LogArchiveEntry{}, false
 	}
 	n, ok := strings.CutPrefix(name, "rank-")
 	if !ok {
-		return 0, false
+		return LogArchiveEntry{}, false
 	}
 	n, ok = strings.CutSuffix(n, ".log")
-	if !ok || n == "" || (len(n) > 1 && n[0] == '0') {
-		return 0, false
+	if !ok {
+		return LogArchiveEntry{}, false
+	}
+	n, pod, dotted := strings.Cut(n, ".")
+	if dotted && !validPodName(pod) {
+		return LogArchiveEntry{}, false
+	}
+	if n == "" || (len(n) > 1 && n[0] == '0') {
+		return LogArchiveEntry{}, false
 	}
 	rank, err := strconv.Atoi(n)
 	if err != nil || rank < 0 || strconv.Itoa(rank) != n {
-		return 0, false
+		return LogArchiveEntry{}, false
 	}
-	return rank, true
+	return LogArchiveEntry{Rank: rank, Pod: pod}, true
+}
+
+// validPodName accepts what Kubernetes accepts as a pod name (a DNS-1123 subdomain: at most
+// 253 characters of a-z, 0-9, '-' and '.', starting and ending with a letter or digit), which
+// is all a key segment needs: no '/', nothing a file system or a listing would trip on.
+func validPodName(pod string) bool {
+	if pod == "" || len(pod) > 253 {
+		return false
+	}
+	for i, c := range pod {
+		alnum := c >= 'a' && c <= 'z' || c >= '0' && c <= '9'
+		if !alnum && (i == 0 || i == len(pod)-1 || c != '-' && c != '.') {
+			return false
+		}
+	}
+	return true
+}
+
+// LogArchiveAttempt is one archived attempt of one rank: the object and where it stands.
+type LogArchiveAttempt struct {
+	LogArchiveEntry
+	Key string
+	// Attempt counts a rank's attempts from 1, oldest first.
+	Attempt int
+	// Written is the object's last write: when the attempt last logged (or ended).
+	Written time.Time
+}
+
+// ArchivedObject is what LogArchiveAttempts needs of a listed object.
+type ArchivedObject struct {
+	Key          string
+	LastModified time.Time
+}
+
+// LogArchiveAttempts picks the archived logs out of the objects listed under resultsPrefix,
+// in rank order and, within a rank, oldest attempt first, numbered from 1. An attempt is as
+// old as its last write: a rank's attempts run one after the other (the next pod starts once
+// the last has ended), so the later attempt wrote last. Keys break ties.
+func LogArchiveAttempts(resultsPrefix string, objs []ArchivedObject) []LogArchiveAttempt {
+	var out []LogArchiveAttempt
+	for _, o := range objs {
+		if e, ok := ParseLogArchiveKey(resultsPrefix, o.Key); ok {
+			out = append(out, LogArchiveAttempt{LogArchiveEntry: e, Key: o.Key, Written: o.LastModified})
+		}
+	}
+	slices.SortFunc(out, func(a, b LogArchiveAttempt) int {
+		if a.Rank != b.Rank {
+			return a.Rank - b.Rank
+		}
+		if c := a.Written.Compare(b.Written); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Key, b.Key)
+	})
+	for i := range out {
+		out[i].Attempt = 1
+		if i > 0 && out[i-1].Rank == out[i].Rank {
+			out[i].Attempt = out[i-1].Attempt + 1
+		}
+	}
+	return out
 }
 
 // OutputKey is the object key for an output: the results prefix joined with the container

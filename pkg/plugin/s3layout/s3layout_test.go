@@ -1,8 +1,10 @@
 package s3layout
 
 import (
+	"reflect"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestParseURL(t *testing.T) {
@@ -91,7 +93,7 @@ func TestResultsLayout(t *testing.T) {
 		t.Error("OutputKey accepted a path escaping with ..")
 	}
 	for rank, want := range map[int]string{0: "results/train-1/0b6c-uid/.kubectl-tao/logs/rank-0.log", 12: "results/train-1/0b6c-uid/.kubectl-tao/logs/rank-12.log"} {
-		if got := LogArchiveKey(p, rank); got != want {
+		if got := LogArchiveKey(p, rank, ""); got != want {
 			t.Errorf("LogArchiveKey(%q, %d) = %q, want %q", p, rank, got, want)
 		}
 	}
@@ -173,22 +175,87 @@ func TestRunsAndLogArchiveKeys(t *testing.T) {
 		}
 	}
 	prefix, _ := ResultsPrefix("train", "uid-1")
-	if got := LogArchiveKey(prefix, 3); got != "results/train/uid-1/.kubectl-tao/logs/rank-3.log" {
-		t.Errorf("LogArchiveKey = %q", got)
-	}
-	for key, want := range map[string]int{
-		LogArchiveKey(prefix, 0):                           0,
-		LogArchiveKey(prefix, 12):                          12,
-		prefix + ".kubectl-tao/logs/rank-007.log":          -1,
-		prefix + ".kubectl-tao/logs/rank-.log":             -1,
-		prefix + ".kubectl-tao/logs/rank--1.log":           -1,
-		prefix + ".kubectl-tao/logs/rank-1.txt":            -1,
-		prefix + ".kubectl-tao/logs/x/rank-1.log":          -1,
-		"results/train/uid-0/.kubectl-tao/logs/rank-1.log": -1,
+	for _, c := range []struct {
+		rank int
+		pod  string
+		want string
+	}{
+		{3, "train-abcde", "results/train/uid-1/.kubectl-tao/logs/rank-3.train-abcde.log"},
+		{0, "train-0-x7k2p", "results/train/uid-1/.kubectl-tao/logs/rank-0.train-0-x7k2p.log"},
+		{1, "a.b", "results/train/uid-1/.kubectl-tao/logs/rank-1.a.b.log"},
+		// No pod name (a pod spec from before TAO_POD_NAME) or one no pod can have: the
+		// one-object-per-rank key of before.
+		{3, "", "results/train/uid-1/.kubectl-tao/logs/rank-3.log"},
+		{3, "a/b", "results/train/uid-1/.kubectl-tao/logs/rank-3.log"},
+		{3, "Pod", "results/train/uid-1/.kubectl-tao/logs/rank-3.log"},
+		{3, "-x", "results/train/uid-1/.kubectl-tao/logs/rank-3.log"},
+		{3, "x.", "results/train/uid-1/.kubectl-tao/logs/rank-3.log"},
+		{3, strings.Repeat("a", 254), "results/train/uid-1/.kubectl-tao/logs/rank-3.log"},
 	} {
-		got, ok := LogArchiveRank(prefix, key)
-		if (want >= 0) != ok || (ok && got != want) {
-			t.Errorf("LogArchiveRank(%q) = %d, %v; want %d", key, got, ok, want)
+		if got := LogArchiveKey(prefix, c.rank, c.pod); got != c.want {
+			t.Errorf("LogArchiveKey(%d, %q) = %q, want %q", c.rank, c.pod, got, c.want)
 		}
+	}
+	bad := LogArchiveEntry{Rank: -1}
+	for key, want := range map[string]LogArchiveEntry{
+		LogArchiveKey(prefix, 0, ""):                       {Rank: 0},
+		LogArchiveKey(prefix, 12, ""):                      {Rank: 12},
+		LogArchiveKey(prefix, 12, "train-12-abc"):          {Rank: 12, Pod: "train-12-abc"},
+		LogArchiveKey(prefix, 2, "log"):                    {Rank: 2, Pod: "log"},
+		prefix + ".kubectl-tao/logs/rank-2.a.log.log":      {Rank: 2, Pod: "a.log"},
+		prefix + ".kubectl-tao/logs/rank-007.log":          bad,
+		prefix + ".kubectl-tao/logs/rank-.log":             bad,
+		prefix + ".kubectl-tao/logs/rank-.pod.log":         bad,
+		prefix + ".kubectl-tao/logs/rank--1.log":           bad,
+		prefix + ".kubectl-tao/logs/rank-1.txt":            bad,
+		prefix + ".kubectl-tao/logs/rank-1..log":           bad,
+		prefix + ".kubectl-tao/logs/rank-1.Pod.log":        bad,
+		prefix + ".kubectl-tao/logs/rank-1.p/q.log":        bad,
+		prefix + ".kubectl-tao/logs/x/rank-1.log":          bad,
+		"results/train/uid-0/.kubectl-tao/logs/rank-1.log": bad,
+	} {
+		got, ok := ParseLogArchiveKey(prefix, key)
+		if (want.Rank >= 0) != ok || (ok && got != want) {
+			t.Errorf("ParseLogArchiveKey(%q) = %+v, %v; want %+v", key, got, ok, want)
+		}
+	}
+}
+
+func TestLogArchiveAttempts(t *testing.T) {
+	prefix, _ := ResultsPrefix("train", "uid-1")
+	at := func(min int) time.Time { return time.Date(2026, 12, 1, 21, min, 0, 0, time.UTC) }
+	objs := []ArchivedObject{
+		{Key: prefix + "results/model.pth", LastModified: at(9)},
+		{Key: LogArchiveKey(prefix, 1, "train-1-ccc"), LastModified: at(8)},
+		{Key: LogArchiveKey(prefix, 0, "train-0-bbb"), LastModified: at(7)},
+		{Key: LogArchiveKey(prefix, 0, "train-0-zzz"), LastModified: at(3)},
+		{Key: LogArchiveKey(prefix, 10, "train-10-aaa"), LastModified: at(1)},
+		{Key: LogArchiveKey(prefix, 1, "train-1-bbb"), LastModified: at(8)},
+		{Key: LogArchiveKey(prefix, 1, "train-1-aaa"), LastModified: at(2)},
+		{Key: prefix + ".kubectl-tao/workdir.tar.zst", LastModified: at(0)},
+	}
+	got := LogArchiveAttempts(prefix, objs)
+	type short struct {
+		rank, attempt int
+		pod           string
+	}
+	var gotShort []short
+	for _, a := range got {
+		if a.Key != LogArchiveKey(prefix, a.Rank, a.Pod) {
+			t.Errorf("attempt %+v: key does not match its rank and pod", a)
+		}
+		gotShort = append(gotShort, short{a.Rank, a.Attempt, a.Pod})
+	}
+	// Rank order; within a rank, by last write (the later pod wrote last), keys breaking ties.
+	want := []short{
+		{0, 1, "train-0-zzz"}, {0, 2, "train-0-bbb"},
+		{1, 1, "train-1-aaa"}, {1, 2, "train-1-bbb"}, {1, 3, "train-1-ccc"},
+		{10, 1, "train-10-aaa"},
+	}
+	if !reflect.DeepEqual(gotShort, want) {
+		t.Errorf("LogArchiveAttempts =\n%+v\nwant\n%+v", gotShort, want)
+	}
+	if got := LogArchiveAttempts(prefix, nil); len(got) != 0 {
+		t.Errorf("no objects: %+v", got)
 	}
 }

@@ -46,7 +46,7 @@ func newRunCmd(streams genericiooptions.IOStreams, getenv func(string) string) *
 		Use:   "run -- COMMAND [ARG...]",
 		Short: "Run the command, passing its output through, and archive its log below the run's results prefix",
 		Long: "Runs COMMAND with its stdout and stderr passed through as they come and kept in a file, uploaded to " +
-			"results/<job>/<uid>/" + s3layout.ToolDir + "/logs/rank-<$" + EnvNodeRank + ">.log every --interval and when it " +
+			"results/<job>/<uid>/" + s3layout.ToolDir + "/logs/rank-<$" + EnvNodeRank + ">.<$" + s3layout.EnvPodName + ">.log every --interval and when it " +
 			"ends; SIGTERM and SIGINT are forwarded to it; the exit code is its own. An archive that cannot be uploaded " +
 			"is a warning: the command runs all the same.",
 		RunE: cmdutil.RunE(o),
@@ -95,7 +95,8 @@ func (o *RunOptions) archiveTarget() (logarchive.Upload, error) {
 	if err != nil {
 		return nil, err
 	}
-	key := s3layout.LogArchiveKey(prefix, rank)
+	// One object per attempt: a retried rank's new pod must not overwrite the last one's log.
+	key := s3layout.LogArchiveKey(prefix, rank, o.getenv(s3layout.EnvPodName))
 	return func(ctx context.Context, r io.ReaderAt, size int64) error {
 		return s3.PutSnapshot(ctx, client, cfg.Bucket, key, r, size)
 	}, nil

@@ -101,9 +101,11 @@ print the Secret redacted. submit itself never contacts S3: in the pod, kubectl-
 transfers, copied there by an init container from --stager-image (default: this release's
 published image, ghcr.io/kubectl-tao/kubectl-tao:VERSION; a development build has none and
 needs the flag, see make stager-image, except for --dry-run=client, which shows that name with
-the build's version as a placeholder and says so on stderr). With --output-path every rank's combined stdout and
-stderr is also kept in S3, at results/NAME/JOB_UID/.kubectl-tao/logs/rank-N.log, refreshed every
-minute while the command runs and once after it ends (--no-log-archive: not kept). The job exits
+the build's version as a placeholder and says so on stderr). With --output-path every rank's
+combined stdout and stderr is also kept in S3, at
+results/NAME/JOB_UID/.kubectl-tao/logs/rank-N.POD.log (one object per attempt: with --retries
+each attempt is a new pod), refreshed every minute while the command runs and once after it ends
+(--no-log-archive: not kept). The job exits
 with the command's code; if the command succeeded but the upload failed, with 202 (stage in
 failed: 201), which --retries never retries, so that the job fails. On SIGTERM the upload waits
 until the command has exited; an OOM kill or SIGKILL (the end of the termination grace period)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 )
@@ -12,7 +13,13 @@ import (
 // pods are gone.
 type ArchivedLog struct {
 	Rank int
-	Data []byte
+	// Pod is the pod of the attempt ("" in an archive of before attempts were kept apart);
+	// Attempt counts the rank's attempts from 1, oldest first.
+	Pod     string
+	Attempt int
+	// Written is when the attempt's archive was last written.
+	Written time.Time
+	Data    []byte
 }
 
 // GoneFunc is called by Logs when the Job is not found (job nil) or has finished with no pod
@@ -20,13 +27,18 @@ type ArchivedLog struct {
 // false to let Logs report what it found.
 type GoneFunc func(ctx context.Context, job *batchv1.Job) (bool, error)
 
-// WriteArchived prints archived logs as Logs prints pods: in the order given (rank order), each
-// line prefixed (PrefixRank or PrefixNone), at most tailLines per rank when set, one whole line
-// per Write. A last line without its newline (cut by the archive's last upload) is printed
-// whole.
+// WriteArchived prints archived logs as Logs prints pods: in the order given (rank order, a
+// rank's attempts oldest first, as Logs prints a rank's pods), each line prefixed (PrefixPod
+// falls back to the rank for an archive that names no pod), at most tailLines per attempt when
+// set, one whole line per Write. A last line without its newline (cut by the archive's last
+// upload) is printed whole.
 func WriteArchived(w io.Writer, logs []ArchivedLog, p Prefix, tailLines *int64) error {
 	for _, l := range logs {
-		prefix := prefixFor(p, Target{Rank: l.Rank})
+		lp := p
+		if lp == PrefixPod && l.Pod == "" {
+			lp = PrefixRank
+		}
+		prefix := prefixFor(lp, Target{Rank: l.Rank, Pod: l.Pod})
 		lines := bytes.SplitAfter(l.Data, []byte("\n"))
 		if n := len(lines); n > 0 && len(lines[n-1]) == 0 {
 			lines = lines[:n-1]

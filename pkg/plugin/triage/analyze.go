@@ -234,6 +234,11 @@ func Analyze(s Snapshot) Analysis {
 			root = 0
 		}
 	}
+	gone := len(events) == 0 && st.Status == jobstatus.Error && s.Archive != nil
+	if gone {
+		// No pod tells why: the archived logs may, as the failing rank's last lines would.
+		events, root = archivedEvents(s.Archive), 0
+	}
 	if len(events) > 0 {
 		a.JobFailureByNodeEvent = events
 		first := events[root]
@@ -251,12 +256,55 @@ func Analyze(s Snapshot) Analysis {
 		a.Suggestion = "The Job failed but its pods are gone, so the cause cannot be read from them. Resubmit and run " +
 			"`kubectl tao diagnose` while the pods still exist."
 	}
+	if gone {
+		a.Notes = append(a.Notes, archiveNote(s.Archive, len(events) > 0))
+	}
 	if rule != nil {
 		a.Notes = append(a.Notes, policyNote(rule))
 	}
 	a.Notes = append(a.Notes, ignored...)
 	a.Notes = append(a.Notes, jobNotes(&s, all)...)
 	return a
+}
+
+// archivedEvents are the known errors (CUDA out of memory, NCCL) in the archived last lines of
+// each rank, earliest written first: the rank that stopped first is the likeliest root cause,
+// as with live pods.
+func archivedEvents(arch *Archive) []NodeEvent {
+	var events []NodeEvent
+	for _, r := range arch.Ranks {
+		p, line := scanLogs(r.Lines)
+		if p == nil {
+			continue
+		}
+		events = append(events, NodeEvent{
+			NodeEventName: p.name, Pod: r.Pod, Rank: r.Rank, Message: "the archived log says: " + line,
+			Time: timePtr(r.Written), ErrClass: ErrProgram, Suggestion: p.suggestion,
+		})
+	}
+	sort.SliceStable(events, func(i, j int) bool { return before(events[i].Time, events[j].Time) })
+	return events
+}
+
+// archiveNote says where the findings of a Job without pods come from, or, when the archive
+// names no known error, what the rank that stopped first printed last.
+func archiveNote(arch *Archive, found bool) string {
+	if found {
+		return "the pods are gone: the log findings come from the archived logs in " + arch.URL
+	}
+	note := "the pods are gone, and the archived logs in " + arch.URL + " name no known error"
+	var first *ArchivedRank
+	for i := range arch.Ranks {
+		if r := &arch.Ranks[i]; first == nil || r.Written.Before(first.Written) {
+			first = r
+		}
+	}
+	if first != nil {
+		if l := lastLine(first.Lines); l != "" {
+			note += fmt.Sprintf("; the last line of rank %d, the first to stop: %s", first.Rank, l)
+		}
+	}
+	return note
 }
 
 // programReason reports whether a Job failed for this reason is the program's fault when no pod

@@ -27,8 +27,27 @@ type Snapshot struct {
 	TaintedNodes []corev1.Node
 	// Logs are the last lines of the failing rank's training container, by pod name.
 	Logs map[string][]string
+	// Archive, when the Job failed and its pods are gone, is what its log archive in S3 says
+	// (nil when it was not read).
+	Archive *Archive
 	// Now is when the snapshot was taken: ages and "stuck terminating" are measured from it.
 	Now time.Time
+}
+
+// Archive is the last lines of each rank's last attempt, read from the job's log archive.
+type Archive struct {
+	// URL is where the archive was read, for the report.
+	URL   string
+	Ranks []ArchivedRank
+}
+
+// ArchivedRank is the last attempt of one rank, as archived.
+type ArchivedRank struct {
+	Rank int
+	Pod  string
+	// Written is the archive's last write: about when the rank stopped.
+	Written time.Time
+	Lines   []string
 }
 
 // Issue is the SDK's readiness_issue: why a pod is not progressing.

@@ -1,0 +1,79 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/jobpods"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/s3layout"
+	"github.com/kubectl-tao/kubectl-tao/test/s3server"
+)
+
+// TestLogArchiveOfARetriedRank, on the simulated cluster (its pods run nothing, so the archive a
+// real pod's wrapper would upload is put in the S3 test server by hand): a staged job that
+// failed, rank 0 tried twice, its pods gone. logs reads both attempts in order, --attempt one,
+// --save writes the rank's file; diagnose finds the CUDA OOM in the last attempt's archived
+// lines; results lists both attempts; delete-artifacts removes them.
+func TestLogArchiveOfARetriedRank(t *testing.T) {
+	t.Parallel()
+	ns := namespace(t)
+	srv := s3server.Start(t)
+	srv.MakeBucket(t, "results")
+	job := stagedJob(t, ns, "oomed", "exit", srv, "results")
+	if err := pollErr(2*time.Minute, jobCondition(ns, "oomed", batchv1.JobFailed)); err != nil {
+		t.Fatal(err)
+	}
+	prefix, _ := s3layout.ResultsPrefix("oomed", string(job.UID))
+	first, second := s3layout.LogArchiveKey(prefix, 0, "oomed-first"), s3layout.LogArchiveKey(prefix, 0, "oomed-second")
+	oom := "torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB"
+	srv.Put(t, "results", first, []byte("epoch 1\nNCCL WARN peer lost\n"))
+	// The attempts are told apart by their last write: S3 stamps it to the second.
+	time.Sleep(1100 * time.Millisecond)
+	srv.Put(t, "results", second, []byte("epoch 1\nepoch 2\n"+oom+"\n"))
+
+	// Pods gone (GC'd, or a lost node), the Job still there.
+	ctx := context.Background()
+	if err := client.CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: new(int64)},
+		metav1.ListOptions{LabelSelector: jobpods.Selector("oomed")}); err != nil {
+		t.Fatal(err)
+	}
+	if err := pollErr(time.Minute, func(ctx context.Context) (bool, error) {
+		pods, err := client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: jobpods.Selector("oomed")})
+		return err == nil && len(pods.Items) == 0, err
+	}); err != nil {
+		t.Fatal(err)
+	}
+
+	r := tao(t, nil, "logs", "oomed", "-n", ns)
+	want := "[rank 0] epoch 1\n[rank 0] NCCL WARN peer lost\n[rank 0] epoch 1\n[rank 0] epoch 2\n[rank 0] " + oom + "\n"
+	if r.code != 0 || r.stdout != want || !strings.HasSuffix(r.stderr, ": its pods are gone.\n") {
+		t.Fatalf("logs: %s\nwant stdout:\n%s", r, want)
+	}
+	r = tao(t, nil, "logs", "oomed", "-n", ns, "--attempt", "1", "--prefix=pod")
+	if r.code != 0 || r.stdout != "[pod/oomed-first] epoch 1\n[pod/oomed-first] NCCL WARN peer lost\n" {
+		t.Fatalf("logs --attempt 1: %s", r)
+	}
+	dir := filepath.Join(t.TempDir(), "saved")
+	r = tao(t, nil, "logs", "oomed", "-n", ns, "--save", dir)
+	b, err := os.ReadFile(filepath.Join(dir, "rank-0.log"))
+	if r.code != 0 || r.stdout != "" || err != nil || string(b) != strings.ReplaceAll(want, "[rank 0] ", "") {
+		t.Fatalf("logs --save: %s\nrank-0.log %q, %v", r, b, err)
+	}
+
+	contains(t, tao(t, nil, "diagnose", "oomed", "-n", ns), 0, "What happened: rank 0: CUDAOutOfMemory (the archived log says: "+oom+")",
+		"Where first:   pod oomed-second", "the log findings come from the archived logs in s3://results/"+prefix)
+	contains(t, tao(t, nil, "results", "oomed", "-n", ns), 0, ".kubectl-tao/logs/rank-0.oomed-first.log", ".kubectl-tao/logs/rank-0.oomed-second.log")
+	contains(t, tao(t, nil, "delete-artifacts", "oomed", "-n", ns), 0, "job.batch/oomed deleted; 2 objects")
+	if keys := srv.Keys(t, "results", prefix); len(keys) != 0 {
+		t.Errorf("left after delete-artifacts: %q", keys)
+	}
+}
