@@ -3,6 +3,7 @@ package jobwait
 import (
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -53,9 +54,15 @@ type Stuckness struct {
 // is one) and s what triage.StuckOf found. It returns the error that ends the wait, if any.
 func (st *Stuckness) Observe(now time.Time, r jobstatus.Result, s *triage.Stuck) error {
 	if r.Reason == jobstatus.Queued && s == nil {
-		if q := r.Message; q != st.queued {
+		// Said once per queue: Kueue's words (how much quota is missing) change as other jobs
+		// come and go, the queue does not.
+		if q, words := queued(r.Message); q != st.queued {
 			st.queued = q
-			fmt.Fprintf(st.Progress, "%s: waiting for Kueue to admit it\n", queueText(r.Message))
+			line := fmt.Sprintf("queued in LocalQueue %s: waiting for Kueue to admit it", q)
+			if words != "" {
+				line += "; Kueue says: " + words
+			}
+			fmt.Fprintln(st.Progress, line)
 		}
 	} else if r.Reason != jobstatus.Queued {
 		st.queued = ""
@@ -91,12 +98,9 @@ func (st *Stuckness) Due() time.Time {
 	return st.since.Add(st.Timeout)
 }
 
-// queueText turns jobstatus's "queued in Q[: Kueue's words]" into the line's "queued in
-// LocalQueue Q[: ...]".
-func queueText(msg string) string {
-	const prefix = "queued in "
-	if len(msg) > len(prefix) && msg[:len(prefix)] == prefix {
-		return prefix + "LocalQueue " + msg[len(prefix):]
-	}
-	return msg
+// queued splits jobstatus's message of a Queued job, "queued in Q[: Kueue's words]", into the
+// LocalQueue (a name, so without ": ") and Kueue's words.
+func queued(msg string) (queue, words string) {
+	queue, words, _ = strings.Cut(strings.TrimPrefix(msg, "queued in "), ": ")
+	return queue, words
 }

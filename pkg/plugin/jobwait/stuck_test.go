@@ -83,13 +83,14 @@ func TestStucknessWithoutTimeout(t *testing.T) {
 func TestStucknessKueue(t *testing.T) {
 	var progress bytes.Buffer
 	st := &Stuckness{Job: "train", Namespace: "ml", Timeout: time.Hour, Progress: &progress}
-	queued := jobstatus.Result{Status: jobstatus.Pending, Reason: jobstatus.Queued, Message: "queued in team-a"}
-	for i := 0; i < 3; i++ {
+	// Kueue's words change as other jobs come and go: the queue is said once.
+	for i, msg := range []string{"queued in team-a: insufficient unused quota, 16 more needed", "queued in team-a: insufficient unused quota, 8 more needed", "queued in team-a"} {
+		queued := jobstatus.Result{Status: jobstatus.Pending, Reason: jobstatus.Queued, Message: msg}
 		if err := st.Observe(time.Unix(int64(i), 0), queued, nil); err != nil {
 			t.Fatalf("queued: %v", err)
 		}
 	}
-	if got := progress.String(); got != "queued in LocalQueue team-a: waiting for Kueue to admit it\n" {
+	if got := progress.String(); got != "queued in LocalQueue team-a: waiting for Kueue to admit it; Kueue says: insufficient unused quota, 16 more needed\n" {
 		t.Errorf("progress = %q", got)
 	}
 	progress.Reset()
