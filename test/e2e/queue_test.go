@@ -268,8 +268,13 @@ func TestQueue(t *testing.T) {
 		}
 		contains(t, tao(t, nil, "list", "-n", ns), 0, "ddp", "Queued")
 		contains(t, tao(t, nil, "diagnose", "ddp", "-n", ns), 0, "queued in team-a, not admitted yet", "kubectl describe localqueue team-a")
-		// wait keeps waiting for a queued job: only its --timeout ends it.
-		contains(t, tao(t, nil, "wait", "ddp", "-n", ns, "--timeout", "3s"), 8)
+		// wait keeps waiting for a queued job (only its --timeout ends it), and says once where it
+		// waits.
+		r = tao(t, nil, "wait", "ddp", "-n", ns, "--timeout", "3s", "--stuck-timeout", "1s")
+		contains(t, r, 8)
+		if n := strings.Count(r.stderr, "queued in LocalQueue team-a: waiting for Kueue to admit it"); n != 1 {
+			t.Errorf("the queue said %d times, want once:\n%s", n, r)
+		}
 
 		// A third job queues behind; cancel removes it and the Workload Kueue made for it.
 		contains(t, tao(t, nil, "submit", "third", "-n", ns, "--image", "img", "--gpus", "8", "--nodes", "2", "--queue", "team-a",
@@ -304,6 +309,66 @@ func TestQueue(t *testing.T) {
 		if firstJob.Status.CompletionTime == nil || ddp.Status.StartTime == nil || ddp.Status.StartTime.Before(firstJob.Status.CompletionTime) {
 			t.Fatalf("ddp started at %v, first completed at %v: ddp must start only once first's quota is free",
 				ddp.Status.StartTime, firstJob.Status.CompletionTime)
+		}
+	})
+
+	t.Run("a job Kueue can never admit ends wait at once with exit code 13", func(t *testing.T) {
+		ctx := context.Background()
+		// A queue of its own: 8 GPUs, which "hold" takes; "never" queues behind it. Then the quota
+		// shrinks below what "never" needs: Kueue will never admit it, and wait says so at once.
+		createClusterQueue(t, dyn, "small-queue", 8)
+		// Leave Kueue nothing to finalize, even when the test fails: kueue-down removes its API,
+		// which waits for every Workload and ClusterQueue to be gone.
+		t.Cleanup(func() {
+			var uids []types.UID
+			for _, name := range []string{"hold", "never"} {
+				if job, err := client.BatchV1().Jobs(ns).Get(ctx, name, metav1.GetOptions{}); err == nil {
+					uids = append(uids, job.UID)
+					tao(t, nil, "cancel", name, "-n", ns)
+				}
+			}
+			poll(t, 60*time.Second, "the Workloads of hold and never to be gone", func(ctx context.Context) (bool, error) {
+				for _, uid := range uids {
+					if wls, err := workloadsOf(ctx, dyn, ns, uid); err != nil || len(wls) != 0 {
+						return false, err
+					}
+				}
+				return true, nil
+			})
+			for _, o := range []struct{ resource, name string }{{"clusterqueues", "small-queue"}, {"resourceflavors", "small-queue-gpu"}} {
+				if err := dyn.Resource(kueueResource(o.resource)).Delete(ctx, o.name, metav1.DeleteOptions{}); ignoreNotFound(err) != nil {
+					t.Error(err)
+				}
+				poll(t, 60*time.Second, o.name+" to be gone", func(ctx context.Context) (bool, error) {
+					_, err := dyn.Resource(kueueResource(o.resource)).Get(ctx, o.name, metav1.GetOptions{})
+					return apierrors.IsNotFound(err), ignoreNotFound(err)
+				})
+			}
+		})
+		createKueueObject(t, dyn, "localqueues", ns, map[string]any{
+			"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue",
+			"metadata": map[string]any{"name": "team-b", "namespace": ns},
+			"spec":     map[string]any{"clusterQueue": "small-queue"},
+		})
+		contains(t, tao(t, nil, "submit", "hold", "-n", ns, "--image", "img", "--gpus", "8", "--queue", "team-b",
+			"--annotation", "sim.kubectl-tao.dev/fate=run-forever", "--", "sleep inf"), 0, "job.batch/hold created")
+		poll(t, 30*time.Second, "Kueue to admit hold", runningPods(ns, "hold", 1))
+		contains(t, tao(t, nil, "submit", "never", "-n", ns, "--image", "img", "--gpus", "8", "--queue", "team-b",
+			"--", "true"), 0, "job.batch/never created")
+		waitWorkload(t, dyn, ns, "never")
+		patch := []byte(`[{"op":"replace","path":"/spec/resourceGroups/0/flavors/0/resources/2/nominalQuota","value":"4"}]`)
+		if _, err := dyn.Resource(kueueResource("clusterqueues")).Patch(ctx, "small-queue", types.JSONPatchType, patch, metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		r := tao(t, nil, "wait", "never", "-n", ns, "--stuck-timeout", "0")
+		contains(t, r, 13, "Kueue will not admit the job: Inadmissible", "will not be admitted by Kueue",
+			"ClusterQueue small-queue can hold at most 4")
+		if r.stdout != "" {
+			t.Errorf("stdout = %q, want nothing", r.stdout)
+		}
+		if took := time.Since(start); took > 20*time.Second {
+			t.Errorf("wait took %s to see that Kueue will never admit the job", took)
 		}
 	})
 }

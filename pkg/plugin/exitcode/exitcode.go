@@ -30,6 +30,11 @@ const (
 	JobCanceled   Code = 10 // the Job was canceled (deleted) before it finished
 	// PreflightFailed: at least one preflight check failed.
 	PreflightFailed Code = 11
+	// Stuck: ranks that cannot start (image pull, container config, unschedulable) for
+	// --stuck-timeout.
+	Stuck Code = 12
+	// NotAdmitted: Kueue will never admit the job (Inadmissible, Deactivated).
+	NotAdmitted Code = 13
 )
 
 // Table lists every code with its name and meaning, in order, for help text and docs.
@@ -50,6 +55,8 @@ var Table = []struct {
 	{JobFailed, "JobFailed", "the Job ended in Error"},
 	{JobCanceled, "JobCanceled", "the Job was canceled (deleted) before it finished"},
 	{PreflightFailed, "PreflightFailed", "at least one preflight check failed"},
+	{Stuck, "Stuck", "the job cannot start: ranks stuck (image pull, container config, unschedulable) for --stuck-timeout"},
+	{NotAdmitted, "NotAdmitted", "Kueue will never admit the job (Inadmissible or Deactivated); the message carries Kueue's reason"},
 }
 
 // codedError carries an explicit exit code alongside the error shown to the user.

@@ -40,14 +40,27 @@ type Outcome struct {
 	Job    *batchv1.Job
 }
 
-// Until blocks until the Job reaches a terminal status, ctx ends, or timeout (0: none) passes,
-// writing each transition to progress. It reads the Job once, then follows it with a watch
+// Options say how long a wait may last and what may end it early.
+type Options struct {
+	// Timeout ends the wait with Timeout; 0 waits forever.
+	Timeout time.Duration
+	// StuckTimeout ends it with Stuck once ranks have been unable to start that long
+	// (--stuck-timeout); 0 never does. The first sign is said on progress either way.
+	StuckTimeout time.Duration
+	// Workload reads Kueue's Workload of a queued job, so that a job Kueue will never admit
+	// ends the wait at once (NotAdmitted); nil reads none (the job stays Queued).
+	Workload WorkloadReader
+}
+
+// Until blocks until the Job reaches a terminal status, ctx ends, o.Timeout passes, or the job
+// cannot start (o.StuckTimeout, Kueue's refusal), writing each transition to progress. It reads the Job once, then follows it with a watch
 // (list+watch by field selector through an informer, which relists on its own if the watch
 // breaks or its resourceVersion expires), never by polling.
 //
 // A terminal status is not an error here: use Err on Outcome.Result for the exit code. Errors
 // are a missing Job (NotFound), a timeout (Timeout), an interruption or an API failure.
-func Until(ctx context.Context, client kubernetes.Interface, t Target, timeout time.Duration, progress io.Writer) (Outcome, error) {
+func Until(ctx context.Context, client kubernetes.Interface, t Target, o Options, progress io.Writer) (Outcome, error) {
+	timeout := o.Timeout
 	jobs := client.BatchV1().Jobs(t.Namespace)
 	job, err := jobs.Get(ctx, t.Name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
@@ -69,9 +82,19 @@ func Until(ctx context.Context, client kubernetes.Interface, t Target, timeout t
 		return w.outcome(), nil
 	}
 
-	wctx, cancel := ctx, context.CancelFunc(func() {})
+	// The pods are watched beside the Job, to say (and end the wait) when ranks cannot start.
+	sctx, stop := context.WithCancelCause(ctx)
+	w.stuck = newStuckWatch(client, w.target, o, progress, stop)
+	go w.stuck.run(outage.QuietContext(sctx), t.Namespace, w.target.UID)
+	defer func() {
+		stop(nil)
+		<-w.stuck.done
+	}()
+	w.stuck.setJob(job)
+
+	wctx, cancel := sctx, context.CancelFunc(func() {})
 	if timeout > 0 {
-		wctx, cancel = context.WithTimeout(ctx, timeout)
+		wctx, cancel = context.WithTimeout(sctx, timeout)
 	}
 	defer cancel()
 	selector := fields.OneTermEqualSelector("metadata.name", t.Name).String()
@@ -128,6 +151,9 @@ func Until(ctx context.Context, client kubernetes.Interface, t Target, timeout t
 	case ctx.Err() != nil:
 		return w.outcome(), fmt.Errorf("interrupted while waiting for job.batch/%s (last status: %s): %w",
 			t.Name, Describe(w.last()), ctx.Err())
+	case sctx.Err() != nil:
+		// The stuck watch ended the wait: its cause carries the exit code.
+		return w.outcome(), context.Cause(sctx)
 	case wctx.Err() != nil:
 		return w.outcome(), exitcode.WithCode(exitcode.Timeout, fmt.Errorf("timed out after %s waiting for job.batch/%s (last status: %s)",
 			timeout, t.Name, Describe(w.last())))
@@ -142,6 +168,7 @@ type waiter struct {
 	progress io.Writer
 	prev     *jobstatus.Result
 	job      *batchv1.Job
+	stuck    *stuckWatch // nil until the watch starts
 }
 
 // observe records a state of the Job, prints the transition and reports whether it is terminal.
@@ -154,7 +181,11 @@ func (w *waiter) observe(job *batchv1.Job) bool {
 		return true
 	}
 	w.job = job
-	// Kueue's Workload is not followed here: a job waiting in a queue reads as Queued.
+	if w.stuck != nil {
+		w.stuck.setJob(job)
+	}
+	// Kueue's Workload is read by the stuck watch, which ends the wait when Kueue refuses the
+	// job; here a job waiting in a queue reads as Queued.
 	return w.record(jobstatus.WithWorkload(jobstatus.Of(job, nil), job, nil))
 }
 

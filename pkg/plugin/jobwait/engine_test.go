@@ -61,7 +61,7 @@ func TestUntilOutageIsTwoLines(t *testing.T) {
 	var out Outcome
 	go func() {
 		var err error
-		out, err = Until(context.Background(), c, Target{Namespace: "ml", Name: "train"}, 30*time.Second, progress)
+		out, err = Until(context.Background(), c, Target{Namespace: "ml", Name: "train"}, Options{Timeout: 30 * time.Second}, progress)
 		done <- err
 	}()
 	for !strings.Contains(progress.String(), "answers again") {

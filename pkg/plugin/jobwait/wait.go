@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"time"
 
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/client-go/kubernetes"
@@ -24,10 +23,9 @@ type Report struct {
 
 // Wait waits for t and reports like `kubectl tao wait`: progress on r.Streams.ErrOut, the final
 // status on r.Streams.Out (a line, or the status object when r.Out is not human), and the exit
-// code of the outcome as the error. timeout 0 waits forever. submit --wait calls it after
-// creating the Job.
-func Wait(ctx context.Context, client kubernetes.Interface, t Target, timeout time.Duration, r Report) error {
-	out, err := Until(ctx, client, t, timeout, r.Streams.ErrOut)
+// code of the outcome as the error. submit --wait calls it after creating the Job.
+func Wait(ctx context.Context, client kubernetes.Interface, t Target, o Options, r Report) error {
+	out, err := Until(ctx, client, t, o, r.Streams.ErrOut)
 	if err != nil {
 		return err
 	}

@@ -190,3 +190,14 @@ func quantity(v any) int64 {
 	}
 	return 0
 }
+
+// WorkloadReader is WorkloadOf on these clients, for a wait that watches a queued job: Kueue's
+// verdict (never admissible, deactivated) ends the wait. nil without a dynamic client.
+func WorkloadReader(d discovery.DiscoveryInterface, dyn dynamic.Interface) func(context.Context, *batchv1.Job) (*jobstatus.Workload, error) {
+	if dyn == nil {
+		return nil
+	}
+	return func(ctx context.Context, job *batchv1.Job) (*jobstatus.Workload, error) {
+		return WorkloadOf(ctx, d, dyn, job)
+	}
+}

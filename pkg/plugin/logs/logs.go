@@ -55,6 +55,8 @@ With -f, every rank is followed at once, each line written whole; pods that appe
 replace others are picked up, and a dropped stream resumes without losing or repeating lines.
 Following ends by itself when the job ends, after reading each pod's last lines, and exits as
 'kubectl tao wait' does: 0 when the job completed, 9 when it failed, 10 when it was canceled.
+A rank that cannot start (an image that cannot be pulled, a pod no node can take) is said once
+on stderr with the command that explains it; after --stuck-timeout of that, -f exits with 12.
 
 A job submitted with --output-path archives each rank's log in S3 (results/<job-name>/<job-uid>/
 .kubectl-tao/logs/rank-<N>.<pod>.log, one per attempt: with --retries each attempt is a new pod).
@@ -88,6 +90,7 @@ type Options struct {
 	Save           string
 	UID            string
 	S3Secret       string
+	StuckTimeout   time.Duration
 
 	prefixSet bool
 	getenv    func(string) string
@@ -138,6 +141,7 @@ func NewCmd(f cmdutil.Factory, streams genericiooptions.IOStreams, getenv func(s
 	fl.StringVar(&o.Save, "save", o.Save, "Write each rank's lines, without prefix, to DIR/rank-<N>.log (rank-<N>.attempt-<A>.log with --attempt) instead of stdout, from the pods or the archive; with -f, until the job ends.")
 	fl.StringVar(&o.UID, "uid", o.UID, "The run whose archived logs to read, when the Job is gone and its name has several runs (see 'kubectl tao results --all-runs').")
 	fl.StringVar(&o.S3Secret, "s3-secret", o.S3Secret, "Secret with the S3 credentials of the log archive, when the shell has none and the Job (with its own Secret) is gone.")
+	jobwait.AddStuckTimeoutFlag(fl, &o.StuckTimeout)
 	cmd.ValidArgsFunction = cmdutil.CompleteJobNames(f)
 	return cmd
 }
@@ -164,6 +168,7 @@ func (o *Options) Complete(cmd *cobra.Command, args []string) error {
 		Since:          o.Since,
 		Previous:       o.Previous,
 		MaxLogRequests: o.MaxLogRequests,
+		StuckTimeout:   o.StuckTimeout,
 	}
 	if o.NoPrefix {
 		o.cfg.Prefix = tail.PrefixNone
@@ -189,6 +194,8 @@ func (o *Options) Validate() error {
 		return exitcode.Usagef("--tail must be -1 (all) or at least 0, got %d", o.Tail)
 	case o.Since < 0:
 		return exitcode.Usagef("--since must be positive, got %s", o.Since)
+	case o.StuckTimeout < 0:
+		return jobwait.ValidateStuckTimeout(o.StuckTimeout)
 	case o.MaxLogRequests < 1:
 		return exitcode.Usagef("--max-log-requests must be at least 1, got %d", o.MaxLogRequests)
 	}

@@ -8,12 +8,14 @@ import (
 	"io"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/cli-runtime/pkg/printers"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/utils/clock"
 
@@ -156,6 +158,8 @@ type Options struct {
 	DryRunFlag string
 	Wait       bool
 	Follow     bool
+	// StuckTimeout is --stuck-timeout, for --wait and --follow.
+	StuckTimeout time.Duration
 
 	// Set by Complete.
 	spec    jobspec.Spec
@@ -209,6 +213,7 @@ func NewCmd(f cmdutil.Factory, streams genericiooptions.IOStreams, clk clock.Pas
 	o.AddFlags(fl) // jobflags.Job: every flag that describes the job
 	fl.BoolVar(&o.Wait, "wait", o.Wait, "After creating the job, wait until it ends, as `kubectl tao wait` does (progress on stderr, exit code of the outcome).")
 	fl.BoolVar(&o.Follow, "follow", o.Follow, "After creating the job, follow every rank's log as `kubectl tao logs -f` does (exit code of the outcome); Ctrl-C detaches, the job keeps running.")
+	jobwait.AddStuckTimeoutFlag(fl, &o.StuckTimeout)
 	cmdutil.AddDryRunFlag(cmd, &o.DryRunFlag)
 	o.PrintFlags.AddFlags(cmd)
 	return cmd
@@ -401,6 +406,9 @@ func (o *Options) validate() error {
 	if o.Wait && o.dryRun != cmdutil.DryRunNone {
 		return exitcode.Usagef("--wait cannot be combined with --dry-run: nothing would run")
 	}
+	if err := jobwait.ValidateStuckTimeout(o.StuckTimeout); err != nil {
+		return err
+	}
 	return exitcode.WithCode(exitcode.Usage, o.spec.Validate())
 }
 
@@ -457,7 +465,7 @@ func (o *Options) Run(ctx context.Context) error {
 		if err := o.print(created); err != nil {
 			return err
 		}
-		return tail.FollowSubmitted(ctx, client, created.Job.Namespace, created.Job.Name, logStreams)
+		return tail.FollowSubmitted(ctx, client, created.Job.Namespace, created.Job.Name, o.StuckTimeout, logStreams)
 	}
 	if err := o.print(created); err != nil || !o.Wait {
 		return err
@@ -468,7 +476,21 @@ func (o *Options) Run(ctx context.Context) error {
 		streams.Out = io.Discard
 	}
 	target := jobwait.Target{Namespace: created.Job.Namespace, Name: created.Job.Name, UID: created.Job.UID}
-	return jobwait.Wait(ctx, client, target, 0, jobwait.Report{Clock: o.clock, Streams: streams})
+	wait := jobwait.Options{StuckTimeout: o.StuckTimeout, Workload: o.workloadReader(client)}
+	return jobwait.Wait(ctx, client, target, wait, jobwait.Report{Clock: o.clock, Streams: streams})
+}
+
+// workloadReader reads the Kueue Workload of a queued job for --wait; nil for a job without
+// --queue, or without a dynamic client (the wait then sees the job as Queued until it runs).
+func (o *Options) workloadReader(client kubernetes.Interface) jobwait.WorkloadReader {
+	if o.spec.Queue == "" {
+		return nil
+	}
+	dyn, err := o.factory.DynamicClient()
+	if err != nil {
+		return nil
+	}
+	return kueue.WorkloadReader(client.Discovery(), dyn)
 }
 
 // secretValues are the credentials submit holds, to be scrubbed from any error.

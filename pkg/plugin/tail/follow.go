@@ -21,7 +21,9 @@ import (
 
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/jobpods"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/jobstatus"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/jobwait"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/outage"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/triage"
 )
 
 // tailer follows one container. Its cursor belongs to its goroutine until done is closed.
@@ -74,7 +76,8 @@ func (e *Engine) Follow(ctx context.Context, cfg Config) (jobstatus.Result, erro
 	}
 
 	f := &follower{e: e, cfg: cfg, out: &syncWriter{w: e.Out}, tailers: map[types.UID]*tailer{}, pods: map[types.UID]*corev1.Pod{},
-		reach: outage.New(e.ErrOut, "following job.batch/"+cfg.Job, e.Clock)}
+		reach: outage.New(e.ErrOut, "following job.batch/"+cfg.Job, e.Clock),
+		stuck: jobwait.Stuckness{Job: cfg.Job, Namespace: cfg.Namespace, Timeout: cfg.StuckTimeout, Progress: e.ErrOut}}
 	f.setJobs(jobs)
 	f.setPods(pods)
 	res, done, err := f.jobState(f.job)
@@ -134,7 +137,18 @@ func (e *Engine) Follow(ctx context.Context, cfg Config) (jobstatus.Result, erro
 		draining, drainOver bool
 		deadline, tick      <-chan time.Time
 	)
+	if err := f.checkStuck(); err != nil {
+		stopStreams()
+		f.wait()
+		return res, err
+	}
 	for {
+		// A job whose ranks cannot start is looked at again when --stuck-timeout would pass,
+		// even if nothing changes by then.
+		var stuckDue <-chan time.Time
+		if d := f.stuck.Due(); !d.IsZero() {
+			stuckDue = time.After(time.Until(d))
+		}
 		select {
 		case <-ctx.Done():
 			stopStreams()
@@ -143,6 +157,7 @@ func (e *Engine) Follow(ctx context.Context, cfg Config) (jobstatus.Result, erro
 		case u := <-updates:
 			f.apply(u)
 		case <-tick:
+		case <-stuckDue:
 		case <-deadline:
 			draining, drainOver = false, true
 		}
@@ -187,10 +202,32 @@ func (e *Engine) Follow(ctx context.Context, cfg Config) (jobstatus.Result, erro
 			}
 			return res, f.lastRead(ctx, pods)
 		}
+		if err := f.checkStuck(); err != nil {
+			stopStreams()
+			f.wait()
+			return res, err
+		}
 		if err := f.reconcile(streamCtx); err != nil {
 			return res, err
 		}
 	}
+}
+
+// checkStuck says, once, when ranks of the Job cannot start, and ends following (exit code
+// Stuck) once that has lasted cfg.StuckTimeout. Kueue's Workload is not read here: a queued
+// job is said to wait in its queue, and followed until it runs.
+func (f *follower) checkStuck() error {
+	if f.job == nil {
+		return nil
+	}
+	var pods []corev1.Pod
+	for _, p := range f.pods {
+		if jobpods.Owned(p, f.uid) {
+			pods = append(pods, *p)
+		}
+	}
+	r := jobstatus.WithWorkload(jobstatus.Of(f.job, nil), f.job, nil)
+	return f.stuck.Observe(time.Now(), r, triage.StuckOf(f.job, pods, r))
 }
 
 // listJob lists the Job by name: one request, and a resourceVersion to watch it from.
@@ -355,6 +392,8 @@ type follower struct {
 	// What the lists and watches say now: the Job (nil when absent) and its selected pods.
 	job  *batchv1.Job
 	pods map[types.UID]*corev1.Pod
+	// stuck says when ranks cannot start, and ends following when that lasts.
+	stuck jobwait.Stuckness
 }
 
 func (f *follower) setJobs(jobs []batchv1.Job) {

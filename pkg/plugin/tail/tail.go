@@ -50,6 +50,9 @@ type Config struct {
 	Previous bool
 	// MaxLogRequests bounds concurrent log requests; following more pods than this is refused.
 	MaxLogRequests int
+	// StuckTimeout ends Follow with exitcode.Stuck once ranks have been unable to start this
+	// long; 0 follows forever. The first sign is said on ErrOut either way.
+	StuckTimeout time.Duration
 }
 
 // OpenFunc opens one container's log. The default uses the client's GetLogs; tests inject

@@ -22,6 +22,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/exitcode"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/internal/fixture"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/jobstatus"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/outage"
@@ -675,5 +676,38 @@ func TestFollowWaitsQuietlyForAFirstLog(t *testing.T) {
 				t.Errorf("stderr %q", errOut.String())
 			}
 		})
+	}
+}
+
+// TestFollowStuck: logs -f on a job whose rank 1 is running and rank 0 cannot be scheduled says
+// so once on ErrOut, keeps following the running rank, and ends with Stuck after StuckTimeout;
+// a pod update that changes only the scheduler's words says nothing more.
+func TestFollowStuck(t *testing.T) {
+	pending := fixture.RankPod(train().Obj(), 0).Name("train-0").Created(time.Unix(1, 0)).
+		Unschedulable("0/3 nodes are available: 3 Insufficient nvidia.com/gpu.", time.Unix(2, 0)).Obj()
+	c, watches := watching(train().Obj(), pending, fixture.RankPod(train().Obj(), 1).Name("train-1").Created(time.Unix(1, 0)).Running(time.Time{}).Obj())
+	srv := newLogServer()
+	srv.add("train-1", 1)
+	out, errOut := &testbuf.Buffer{}, &testbuf.Buffer{}
+	start := time.Now()
+	run := startFollow(&Engine{Client: c, Open: srv.open, Out: out, ErrOut: errOut}, Config{Namespace: "ns", Job: "train", StuckTimeout: time.Second})
+	<-watches
+	<-watches
+	waitFor(t, "the stuck line", func() bool { return strings.Contains(errOut.String(), "cannot start") })
+	again := pending.DeepCopy()
+	again.Status.Conditions[0].Message = "0/4 nodes are available: 4 Insufficient nvidia.com/gpu."
+	if _, err := c.CoreV1().Pods("ns").UpdateStatus(context.Background(), again, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	run.wait(t)
+	if exitcode.Of(run.err) != exitcode.Stuck || time.Since(start) < time.Second {
+		t.Fatalf("Follow = %v (exit code %d) after %s, want Stuck after 1s", run.err, exitcode.Of(run.err), time.Since(start))
+	}
+	want := "rank 0 (pod train-0) cannot start: Unschedulable: 0/3 nodes are available: 3 Insufficient nvidia.com/gpu.; see why: kubectl tao diagnose train -n ns\n"
+	if errOut.String() != want {
+		t.Errorf("stderr:\n%s\nwant:\n%s", errOut.String(), want)
+	}
+	if !strings.Contains(out.String(), "train-1 step 1") {
+		t.Errorf("stdout = %q: the running rank was not followed", out.String())
 	}
 }

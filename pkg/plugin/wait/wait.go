@@ -13,11 +13,15 @@ import (
 
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmdutil"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/jobwait"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/kueue"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/printer"
 )
 
 const example = `  # Block until the job ends; the exit code tells how (0 Complete, 9 Error, 10 Canceled)
   kubectl tao wait train-1 && echo trained
+
+  # Wait however long ranks take to start (no --stuck-timeout, exit code 12)
+  kubectl tao wait train-1 --stuck-timeout 0
 
   # Give up after two hours (exit code 8)
   kubectl tao wait job/train-1 --timeout 2h
@@ -34,14 +38,22 @@ line ("job.batch/NAME Complete"), or the status object with -o. The exit code sa
   9   Error (JobFailed)
   10  Canceled: the Job was deleted, or is being deleted, before it finished
   8   the --timeout passed first
+  12  Stuck: ranks could not start for --stuck-timeout (an image that cannot be pulled,
+      a container the kubelet cannot create, a pod no node can take)
+  13  NotAdmitted: Kueue will never admit the job (Inadmissible, Deactivated)
   3   the Job does not exist
+
+A rank that cannot start is said at once on stderr, with the command that explains it
+(kubectl tao diagnose); so is a job queued in a Kueue LocalQueue, which waits for as long as
+the queue takes.
 
 Unlike kubectl wait (30s), there is no timeout by default: training runs for hours.
 The Job is followed with a watch, not polled.`
 
 // Options are the flags and arguments of `kubectl tao wait`.
 type Options struct {
-	Timeout time.Duration
+	Timeout      time.Duration
+	StuckTimeout time.Duration
 
 	namespace, name string
 	out             *printer.Flags
@@ -64,6 +76,7 @@ func NewCmd(f cmdutil.Factory, streams genericiooptions.IOStreams, clk clock.Pas
 		RunE:                  cmdutil.RunE(o),
 	}
 	cmd.Flags().DurationVar(&o.Timeout, "timeout", 0, "How long to wait before giving up (exit code 8), e.g. 30m or 2h. 0 waits forever.")
+	jobwait.AddStuckTimeoutFlag(cmd.Flags(), &o.StuckTimeout)
 	o.out.AddFlags(cmd.Flags(), `the line "job.batch/NAME STATUS"`)
 	cmd.ValidArgsFunction = cmdutil.CompleteJobNames(f)
 	return cmd
@@ -81,6 +94,9 @@ func (o *Options) Validate() error {
 	if err := cmdutil.ValidateTimeout(o.Timeout); err != nil {
 		return err
 	}
+	if err := jobwait.ValidateStuckTimeout(o.StuckTimeout); err != nil {
+		return err
+	}
 	return o.out.Validate()
 }
 
@@ -91,5 +107,10 @@ func (o *Options) Run(ctx context.Context) error {
 		return err
 	}
 	target := jobwait.Target{Namespace: o.namespace, Name: o.name}
-	return jobwait.Wait(ctx, client, target, o.Timeout, jobwait.Report{Out: o.out, Clock: o.clock, Streams: o.IOStreams})
+	wait := jobwait.Options{Timeout: o.Timeout, StuckTimeout: o.StuckTimeout}
+	if dyn, err := o.factory.DynamicClient(); err == nil {
+		// Without it the wait still works; a queued job then only shows as Queued.
+		wait.Workload = kueue.WorkloadReader(client.Discovery(), dyn)
+	}
+	return jobwait.Wait(ctx, client, target, wait, jobwait.Report{Out: o.out, Clock: o.clock, Streams: o.IOStreams})
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
@@ -179,6 +180,26 @@ func TestWaitOutcomes(t *testing.T) {
 			stderr: []string{"error: timed out after 200ms waiting for job.batch/train (last status: Running (2/2 ranks))"},
 		},
 		{
+			name: "a rank that cannot start, for --stuck-timeout",
+			args: []string{"--stuck-timeout", "300ms", "-o", "json"},
+			changes: func(t *testing.T, c *fake.Clientset) []func() {
+				job := train().DefaultSelector().Container(corev1.Container{Name: "tao", Image: "local/nonexistent:1"}).Obj()
+				pod := fixture.RankPod(job, 1).Node("node-1").Waiting("ErrImageNeverPull", `Container image "local/nonexistent:1" is not present with pull policy of Never`).Obj()
+				return []func(){func() {
+					if _, err := c.CoreV1().Pods("ml").Create(context.Background(), pod, metav1.CreateOptions{}); err != nil {
+						t.Error(err)
+					}
+				}}
+			},
+			code:   exitcode.Stuck,
+			stdout: "",
+			stderr: []string{
+				"rank 1 (pod train-1-abcde) cannot start: ErrImageNeverPull: Container image \"local/nonexistent:1\" is not present with pull policy of Never",
+				"; see why: kubectl tao diagnose train -n ml\n",
+				"error: job.batch/train could not start for 300ms (--stuck-timeout): ErrImageNeverPull",
+			},
+		},
+		{
 			name: "-o json prints the status object",
 			args: []string{"-o", "jsonpath={.status} {.succeeded}"},
 			changes: func(t *testing.T, c *fake.Clientset) []func() {
@@ -244,7 +265,7 @@ func TestWaitInterrupted(t *testing.T) {
 
 func TestWaitFlags(t *testing.T) {
 	c, _ := watched(train().Obj())
-	for _, args := range [][]string{{}, {"train", "--timeout", "-1s"}, {"train", "-o", "wide"}, {"svc/train"}} {
+	for _, args := range [][]string{{}, {"train", "--timeout", "-1s"}, {"train", "--stuck-timeout", "-1s"}, {"train", "-o", "wide"}, {"svc/train"}} {
 		if r := run(context.Background(), c, args...); r.Code != int(exitcode.Usage) {
 			t.Errorf("%v: got %+v, want a usage error", args, r)
 		}
