@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"sort"
 	"strings"
 	"testing"
@@ -91,7 +92,7 @@ func TestStatusJSONHasExactlyTheContractKeys(t *testing.T) {
 	if err := json.Unmarshal([]byte(r.Stdout), &m); err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"name", "namespace", "uid", "status", "reason", "message", "gpus", "nodes", "active", "ready", "succeeded", "failed", "startTime", "completionTime", "workdirSHA256"}
+	want := []string{"name", "namespace", "uid", "status", "reason", "message", "gpus", "nodes", "active", "ready", "succeeded", "failed", "startTime", "completionTime", "workdirSHA256", "queue"}
 	if len(m) != len(want) {
 		t.Errorf("keys = %v, want exactly %v", m, want)
 	}
@@ -238,10 +239,13 @@ func kueueCluster(job *batchv1.Job, gpus string, conditions ...any) (*fake.Clien
 	}
 	wl := obj("Workload", "ml", "job-train-1", map[string]any{"status": map[string]any{"conditions": conditions}})
 	wl.SetLabels(map[string]string{kueue.JobUIDLabel: "uid-1"})
-	lq := obj("LocalQueue", "ml", "team-a", map[string]any{"spec": map[string]any{"clusterQueue": "gpu-cq"}})
+	lq := obj("LocalQueue", "ml", "team-a", map[string]any{"spec": map[string]any{"clusterQueue": "gpu-cq"},
+		"status": map[string]any{"pendingWorkloads": int64(1)}})
+	// Another job holds 8 of the quota; this one and another wait.
 	cq := obj("ClusterQueue", "", "gpu-cq", map[string]any{"spec": map[string]any{"resourceGroups": []any{map[string]any{
 		"flavors": []any{map[string]any{"name": "h100", "resources": []any{map[string]any{"name": "nvidia.com/gpu", "nominalQuota": gpus}}}},
-	}}}})
+	}}}, "status": map[string]any{"pendingWorkloads": int64(2), "admittedWorkloads": int64(1),
+		"flavorsReservation": []any{map[string]any{"name": "h100", "resources": []any{map[string]any{"name": "nvidia.com/gpu", "total": "8"}}}}}})
 	gv := func(r string) schema.GroupVersionResource {
 		return schema.GroupVersionResource{Group: kueue.Group, Version: "v1beta2", Resource: r}
 	}
@@ -264,8 +268,10 @@ func TestStatusKueueReasons(t *testing.T) {
 		reason     string
 		message    string
 	}{
-		{"waiting for quota", "16", []any{pending}, false, "Queued", "queued in team-a: couldn't assign flavors to pod set main: insufficient unused quota"},
-		{"preempted", "16", []any{preempted, pending}, false, "Preempted", "preempted and requeued in team-a: Preempted to accommodate a workload"},
+		{"waiting for quota", "16", []any{pending}, false, "Queued", "queued in team-a: couldn't assign flavors to pod set main: insufficient unused quota " +
+			"for nvidia.com/gpu in flavor h100, 16 more needed; ClusterQueue gpu-cq: 8 of 16 nvidia.com/gpu used in flavor h100, the job needs 16; " +
+			"1 pending in team-a, 2 in gpu-cq, 1 admitted"},
+		{"preempted", "16", []any{preempted, pending}, false, "Preempted", "preempted and requeued in team-a: Preempted to accommodate a workload due to prioritization in the ClusterQueue; ClusterQueue gpu-cq: 8 of 16"},
 		{"never admissible", "8", []any{pending}, false, "Inadmissible", "needs 16 nvidia.com/gpu but ClusterQueue gpu-cq can hold at most 8"},
 		{"deactivated", "16", []any{map[string]any{"type": "Evicted", "status": "True", "reason": "DeactivatedDueToRequeuingLimitExceeded",
 			"message": "The workload is deactivated due to exceeding the maximum number of re-queuing retries"}}, true,
@@ -294,6 +300,12 @@ func TestStatusKueueReasons(t *testing.T) {
 			}
 			if m["status"] != "Pending" || m["reason"] != tc.reason || !strings.Contains(m["message"].(string), tc.message) {
 				t.Errorf("status %v, reason %v, message %q; want Pending, %s, %q", m["status"], m["reason"], m["message"], tc.reason, tc.message)
+			}
+			// .queue is where it waits and for what, whatever the reason.
+			q, _ := json.Marshal(m["queue"])
+			const wantQueue = `{"clusterQueue":"gpu-cq","clusterQueueAdmitted":1,"clusterQueuePending":2,"flavors":[{"borrowingLimit":null,"flavor":"h100","nominal":%s,"used":8}],"gpus":16,"localQueue":"team-a","localQueuePending":1}`
+			if got, want := string(q), fmt.Sprintf(wantQueue, tc.quota); got != want {
+				t.Errorf(".queue = %s\nwant     %s", got, want)
 			}
 			table := cmdtest.Cmd{NS: "ml", Client: c, Dynamic: dyn, Now: now}.Run(context.Background(), "status", "train")
 			if !strings.Contains(table.Stdout, "train   "+tc.reason) {
