@@ -3,6 +3,7 @@ package kueue
 import (
 	"context"
 	"fmt"
+	"io"
 
 	batchv1 "k8s.io/api/batch/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -68,6 +69,24 @@ func WorkloadOf(ctx context.Context, d discovery.DiscoveryInterface, dyn dynamic
 	wl.NeverFits = never
 	wl.Queue = QueueFacts(lq, cq, gpus)
 	return &wl, nil
+}
+
+// WorkloadFor is WorkloadOf for a command that only adds Kueue's detail to what it shows: a
+// job that does not wait in a queue costs nothing (not even the dynamic client), and a failure
+// to read is one warning line on warn, not an error.
+func WorkloadFor(ctx context.Context, d discovery.DiscoveryInterface, dynamicClient func() (dynamic.Interface, error), job *batchv1.Job, warn io.Writer) *jobstatus.Workload {
+	if !Waiting(job) {
+		return nil
+	}
+	dyn, err := dynamicClient()
+	if err == nil {
+		var wl *jobstatus.Workload
+		if wl, err = WorkloadOf(ctx, d, dyn, job); err == nil {
+			return wl
+		}
+	}
+	fmt.Fprintf(warn, "Warning: could not read what Kueue says of job.batch/%s: %v\n", job.Name, err)
+	return nil
 }
 
 // WorkloadsIn reads the Workloads of namespace ns ("" for all) in one list, by the UID of their

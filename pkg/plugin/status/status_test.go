@@ -18,7 +18,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	fakedynamic "k8s.io/client-go/dynamic/fake"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/utils/ptr"
@@ -26,7 +25,6 @@ import (
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/exitcode"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/internal/cmdtest"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/internal/fixture"
-	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/kueue"
 	"github.com/kubectl-tao/kubectl-tao/test/golden"
 )
 
@@ -222,37 +220,6 @@ func TestStatusQueued(t *testing.T) {
 	}
 }
 
-// kueueCluster is a fake cluster with Kueue v0.17: discovery serves kueue.x-k8s.io/v1beta2,
-// and the dynamic client holds LocalQueue team-a in ml, its ClusterQueue with gpus GPUs of
-// quota, and the Workload of Job uid-1 with conditions.
-func kueueCluster(job *batchv1.Job, gpus string, conditions ...any) (*fake.Clientset, *fakedynamic.FakeDynamicClient) {
-	c := fake.NewClientset(job)
-	c.Resources = append(c.Resources, &metav1.APIResourceList{GroupVersion: kueue.Group + "/v1beta2",
-		APIResources: []metav1.APIResource{{Name: kueue.LocalQueues, Namespaced: true, Kind: "LocalQueue"}}})
-	obj := func(kind, ns, name string, fields map[string]any) *unstructured.Unstructured {
-		u := &unstructured.Unstructured{Object: fields}
-		u.SetAPIVersion(kueue.Group + "/v1beta2")
-		u.SetKind(kind)
-		u.SetNamespace(ns)
-		u.SetName(name)
-		return u
-	}
-	wl := obj("Workload", "ml", "job-train-1", map[string]any{"status": map[string]any{"conditions": conditions}})
-	wl.SetLabels(map[string]string{kueue.JobUIDLabel: "uid-1"})
-	lq := obj("LocalQueue", "ml", "team-a", map[string]any{"spec": map[string]any{"clusterQueue": "gpu-cq"},
-		"status": map[string]any{"pendingWorkloads": int64(1)}})
-	// Another job holds 8 of the quota; this one and another wait.
-	cq := obj("ClusterQueue", "", "gpu-cq", map[string]any{"spec": map[string]any{"resourceGroups": []any{map[string]any{
-		"flavors": []any{map[string]any{"name": "h100", "resources": []any{map[string]any{"name": "nvidia.com/gpu", "nominalQuota": gpus}}}},
-	}}}, "status": map[string]any{"pendingWorkloads": int64(2), "admittedWorkloads": int64(1),
-		"flavorsReservation": []any{map[string]any{"name": "h100", "resources": []any{map[string]any{"name": "nvidia.com/gpu", "total": "8"}}}}}})
-	gv := func(r string) schema.GroupVersionResource {
-		return schema.GroupVersionResource{Group: kueue.Group, Version: "v1beta2", Resource: r}
-	}
-	kinds := map[schema.GroupVersionResource]string{gv("workloads"): "WorkloadList", gv("localqueues"): "LocalQueueList", gv("clusterqueues"): "ClusterQueueList"}
-	return c, fakedynamic.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), kinds, wl, lq, cq)
-}
-
 // A queued job reads as what Kueue's Workload says: waiting for quota (with Kueue's words),
 // preempted, never admissible (from the ClusterQueue's quota, not Kueue's text), deactivated.
 func TestStatusKueueReasons(t *testing.T) {
@@ -282,14 +249,14 @@ func TestStatusKueueReasons(t *testing.T) {
 			j.Labels = map[string]string{"kueue.x-k8s.io/queue-name": "team-a"}
 			j.Spec.Suspend = ptr.To(true)
 			j.Status = batchv1.JobStatus{}
-			c, dyn := kueueCluster(j, tc.quota, tc.conditions...)
+			c, dyn := cmdtest.KueueQueued(j, tc.quota, tc.conditions...)
 			if tc.inactive {
-				wl, err := dyn.Resource(schema.GroupVersionResource{Group: kueue.Group, Version: "v1beta2", Resource: "workloads"}).Namespace("ml").Get(context.Background(), "job-train-1", metav1.GetOptions{})
+				wl, err := dyn.Resource(cmdtest.KueueGVR("workloads")).Namespace("ml").Get(context.Background(), "job-train-1", metav1.GetOptions{})
 				if err != nil {
 					t.Fatal(err)
 				}
 				_ = unstructured.SetNestedField(wl.Object, false, "spec", "active")
-				if _, err := dyn.Resource(schema.GroupVersionResource{Group: kueue.Group, Version: "v1beta2", Resource: "workloads"}).Namespace("ml").Update(context.Background(), wl, metav1.UpdateOptions{}); err != nil {
+				if _, err := dyn.Resource(cmdtest.KueueGVR("workloads")).Namespace("ml").Update(context.Background(), wl, metav1.UpdateOptions{}); err != nil {
 					t.Fatal(err)
 				}
 			}

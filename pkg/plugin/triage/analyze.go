@@ -162,6 +162,9 @@ func latestJobEvent(s *Snapshot, reason string) *corev1.Event {
 // one rank dies, its peers usually fail after it with NCCL timeouts or SIGTERM.
 func Analyze(s Snapshot) Analysis {
 	st := jobstatus.Of(s.Job, s.Pods)
+	if s.Job != nil {
+		st = jobstatus.WithWorkload(st, s.Job, s.Workload)
+	}
 	a := Analysis{Status: string(st.Status), Message: st.Message, JobFailureByNodeEvent: []NodeEvent{}, Notes: []string{}}
 	if s.Job != nil {
 		a.Job, a.Namespace = s.Job.Name, s.Job.Namespace
