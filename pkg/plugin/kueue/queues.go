@@ -1,7 +1,13 @@
 package kueue
 
 import (
+	"context"
+	"sort"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/dynamic"
 
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/jobspec"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/jobstatus"
@@ -106,4 +112,23 @@ func cohortOf(cq *unstructured.Unstructured) string {
 func count(u *unstructured.Unstructured, field string) int32 {
 	v, _, _ := unstructured.NestedFieldNoCopy(u.Object, "status", field)
 	return int32(quantity(v))
+}
+
+// ClusterQueues lists the cluster's ClusterQueues, by name (one discovery request and one
+// list). installed is false, with none, when Kueue is not installed.
+func ClusterQueues(ctx context.Context, d discovery.DiscoveryInterface, dyn dynamic.Interface) (queues []ClusterQueue, installed bool, err error) {
+	version, err := Discover(ctx, d)
+	if err != nil || version == "" {
+		return nil, false, err
+	}
+	list, err := dyn.Resource(gvr(version, ClusterQueuesResource)).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, true, err
+	}
+	queues = make([]ClusterQueue, len(list.Items))
+	for i := range list.Items {
+		queues[i] = ClusterQueueFacts(&list.Items[i])
+	}
+	sort.Slice(queues, func(i, j int) bool { return queues[i].Name < queues[j].Name })
+	return queues, true, nil
 }
