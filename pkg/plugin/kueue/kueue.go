@@ -140,3 +140,14 @@ func Check(ctx context.Context, d discovery.DiscoveryInterface, dyn dynamic.Inte
 	}
 	return nil
 }
+
+// WarnUnqueued writes one warning line on warn when a job of nodes ranks goes in without a queue
+// on a cluster where Kueue is installed: without Kueue's all-or-nothing admission some ranks may
+// start while others wait for GPUs, and those that started wait at the rendezvous. One discovery
+// request; a failed one says nothing (it is advice, not a check).
+func WarnUnqueued(ctx context.Context, d discovery.DiscoveryInterface, nodes int, warn io.Writer) {
+	if version, err := Discover(ctx, d); err == nil && version != "" {
+		fmt.Fprintf(warn, "Warning: Kueue is installed on this cluster but this %d-node job has no --queue: nothing admits its ranks "+
+			"together, so some may start while others wait for GPUs (`kubectl get localqueues` lists the queues)\n", nodes)
+	}
+}

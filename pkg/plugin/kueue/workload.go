@@ -131,6 +131,19 @@ func WorkloadFacts(u *unstructured.Unstructured) jobstatus.Workload {
 	return wl
 }
 
+// Target reads LocalQueue queue of namespace ns and its ClusterQueue (two gets): the
+// ClusterQueue's name ("" when the LocalQueue names none) and, as NeverFits, why it can never
+// admit a job of gpus nvidia.com/gpu ("" when it can), a missing ClusterQueue included. The
+// error is a get's (ClusterQueues are cluster-scoped: a user may not read them).
+func Target(ctx context.Context, dyn dynamic.Interface, version, ns, queue string, gpus int64) (clusterQueue, never string, err error) {
+	lq, err := dyn.Resource(GVR(version)).Namespace(ns).Get(ctx, queue, metav1.GetOptions{})
+	if err != nil {
+		return "", "", err
+	}
+	_, never, err = clusterQueueOf(ctx, dyn, version, lq, gpus)
+	return clusterQueueName(lq), never, err
+}
+
 // neverFitsIn is NeverFits for the ClusterQueue of LocalQueue lq, read with one get; the error
 // is that get's (a user may not read ClusterQueues: they are cluster-scoped).
 func neverFitsIn(ctx context.Context, dyn dynamic.Interface, version string, lq *unstructured.Unstructured, gpus int64) (string, error) {

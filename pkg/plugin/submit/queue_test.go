@@ -168,3 +168,35 @@ func TestSubmitQueueDryRuns(t *testing.T) {
 		t.Fatalf("mutations = %s", got)
 	}
 }
+
+// A multi-node job without --queue on a cluster with Kueue goes in, with one warning line: no
+// queue admits its ranks together. A single-node job, or a cluster without Kueue, hears nothing.
+func TestSubmitMultiNodeWithoutQueueWarns(t *testing.T) {
+	nodes := func() *fake.Clientset {
+		return newClient(fixture.GPUNode("n1", 8).Obj(), fixture.GPUNode("n2", 8).Obj())
+	}
+	const warning = "Warning: Kueue is installed on this cluster but this 2-node job has no --queue"
+	for _, tc := range []struct {
+		name  string
+		c     *fake.Clientset
+		nodes string
+		warn  bool
+	}{
+		{"multi-node, Kueue installed", withKueue(nodes()), "2", true},
+		{"single node, Kueue installed", withKueue(nodes()), "1", false},
+		{"multi-node, no Kueue", nodes(), "2", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := run(t, cmdtest.Cmd{NS: "ml", Client: tc.c}, "ddp", "--image", "img", "--gpus", "8", "--nodes", tc.nodes, "--", "torchrun", "train.py")
+			if r.Code != 0 || !strings.HasPrefix(r.Stdout, "job.batch/ddp created\n") {
+				t.Fatalf("got %+v", r)
+			}
+			if got := strings.Count(r.Stderr, "Warning: Kueue is installed"); got != map[bool]int{true: 1, false: 0}[tc.warn] {
+				t.Errorf("stderr has the warning %d times, want it: %v\n%s", got, tc.warn, r.Stderr)
+			}
+			if tc.warn && !strings.Contains(r.Stderr, warning) {
+				t.Errorf("stderr:\n%s\nwant %q", r.Stderr, warning)
+			}
+		})
+	}
+}
