@@ -72,4 +72,5 @@ var Needed = []Access{
 	{Verb: "list", Group: "apps", Resource: "daemonsets", Cluster: true, Optional: true, For: "preflight's GPU Operator check"},
 	{Verb: "get", Group: "kueue.x-k8s.io", Resource: "clusterqueues", Cluster: true, Optional: true, For: "submit --queue, preflight --queue, status and diagnose: the queue's quota and whether it can ever hold the job"},
 	{Verb: "list", Group: "kueue.x-k8s.io", Resource: "clusterqueues", Cluster: true, Optional: true, For: "capacity --queues"},
+	{Verb: "get", Group: "kueue.x-k8s.io", Resource: "workloadpriorityclasses", Cluster: true, Optional: true, For: "submit --queue --priority-class (the WorkloadPriorityClass exists)"},
 }

@@ -34,20 +34,11 @@ func Kueue(c *fake.Clientset, objs ...runtime.Object) *fakedynamic.FakeDynamicCl
 	c.Resources = append(c.Resources, &metav1.APIResourceList{GroupVersion: kueue.Group + "/v1beta2",
 		APIResources: []metav1.APIResource{{Name: kueue.LocalQueues, Namespaced: true, Kind: "LocalQueue"}}})
 	kinds := map[schema.GroupVersionResource]string{}
-	for _, r := range []string{"Workload", "LocalQueue", "ClusterQueue", "ResourceFlavor", "WorkloadPriorityClass"} {
-		kinds[KueueGVR(resourceOf(r))] = r + "List"
+	for r, kind := range map[string]string{"workloads": "Workload", "localqueues": "LocalQueue", "clusterqueues": "ClusterQueue",
+		"resourceflavors": "ResourceFlavor", "workloadpriorityclasses": "WorkloadPriorityClass"} {
+		kinds[KueueGVR(r)] = kind + "List"
 	}
 	return fakedynamic.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), kinds, objs...)
-}
-
-func resourceOf(kind string) string {
-	b := []byte(kind)
-	for i, c := range b {
-		if c >= 'A' && c <= 'Z' {
-			b[i] = c + 'a' - 'A'
-		}
-	}
-	return string(b) + "s"
 }
 
 // KueueQueued is a fake cluster where job (UID uid-1, in namespace ml) waits in LocalQueue
