@@ -185,7 +185,13 @@ func TestQueue(t *testing.T) {
 		contains(t, r, 3, `no LocalQueue "nope" in namespace `+ns, "LocalQueues there: team-a", "kubectl get localqueues -n "+ns)
 		assertNoObjects(t, ns)
 		contains(t, tao(t, nil, "preflight", "-n", ns, "--queue", "nope"), 11, `no LocalQueue "nope"`)
-		contains(t, tao(t, nil, "preflight", "-n", ns, "--queue", "team-a"), 0, "LocalQueue team-a exists in namespace "+ns)
+		contains(t, tao(t, nil, "preflight", "-n", ns, "--queue", "team-a"), 0, "LocalQueue team-a exists in namespace "+ns,
+			"points at ClusterQueue cluster-queue, whose quota can hold the job")
+		contains(t, tao(t, nil, "preflight", "-n", ns, "--gpus", "8", "--nodes", "2"), 0, "a 2-node job without --queue on a cluster with Kueue")
+		// A WorkloadPriorityClass that does not exist is refused before anything is created.
+		r = tao(t, nil, "submit", "q", "-n", ns, "--image", "img", "--queue", "team-a", "--priority-class", "nope", "--", "true")
+		contains(t, r, 3, `no Kueue WorkloadPriorityClass "nope"`)
+		assertNoObjects(t, ns)
 	})
 
 	t.Run("a job over the ClusterQueue's quota is refused and nothing is created", func(t *testing.T) {
@@ -267,7 +273,52 @@ func TestQueue(t *testing.T) {
 			t.Fatalf("status -o json of the queued job: %+v (%v)\n%s", s, err, r)
 		}
 		contains(t, tao(t, nil, "list", "-n", ns), 0, "ddp", "Queued")
-		contains(t, tao(t, nil, "diagnose", "ddp", "-n", ns), 0, "queued in team-a, not admitted yet", "kubectl describe localqueue team-a")
+		// Where it waits and for what: the ClusterQueue's quota, all of it used by first. Kueue
+		// writes the queues' status a moment after it admits, so this polls.
+		const quota = "ClusterQueue cluster-queue: 16 of 16 nvidia.com/gpu used in flavor cluster-queue-gpu, the job needs 16"
+		poll(t, 30*time.Second, "status to show the quota ddp waits for", func(context.Context) (bool, error) {
+			return strings.Contains(tao(t, nil, "status", "ddp", "-n", ns, "-o", "json").stdout, quota), nil
+		})
+		r = tao(t, nil, "status", "ddp", "-n", ns, "-o", "json")
+		var q struct {
+			Queue struct {
+				LocalQueue, ClusterQueue string
+				GPUs                     int64
+				Flavors                  []struct {
+					Flavor        string
+					Nominal, Used int64
+				}
+			}
+		}
+		if err := json.Unmarshal([]byte(r.stdout), &q); err != nil || q.Queue.LocalQueue != "team-a" || q.Queue.ClusterQueue != "cluster-queue" ||
+			q.Queue.GPUs != 16 || len(q.Queue.Flavors) != 1 || q.Queue.Flavors[0].Nominal != 16 || q.Queue.Flavors[0].Used != 16 {
+			t.Fatalf("status -o json .queue: %+v (%v)\n%s", q.Queue, err, r)
+		}
+		st := tao(t, nil, "status", "ddp", "-n", ns)
+		contains(t, st, 0, quota)
+		rep := tao(t, nil, "replicas", "ddp", "-n", ns)
+		contains(t, rep, 0, "queued in team-a, not admitted yet", quota)
+		dg := tao(t, nil, "diagnose", "ddp", "-n", ns)
+		contains(t, dg, 0, "queued in team-a, not admitted yet", "kubectl describe localqueue team-a",
+			"It is admitted once 16 more nvidia.com/gpu are free in flavor cluster-queue-gpu (16 of 16 used now)")
+		capq := tao(t, nil, "capacity", "--queues")
+		contains(t, capq, 0, "CLUSTERQUEUE", "cluster-queue-gpu")
+		r = tao(t, nil, "capacity", "--queues", "-o", "json")
+		var cr struct {
+			Queues []struct {
+				Name              string
+				AdmittedWorkloads int32 `json:"admittedWorkloads"`
+				Flavors           []struct{ Nominal, Used int64 }
+			}
+		}
+		if err := json.Unmarshal([]byte(r.stdout), &cr); err != nil || len(cr.Queues) != 1 || cr.Queues[0].Name != "cluster-queue" ||
+			cr.Queues[0].AdmittedWorkloads != 1 || len(cr.Queues[0].Flavors) != 1 || cr.Queues[0].Flavors[0].Used != 16 {
+			t.Fatalf("capacity --queues -o json: %+v (%v)\n%s", cr, err, r)
+		}
+		// What docs/queues.md shows (`go test -v` prints it).
+		for _, out := range []result{st, rep, dg, capq} {
+			t.Logf("\n%s%s", out.stdout, out.stderr)
+		}
 		// wait keeps waiting for a queued job: only its --timeout ends it.
 		contains(t, tao(t, nil, "wait", "ddp", "-n", ns, "--timeout", "3s"), 8)
 
