@@ -357,4 +357,59 @@ func TestQueue(t *testing.T) {
 				ddp.Status.StartTime, firstJob.Status.CompletionTime)
 		}
 	})
+
+	t.Run("a higher WorkloadPriorityClass preempts a lower one, which is admitted again once room returns", func(t *testing.T) {
+		ctx := context.Background()
+		for name, value := range map[string]int64{"e2e-low": 10, "e2e-high": 1000} {
+			createKueueObject(t, dyn, "workloadpriorityclasses", "", map[string]any{
+				"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "WorkloadPriorityClass",
+				"metadata": map[string]any{"name": name}, "value": value,
+			})
+			t.Cleanup(func() {
+				_ = dyn.Resource(kueueResource("workloadpriorityclasses")).Delete(ctx, name, metav1.DeleteOptions{})
+			})
+		}
+		// A ClusterQueue of its own (16 GPUs) that preempts lower priorities within itself.
+		createKueueObject(t, dyn, "clusterqueues", "", map[string]any{
+			"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue",
+			"metadata": map[string]any{"name": "preempting"},
+			"spec": map[string]any{
+				"namespaceSelector": map[string]any{},
+				"preemption":        map[string]any{"withinClusterQueue": "LowerPriority"},
+				"resourceGroups": []any{map[string]any{
+					"coveredResources": []any{"cpu", "memory", "nvidia.com/gpu"},
+					"flavors": []any{map[string]any{"name": "cluster-queue-gpu", "resources": []any{
+						map[string]any{"name": "cpu", "nominalQuota": "1000"},
+						map[string]any{"name": "memory", "nominalQuota": "10Ti"},
+						map[string]any{"name": "nvidia.com/gpu", "nominalQuota": "16"},
+					}}},
+				}},
+			},
+		})
+		t.Cleanup(func() {
+			_ = dyn.Resource(kueueResource("clusterqueues")).Delete(ctx, "preempting", metav1.DeleteOptions{})
+		})
+		createKueueObject(t, dyn, "localqueues", ns, map[string]any{
+			"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue",
+			"metadata": map[string]any{"name": "team-p", "namespace": ns},
+			"spec":     map[string]any{"clusterQueue": "preempting"},
+		})
+		submit := func(name, class, duration string) {
+			contains(t, tao(t, nil, "submit", name, "-n", ns, "--image", "img", "--gpus", "8", "--nodes", "2", "--queue", "team-p",
+				"--priority-class", class, "--annotation", "sim.kubectl-tao.dev/run-duration="+duration, "--", "torchrun train.py"), 0, "job.batch/"+name+" created")
+		}
+		submit("low", "e2e-low", "10m")
+		poll(t, 30*time.Second, "Kueue to admit low and both its ranks to run", runningPods(ns, "low", 2))
+		submit("high", "e2e-high", "2s")
+		poll(t, 30*time.Second, "low to show Preempted", func(context.Context) (bool, error) {
+			var s struct{ Reason string }
+			err := json.Unmarshal([]byte(tao(t, nil, "status", "low", "-n", ns, "-o", "json").stdout), &s)
+			return s.Reason == "Preempted", err
+		})
+		contains(t, tao(t, nil, "status", "low", "-n", ns), 0, "Preempted", "preempted and requeued in team-p")
+		contains(t, tao(t, nil, "wait", "high", "-n", ns, "--timeout", "120s"), 0, "Complete")
+		// Room again: Kueue admits low by itself, all ranks at once.
+		poll(t, 60*time.Second, "Kueue to admit low again", runningPods(ns, "low", 2))
+		contains(t, tao(t, nil, "cancel", "low", "-n", ns), 0)
+	})
 }
