@@ -185,7 +185,13 @@ func TestQueue(t *testing.T) {
 		contains(t, r, 3, `no LocalQueue "nope" in namespace `+ns, "LocalQueues there: team-a", "kubectl get localqueues -n "+ns)
 		assertNoObjects(t, ns)
 		contains(t, tao(t, nil, "preflight", "-n", ns, "--queue", "nope"), 11, `no LocalQueue "nope"`)
-		contains(t, tao(t, nil, "preflight", "-n", ns, "--queue", "team-a"), 0, "LocalQueue team-a exists in namespace "+ns)
+		contains(t, tao(t, nil, "preflight", "-n", ns, "--queue", "team-a"), 0, "LocalQueue team-a exists in namespace "+ns,
+			"points at ClusterQueue cluster-queue, whose quota can hold the job")
+		contains(t, tao(t, nil, "preflight", "-n", ns, "--gpus", "8", "--nodes", "2"), 0, "a 2-node job without --queue on a cluster with Kueue")
+		// A WorkloadPriorityClass that does not exist is refused before anything is created.
+		r = tao(t, nil, "submit", "q", "-n", ns, "--image", "img", "--queue", "team-a", "--priority-class", "nope", "--", "true")
+		contains(t, r, 3, `no Kueue WorkloadPriorityClass "nope"`)
+		assertNoObjects(t, ns)
 	})
 
 	t.Run("a job over the ClusterQueue's quota is refused and nothing is created", func(t *testing.T) {
@@ -267,7 +273,52 @@ func TestQueue(t *testing.T) {
 			t.Fatalf("status -o json of the queued job: %+v (%v)\n%s", s, err, r)
 		}
 		contains(t, tao(t, nil, "list", "-n", ns), 0, "ddp", "Queued")
-		contains(t, tao(t, nil, "diagnose", "ddp", "-n", ns), 0, "queued in team-a, not admitted yet", "kubectl describe localqueue team-a")
+		// Where it waits and for what: the ClusterQueue's quota, all of it used by first. Kueue
+		// writes the queues' status a moment after it admits, so this polls.
+		const quota = "ClusterQueue cluster-queue: 16 of 16 nvidia.com/gpu used in flavor cluster-queue-gpu, the job needs 16"
+		poll(t, 30*time.Second, "status to show the quota ddp waits for", func(context.Context) (bool, error) {
+			return strings.Contains(tao(t, nil, "status", "ddp", "-n", ns, "-o", "json").stdout, quota), nil
+		})
+		r = tao(t, nil, "status", "ddp", "-n", ns, "-o", "json")
+		var q struct {
+			Queue struct {
+				LocalQueue, ClusterQueue string
+				GPUs                     int64
+				Flavors                  []struct {
+					Flavor        string
+					Nominal, Used int64
+				}
+			}
+		}
+		if err := json.Unmarshal([]byte(r.stdout), &q); err != nil || q.Queue.LocalQueue != "team-a" || q.Queue.ClusterQueue != "cluster-queue" ||
+			q.Queue.GPUs != 16 || len(q.Queue.Flavors) != 1 || q.Queue.Flavors[0].Nominal != 16 || q.Queue.Flavors[0].Used != 16 {
+			t.Fatalf("status -o json .queue: %+v (%v)\n%s", q.Queue, err, r)
+		}
+		st := tao(t, nil, "status", "ddp", "-n", ns)
+		contains(t, st, 0, quota)
+		rep := tao(t, nil, "replicas", "ddp", "-n", ns)
+		contains(t, rep, 0, "queued in team-a, not admitted yet", quota)
+		dg := tao(t, nil, "diagnose", "ddp", "-n", ns)
+		contains(t, dg, 0, "queued in team-a, not admitted yet", "kubectl describe localqueue team-a",
+			"It is admitted once 16 more nvidia.com/gpu are free in flavor cluster-queue-gpu (16 of 16 used now)")
+		capq := tao(t, nil, "capacity", "--queues")
+		contains(t, capq, 0, "CLUSTERQUEUE", "cluster-queue-gpu")
+		r = tao(t, nil, "capacity", "--queues", "-o", "json")
+		var cr struct {
+			Queues []struct {
+				Name              string
+				AdmittedWorkloads int32 `json:"admittedWorkloads"`
+				Flavors           []struct{ Nominal, Used int64 }
+			}
+		}
+		if err := json.Unmarshal([]byte(r.stdout), &cr); err != nil || len(cr.Queues) != 1 || cr.Queues[0].Name != "cluster-queue" ||
+			cr.Queues[0].AdmittedWorkloads != 1 || len(cr.Queues[0].Flavors) != 1 || cr.Queues[0].Flavors[0].Used != 16 {
+			t.Fatalf("capacity --queues -o json: %+v (%v)\n%s", cr, err, r)
+		}
+		// What docs/queues.md shows (`go test -v` prints it).
+		for _, out := range []result{st, rep, dg, capq} {
+			t.Logf("\n%s%s", out.stdout, out.stderr)
+		}
 		// wait keeps waiting for a queued job (only its --timeout ends it), and says once where it
 		// waits.
 		r = tao(t, nil, "wait", "ddp", "-n", ns, "--timeout", "3s", "--stuck-timeout", "1s")
@@ -370,5 +421,60 @@ func TestQueue(t *testing.T) {
 		if took := time.Since(start); took > 20*time.Second {
 			t.Errorf("wait took %s to see that Kueue will never admit the job", took)
 		}
+	})
+
+	t.Run("a higher WorkloadPriorityClass preempts a lower one, which is admitted again once room returns", func(t *testing.T) {
+		ctx := context.Background()
+		for name, value := range map[string]int64{"e2e-low": 10, "e2e-high": 1000} {
+			createKueueObject(t, dyn, "workloadpriorityclasses", "", map[string]any{
+				"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "WorkloadPriorityClass",
+				"metadata": map[string]any{"name": name}, "value": value,
+			})
+			t.Cleanup(func() {
+				_ = dyn.Resource(kueueResource("workloadpriorityclasses")).Delete(ctx, name, metav1.DeleteOptions{})
+			})
+		}
+		// A ClusterQueue of its own (16 GPUs) that preempts lower priorities within itself.
+		createKueueObject(t, dyn, "clusterqueues", "", map[string]any{
+			"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue",
+			"metadata": map[string]any{"name": "preempting"},
+			"spec": map[string]any{
+				"namespaceSelector": map[string]any{},
+				"preemption":        map[string]any{"withinClusterQueue": "LowerPriority"},
+				"resourceGroups": []any{map[string]any{
+					"coveredResources": []any{"cpu", "memory", "nvidia.com/gpu"},
+					"flavors": []any{map[string]any{"name": "cluster-queue-gpu", "resources": []any{
+						map[string]any{"name": "cpu", "nominalQuota": "1000"},
+						map[string]any{"name": "memory", "nominalQuota": "10Ti"},
+						map[string]any{"name": "nvidia.com/gpu", "nominalQuota": "16"},
+					}}},
+				}},
+			},
+		})
+		t.Cleanup(func() {
+			_ = dyn.Resource(kueueResource("clusterqueues")).Delete(ctx, "preempting", metav1.DeleteOptions{})
+		})
+		createKueueObject(t, dyn, "localqueues", ns, map[string]any{
+			"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue",
+			"metadata": map[string]any{"name": "team-p", "namespace": ns},
+			"spec":     map[string]any{"clusterQueue": "preempting"},
+		})
+		submit := func(name, class, duration string) {
+			contains(t, tao(t, nil, "submit", name, "-n", ns, "--image", "img", "--gpus", "8", "--nodes", "2", "--queue", "team-p",
+				"--priority-class", class, "--annotation", "sim.kubectl-tao.dev/run-duration="+duration, "--", "torchrun train.py"), 0, "job.batch/"+name+" created")
+		}
+		submit("low", "e2e-low", "10m")
+		poll(t, 30*time.Second, "Kueue to admit low and both its ranks to run", runningPods(ns, "low", 2))
+		submit("high", "e2e-high", "2s")
+		poll(t, 30*time.Second, "low to show Preempted", func(context.Context) (bool, error) {
+			var s struct{ Reason string }
+			err := json.Unmarshal([]byte(tao(t, nil, "status", "low", "-n", ns, "-o", "json").stdout), &s)
+			return s.Reason == "Preempted", err
+		})
+		contains(t, tao(t, nil, "status", "low", "-n", ns), 0, "Preempted", "preempted and requeued in team-p")
+		contains(t, tao(t, nil, "wait", "high", "-n", ns, "--timeout", "120s"), 0, "Complete")
+		// Room again: Kueue admits low by itself, all ranks at once.
+		poll(t, 60*time.Second, "Kueue to admit low again", runningPods(ns, "low", 2))
+		contains(t, tao(t, nil, "cancel", "low", "-n", ns), 0)
 	})
 }

@@ -11,9 +11,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmdutil"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/exitcode"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/kueue"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/nodeusage"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/printer"
 )
@@ -25,11 +27,17 @@ const example = `  # Free GPUs on every node, with totals
   kubectl tao capacity -l nvidia.com/gpu.product=NVIDIA-H100-80GB-HBM3 -o wide
 
   # For scripts: {"nodes":[{"name","product","allocatable","requested","free"}],"total":{...}}
-  kubectl tao capacity -o json`
+  kubectl tao capacity -o json
+
+  # Next to the nodes, each Kueue ClusterQueue's GPU quota per flavor, what is used, and its
+  # pending and admitted workloads
+  kubectl tao capacity --queues`
 
 // Options are the flags of `kubectl tao capacity`.
 type Options struct {
 	Selector string
+	// Queues adds Kueue's ClusterQueues to the report.
+	Queues bool
 
 	out *printer.Flags
 
@@ -41,12 +49,16 @@ type Options struct {
 func NewCmd(f cmdutil.Factory, streams genericiooptions.IOStreams) *cobra.Command {
 	o := &Options{out: printer.NewFlags(printer.WithNames(), printer.WithTable()), factory: f, IOStreams: streams}
 	cmd := &cobra.Command{
-		Use:                   "capacity [-l NODE_SELECTOR] [-o wide|json]",
+		Use:                   "capacity [-l NODE_SELECTOR] [--queues] [-o wide|json]",
 		DisableFlagsInUseLine: true,
 		Short:                 "Show allocatable, requested and free GPUs per node",
 		Long: "Show, for every node, its GPU product (GPU Feature Discovery's nvidia.com/gpu.product label) and its\n" +
 			"nvidia.com/gpu: allocatable, requested by the pods on it that have not ended (running or pending),\n" +
-			"and free; then the totals. Needs to list nodes and pods in every namespace.",
+			"and free; then the totals. Needs to list nodes and pods in every namespace.\n\n" +
+			"--queues adds Kueue's ClusterQueues (-o json: key \"queues\"): per queue and GPU flavor the nominal quota,\n" +
+			"the borrowing limit, what the queue's workloads have reserved of it and what is free, and the queue's\n" +
+			"pending and admitted workloads. Kueue gives all ranks of a job one flavor: a job waits until one flavor\n" +
+			"has room for all of them.",
 		Example: example,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -57,6 +69,7 @@ func NewCmd(f cmdutil.Factory, streams genericiooptions.IOStreams) *cobra.Comman
 		},
 	}
 	cmd.Flags().StringVarP(&o.Selector, "selector", "l", "", "Node label selector, e.g. -l nvidia.com/gpu.product=NVIDIA-H100-80GB-HBM3.")
+	cmd.Flags().BoolVar(&o.Queues, "queues", false, "Also show each Kueue ClusterQueue: its nvidia.com/gpu quota per flavor, what admitted workloads use of it, and its pending and admitted workloads (needs to list ClusterQueues).")
 	o.out.AddFlags(cmd.Flags(), "a table of nodes and the totals")
 	return cmd
 }
@@ -95,17 +108,58 @@ func (o *Options) Run(ctx context.Context) error {
 		return fmt.Errorf("listing nodes: %w", err)
 	}
 	rep := Finish(rows)
+	if o.Queues {
+		queues, err := o.clusterQueues(ctx, client)
+		if err != nil {
+			return err
+		}
+		rep.Queues = &queues
+	}
 	if !o.out.Human() {
-		// The result names nodes, for -o name.
-		names := make([]string, len(rep.Nodes))
-		for i, n := range rep.Nodes {
-			names[i] = "node/" + n.Name
+		// The result names nodes (and ClusterQueues), for -o name.
+		names := make([]string, 0, len(rep.Nodes))
+		for _, n := range rep.Nodes {
+			names = append(names, "node/"+n.Name)
+		}
+		if rep.Queues != nil {
+			for _, q := range *rep.Queues {
+				names = append(names, "clusterqueue."+kueue.Group+"/"+q.Name)
+			}
 		}
 		return o.out.Print(o.Out, rep, names...)
 	}
 	if len(rep.Nodes) == 0 {
 		fmt.Fprintln(o.ErrOut, "No resources found")
+	} else if err := o.out.PrintTable(o.Out, Table(rep)); err != nil {
+		return err
+	}
+	if rep.Queues == nil || len(*rep.Queues) == 0 {
 		return nil
 	}
-	return o.out.PrintTable(o.Out, Table(rep))
+	if len(rep.Nodes) > 0 {
+		fmt.Fprintln(o.Out)
+	}
+	return o.out.PrintTable(o.Out, QueuesTable(*rep.Queues))
+}
+
+// clusterQueues reads Kueue's ClusterQueues for --queues. A cluster without Kueue has none,
+// and says so on stderr; a user who may not list them (they are cluster-scoped) gets an error,
+// as for the nodes.
+func (o *Options) clusterQueues(ctx context.Context, client kubernetes.Interface) ([]kueue.ClusterQueue, error) {
+	dyn, err := o.factory.DynamicClient()
+	if err != nil {
+		return nil, err
+	}
+	queues, installed, err := kueue.ClusterQueues(ctx, client.Discovery(), dyn)
+	if err != nil {
+		return nil, fmt.Errorf("listing Kueue ClusterQueues: %w", err)
+	}
+	if !installed {
+		fmt.Fprintf(o.ErrOut, "Warning: --queues: Kueue is not installed on this cluster (the API server serves no %s API): no queues to show\n", kueue.Group)
+		return []kueue.ClusterQueue{}, nil
+	}
+	if len(queues) == 0 {
+		fmt.Fprintln(o.ErrOut, "No ClusterQueues found")
+	}
+	return queues, nil
 }

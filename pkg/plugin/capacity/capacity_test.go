@@ -2,12 +2,17 @@ package capacity_test
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
@@ -124,5 +129,91 @@ func BenchmarkCapacityReport5000Nodes(b *testing.B) {
 			rows = append(rows, capacity.Row(&nodes[i], usage[nodes[i].Name]))
 		}
 		capacity.Finish(rows)
+	}
+}
+
+// --queues shows each ClusterQueue's GPU quota per flavor next to the nodes; without Kueue it
+// says so and shows the nodes.
+func TestCapacityQueues(t *testing.T) {
+	cq := func(name, cohort string, flavors []any, reserved []any, pending, admitted int64) *unstructured.Unstructured {
+		spec := map[string]any{"resourceGroups": []any{map[string]any{"flavors": flavors}}}
+		if cohort != "" {
+			spec["cohortName"] = cohort
+		}
+		return cmdtest.KueueObject("ClusterQueue", "", name, map[string]any{"spec": spec,
+			"status": map[string]any{"pendingWorkloads": pending, "admittedWorkloads": admitted, "flavorsReservation": reserved}})
+	}
+	gpu := func(flavor, nominal string, extra ...string) any {
+		r := map[string]any{"name": "nvidia.com/gpu", "nominalQuota": nominal}
+		if len(extra) > 0 {
+			r["borrowingLimit"] = extra[0]
+		}
+		return map[string]any{"name": flavor, "resources": []any{map[string]any{"name": "cpu", "nominalQuota": "100"}, r}}
+	}
+	used := func(flavor, total string) any {
+		return map[string]any{"name": flavor, "resources": []any{map[string]any{"name": "nvidia.com/gpu", "total": total}}}
+	}
+	queues := []runtime.Object{
+		cq("team-b", "org", []any{gpu("a100", "8"), gpu("h100", "16", "8")}, []any{used("h100", "24")}, 3, 2),
+		cq("cpu-only", "", []any{map[string]any{"name": "plain", "resources": []any{map[string]any{"name": "cpu", "nominalQuota": "10"}}}}, nil, 0, 0),
+		cq("team-a", "", []any{gpu("h100", "16")}, []any{used("h100", "8")}, 1, 1),
+	}
+	c := fake.NewClientset(objects()...)
+	dyn := cmdtest.Kueue(c, queues...)
+	r := cmdtest.Cmd{NS: "ml", Client: c, Dynamic: dyn}.Run(context.Background(), "capacity", "--queues")
+	want := `NAME    PRODUCT                 ALLOCATABLE   REQUESTED   FREE
+cpu-0   <none>                  0             0           0
+gpu-a   NVIDIA-H100-80GB-HBM3   8             8           0
+gpu-b   NVIDIA-H100-80GB-HBM3   8             2           6
+TOTAL                           16            10          6
+
+CLUSTERQUEUE   COHORT   FLAVOR   NOMINAL   BORROW   USED   FREE   PENDING   ADMITTED
+cpu-only       <none>   <none>   0         -        0      0      0         0
+team-a         <none>   h100     16        -        8      8      1         1
+team-b         org      a100     8         -        0      8      3         2
+team-b         org      h100     16        8        24     0      3         2
+`
+	if r.Code != 0 || r.Stdout != want || r.Stderr != "" {
+		t.Fatalf("exit %d\nstdout:\n%s\nwant:\n%s\nstderr: %s", r.Code, r.Stdout, want, r.Stderr)
+	}
+
+	r = cmdtest.Cmd{NS: "ml", Client: c, Dynamic: dyn}.Run(context.Background(), "capacity", "--queues", "-o", "json")
+	var rep struct {
+		Queues []map[string]any `json:"queues"`
+	}
+	if err := json.Unmarshal([]byte(r.Stdout), &rep); err != nil || len(rep.Queues) != 3 {
+		t.Fatalf("-o json: %v\n%s", err, r.Stdout)
+	}
+	got, _ := json.Marshal(rep.Queues[2])
+	const wantB = `{"admittedWorkloads":2,"cohort":"org","flavors":[{"borrowingLimit":null,"flavor":"a100","nominal":8,"used":0},` +
+		`{"borrowingLimit":8,"flavor":"h100","nominal":16,"used":24}],"name":"team-b","pendingWorkloads":3}`
+	if string(got) != wantB {
+		t.Errorf("queues[2] = %s\nwant       %s", got, wantB)
+	}
+	r = cmdtest.Cmd{NS: "ml", Client: c, Dynamic: dyn}.Run(context.Background(), "capacity", "--queues", "-o", "name")
+	if !strings.HasSuffix(r.Stdout, "node/gpu-b\nclusterqueue.kueue.x-k8s.io/cpu-only\nclusterqueue.kueue.x-k8s.io/team-a\nclusterqueue.kueue.x-k8s.io/team-b\n") {
+		t.Errorf("-o name:\n%s", r.Stdout)
+	}
+
+	// Without --queues the JSON has no queues key, and Kueue is not read.
+	code, out, _ := run(c, "-o", "json")
+	if code != 0 || strings.Contains(out, `"queues"`) {
+		t.Errorf("without --queues: exit %d\n%s", code, out)
+	}
+	// Without Kueue: the nodes, an empty list, and a warning.
+	plain := fake.NewClientset(objects()...)
+	r = cmdtest.Cmd{NS: "ml", Client: plain}.Run(context.Background(), "capacity", "--queues", "-o", "json")
+	if r.Code != 0 || !strings.Contains(r.Stdout, `"queues": []`) || !strings.Contains(r.Stderr, "Kueue is not installed") {
+		t.Errorf("no Kueue: exit %d\nstdout %s\nstderr %s", r.Code, r.Stdout, r.Stderr)
+	}
+	// A user who may not list ClusterQueues gets an error, not a report without them.
+	denied := fake.NewClientset(objects()...)
+	denyDyn := cmdtest.Kueue(denied)
+	denyDyn.PrependReactor("list", "clusterqueues", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewForbidden(schema.GroupResource{Group: "kueue.x-k8s.io", Resource: "clusterqueues"}, "", errors.New("RBAC"))
+	})
+	r = cmdtest.Cmd{NS: "ml", Client: denied, Dynamic: denyDyn}.Run(context.Background(), "capacity", "--queues")
+	if r.Code == 0 || !strings.Contains(r.Stderr, "listing Kueue ClusterQueues") || r.Stdout != "" {
+		t.Errorf("forbidden: exit %d\nstdout %s\nstderr %s", r.Code, r.Stdout, r.Stderr)
 	}
 }

@@ -2,6 +2,7 @@ package capacity
 
 import (
 	"sort"
+	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/gpufit"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/jobspec"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/kueue"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/nodeusage"
 )
 
@@ -19,6 +21,9 @@ const ProductLabel = "nvidia.com/gpu.product"
 type Report struct {
 	Nodes []NodeRow `json:"nodes"`
 	Total Total     `json:"total"`
+	// Queues are Kueue's ClusterQueues with their GPU quota, only with --queues (the key is
+	// absent without it, so the output scripts read today stays as it was).
+	Queues *[]kueue.ClusterQueue `json:"queues,omitempty"`
 }
 
 // NodeRow is one node's GPUs. CPU, memory and pod counts feed -o wide only.
@@ -106,5 +111,42 @@ func Table(rep Report) *metav1.Table {
 	t.Rows = append(t.Rows, metav1.TableRow{Cells: []any{
 		"TOTAL", "", rep.Total.Allocatable, rep.Total.Requested, rep.Total.Free, "", "", "",
 	}})
+	return t
+}
+
+// QueuesTable renders the ClusterQueues' GPU quota: one row per queue and GPU flavor (a queue
+// that covers no GPUs gets one row with FLAVOR <none>). USED is the quota reserved by admitted
+// workloads, FREE what is left of the nominal quota, BORROW the borrowing limit ("-": none set).
+func QueuesTable(queues []kueue.ClusterQueue) *metav1.Table {
+	t := &metav1.Table{ColumnDefinitions: []metav1.TableColumnDefinition{
+		{Name: "ClusterQueue", Type: "string"},
+		{Name: "Cohort", Type: "string"},
+		{Name: "Flavor", Type: "string"},
+		{Name: "Nominal", Type: "integer"},
+		{Name: "Borrow", Type: "string"},
+		{Name: "Used", Type: "integer"},
+		{Name: "Free", Type: "integer"},
+		{Name: "Pending", Type: "integer"},
+		{Name: "Admitted", Type: "integer"},
+	}}
+	for _, q := range queues {
+		cohort := q.Cohort
+		if cohort == "" {
+			cohort = "<none>"
+		}
+		row := func(flavor string, nominal int64, borrow string, used, free int64) {
+			t.Rows = append(t.Rows, metav1.TableRow{Cells: []any{q.Name, cohort, flavor, nominal, borrow, used, free, int64(q.Pending), int64(q.Admitted)}})
+		}
+		if len(q.Flavors) == 0 {
+			row("<none>", 0, "-", 0, 0)
+		}
+		for _, f := range q.Flavors {
+			borrow := "-"
+			if f.BorrowingLimit != nil {
+				borrow = strconv.FormatInt(*f.BorrowingLimit, 10)
+			}
+			row(f.Flavor, f.Nominal, borrow, f.Used, f.Free())
+		}
+	}
 	return t
 }

@@ -9,6 +9,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmdutil"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/kueue"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/printer"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/triage"
 )
@@ -68,5 +69,6 @@ func (c *jobCommand) collect(ctx context.Context, opts triage.CollectOptions) (t
 	for _, w := range warnings {
 		fmt.Fprintf(c.ErrOut, "Warning: %s\n", w)
 	}
+	snap.Workload = kueue.WorkloadFor(ctx, client.Discovery(), c.factory.DynamicClient, snap.Job, c.ErrOut)
 	return snap, nil
 }

@@ -182,3 +182,31 @@ func TestUsageErrors(t *testing.T) {
 		}
 	}
 }
+
+// A job waiting in a Kueue queue has no pods: replicas and diagnose say why, from its Workload
+// and its ClusterQueue's quota (waiting for 8 more GPUs), or that the quota can never hold it.
+func TestQueuedGoldens(t *testing.T) {
+	pending := map[string]any{"type": "QuotaReserved", "status": "False", "reason": "Pending",
+		"message": "couldn't assign flavors to pod set main: insufficient unused quota for nvidia.com/gpu in flavor h100, 8 more needed"}
+	queued := job("train", 2).UID("uid-1").Label("kueue.x-k8s.io/queue-name", "team-a").Suspend(true).Obj()
+	for _, tc := range []struct {
+		args   []string
+		quota  string
+		golden string
+	}{
+		{[]string{"replicas", "train"}, "16", "replicas-queued.txt"},
+		{[]string{"diagnose", "train"}, "16", "diagnose-queued.txt"},
+		{[]string{"diagnose", "train", "-o", "json"}, "16", "diagnose-queued.json"},
+		{[]string{"diagnose", "train"}, "8", "diagnose-inadmissible.txt"},
+	} {
+		t.Run(tc.golden, func(t *testing.T) {
+			c, dyn := cmdtest.KueueQueued(queued.DeepCopy(), tc.quota, pending)
+			r := cmdtest.Cmd{NS: "ml", Client: c, Dynamic: dyn, Now: now}.Run(context.Background(), tc.args...)
+			if r.Code != 0 {
+				t.Fatalf("exit %d, stderr %s", r.Code, r.Stderr)
+			}
+			// replicas has no pods to list: its explanation is the note on stderr.
+			golden.Check(t, tc.golden, r.Stdout+"--- stderr\n"+r.Stderr)
+		})
+	}
+}

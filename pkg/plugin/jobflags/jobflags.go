@@ -128,7 +128,7 @@ func (j *Job) AddFlags(fl *pflag.FlagSet) {
 	fl.IntVar(&j.MasterPort, "master-port", j.MasterPort, "Rendezvous port of rank 0 (MASTER_PORT) for multi-node jobs.")
 	fl.DurationVar(&j.TTL, "ttl", 0, "Delete the Job this long after it finishes (ttlSecondsAfterFinished), e.g. 1h. Unset: finished Jobs are kept.")
 	fl.DurationVar(&j.Deadline, "deadline", 0, "Fail the Job if it runs longer than this (activeDeadlineSeconds), e.g. 72h.")
-	fl.StringVar(&j.PriorityClass, "priority-class", j.PriorityClass, "PriorityClass of the pods.")
+	fl.StringVar(&j.PriorityClass, "priority-class", j.PriorityClass, "PriorityClass of the pods; with --queue, the Kueue WorkloadPriorityClass of the job instead (label kueue.x-k8s.io/priority-class; the pods get none), by which Kueue orders and preempts queued jobs.")
 	fl.StringVar(&j.ServiceAccount, "service-account", j.ServiceAccount, "ServiceAccount the pods run as.")
 	fl.BoolVar(&j.OneRankPerNode, "one-rank-per-node", j.OneRankPerNode, "Spread a multi-node job's pods over distinct nodes (topology spread on the hostname).")
 	fl.StringArrayVar(&j.Volumes, "volume", j.Volumes, "PersistentVolumeClaim to mount, CLAIM:MOUNT_PATH[:ro] (repeatable). A volume at /results sets TAO_RESULTS_ROOT=/results.")

@@ -74,6 +74,15 @@ func Build(s Spec) Objects {
 		// every child exists (see Unqueued).
 		job.Labels[QueueLabel] = s.Queue
 		job.Spec.Suspend = ptr.To(true)
+		if s.PriorityClass != "" {
+			// In a queue, Kueue decides which job runs and preempts whole workloads by their
+			// WorkloadPriorityClass. A pod PriorityClass would also let the kube-scheduler evict
+			// single ranks of other jobs, breaking the all-or-nothing admission the queue gives.
+			// Kueue ignores the label until the queue label is added, so it can be there from
+			// the Job's creation.
+			job.Labels[WorkloadPriorityClassLabel] = s.PriorityClass
+			job.Spec.Template.Spec.PriorityClassName = ""
+		}
 	}
 	if s.TTL != nil {
 		job.Spec.TTLSecondsAfterFinished = ptr.To(int32(s.TTL.Seconds()))

@@ -39,6 +39,9 @@ const (
 	// QueueLabel names the Kueue LocalQueue a Job is submitted to (--queue). Kueue manages
 	// only Jobs that carry it, and admits a Job by setting spec.suspend to false.
 	QueueLabel = "kueue.x-k8s.io/queue-name"
+	// WorkloadPriorityClassLabel names the Kueue WorkloadPriorityClass of a queued Job
+	// (--priority-class with --queue): Kueue orders and preempts workloads by it.
+	WorkloadPriorityClassLabel = "kueue.x-k8s.io/priority-class"
 	// ResultsPath is where the SDK writes results when a volume is mounted there.
 	ResultsPath = "/results"
 	// EnvResultsRoot tells TAO entrypoints to write to ResultsPath instead of uploading.
@@ -101,7 +104,9 @@ type Spec struct {
 	// multi-node jobs, none for one node), "0" means none.
 	ShmSize string
 	// Deadline, when set, becomes activeDeadlineSeconds.
-	Deadline       *time.Duration
+	Deadline *time.Duration
+	// PriorityClass is the pods' PriorityClass; with Queue it is the Job's Kueue
+	// WorkloadPriorityClass instead (see Build).
 	PriorityClass  string
 	ServiceAccount string
 	// Resources are extended resources (rdma/..., nvidia.com/mig-...) NAME=QUANTITY.

@@ -113,6 +113,9 @@ func (s *Spec) Validate() error {
 		if kv.Key == ManagedByLabel || kv.Key == JobNameLabel || strings.HasPrefix(kv.Key, "batch.kubernetes.io/") {
 			add("invalid --label %q: the key is reserved for kubectl-tao and the Job controller", kv.Key)
 		}
+		if kv.Key == WorkloadPriorityClassLabel {
+			add("invalid --label %q: use --priority-class NAME with --queue to give a queued job a Kueue WorkloadPriorityClass", kv.Key)
+		}
 		if kv.Key == QueueLabel {
 			// As a plain label it would be on the Job from its creation, and Kueue could admit it
 			// before its Service exists; --queue adds it once everything is in place.

@@ -36,6 +36,9 @@ type Workload struct {
 	// NeverFits explains why the ClusterQueue's quota can never hold the job, "" when it can or
 	// that is not known.
 	NeverFits string
+	// Queue is where it waits and the quota it waits for; nil when the LocalQueue could not
+	// be read.
+	Queue *QueueState
 }
 
 // evictedPreempted is the Evicted condition's reason when Kueue preempted the Workload.
@@ -69,6 +72,10 @@ func WithWorkload(r Result, job *batchv1.Job, wl *Workload) Result {
 		}
 	case wl.Pending != "":
 		r.Message += ": " + wl.Pending
+	}
+	if d := wl.Queue.Describe(); d != "" && (r.Reason == Queued || r.Reason == Preempted) {
+		// What it waits for, from the quota itself: Kueue's message names only the shortfall.
+		r.Message += "; " + d
 	}
 	return r
 }

@@ -35,6 +35,9 @@ type Summary struct {
 	// WorkdirSHA256 is the checksum of the --workdir snapshot the job runs (null without one),
 	// so that a user knows which code a run used.
 	WorkdirSHA256 *string `json:"workdirSHA256"`
+	// Queue is where a job waiting in a Kueue queue waits and the quota it waits for (null for
+	// any other job, or when Kueue's objects could not be read).
+	Queue *jobstatus.QueueState `json:"queue"`
 
 	// created is for AGE in the table; not part of the JSON contract.
 	created time.Time
@@ -62,6 +65,9 @@ func Summarize(namespace, name string, job *batchv1.Job, pods []corev1.Pod, wl *
 	s.Ready = r.Running
 	s.StartTime, s.CompletionTime = job.Status.StartTime, job.Status.CompletionTime
 	s.created = job.CreationTimestamp.Time
+	if r.Reason != "" && wl != nil {
+		s.Queue = wl.Queue
+	}
 	if sum, ok := job.Annotations[s3layout.AnnotationWorkdirSHA256]; ok {
 		s.WorkdirSHA256 = &sum
 	}

@@ -98,11 +98,11 @@ func Missing(queue, ns string, queues []string, listErr error) string {
 }
 
 // Check is what submit --queue verifies before creating anything: Kueue is installed, the
-// LocalQueue exists (a get, plus a list only when it does not, to name those that do), and its
-// ClusterQueue's quota can ever hold gpus nvidia.com/gpu (one more get; see NeverFits). A user
-// who may not read them gets a warning on warn and the submit goes on: Kueue itself then
-// decides.
-func Check(ctx context.Context, d discovery.DiscoveryInterface, dyn dynamic.Interface, ns, queue string, gpus int64, warn io.Writer) error {
+// LocalQueue exists (a get, plus a list only when it does not, to name those that do), its
+// ClusterQueue's quota can ever hold gpus nvidia.com/gpu (one more get; see NeverFits), and the
+// WorkloadPriorityClass priorityClass exists ("" for none; one more get). A user who may not
+// read them gets a warning on warn and the submit goes on: Kueue itself then decides.
+func Check(ctx context.Context, d discovery.DiscoveryInterface, dyn dynamic.Interface, ns, queue string, gpus int64, priorityClass string, warn io.Writer) error {
 	version, err := Discover(ctx, d)
 	if apierrors.IsForbidden(err) {
 		fmt.Fprintf(warn, "Warning: could not check that Kueue is installed (%v); submitting to queue %s anyway\n", apierrors.ReasonForError(err), queue)
@@ -138,5 +138,47 @@ func Check(ctx context.Context, d discovery.DiscoveryInterface, dyn dynamic.Inte
 	if never != "" {
 		return exitcode.WithCode(exitcode.NoCapacity, fmt.Errorf("--queue %s: the job %s; ask for fewer GPUs or nodes, or another queue", queue, never))
 	}
-	return nil
+	return checkPriorityClass(ctx, dyn, version, priorityClass, warn)
+}
+
+// WorkloadPriorityClasses is the resource of Kueue's WorkloadPriorityClass (cluster-scoped).
+const WorkloadPriorityClasses = "workloadpriorityclasses"
+
+// checkPriorityClass refuses a WorkloadPriorityClass that does not exist: Kueue would refuse the
+// Job's Workload, and the job would never be admitted. Its error names those that exist.
+func checkPriorityClass(ctx context.Context, dyn dynamic.Interface, version, name string, warn io.Writer) error {
+	if name == "" {
+		return nil
+	}
+	ri := dyn.Resource(gvr(version, WorkloadPriorityClasses))
+	_, err := ri.Get(ctx, name, metav1.GetOptions{})
+	switch {
+	case err == nil:
+		return nil
+	case apierrors.IsNotFound(err):
+		msg := fmt.Sprintf("--priority-class %s: there is no Kueue WorkloadPriorityClass %q (with --queue, --priority-class names one)", name, name)
+		if list, lerr := ri.List(ctx, metav1.ListOptions{}); lerr == nil {
+			names := make([]string, len(list.Items))
+			for i := range list.Items {
+				names[i] = list.Items[i].GetName()
+			}
+			sort.Strings(names)
+			msg += "; WorkloadPriorityClasses: " + Names(names)
+		}
+		return exitcode.WithCode(exitcode.NotFound, fmt.Errorf("%s; list them with `kubectl get workloadpriorityclasses`", msg))
+	default:
+		fmt.Fprintf(warn, "Warning: could not check that WorkloadPriorityClass %s exists (%v); submitting anyway\n", name, apierrors.ReasonForError(err))
+		return nil
+	}
+}
+
+// WarnUnqueued writes one warning line on warn when a job of nodes ranks goes in without a queue
+// on a cluster where Kueue is installed: without Kueue's all-or-nothing admission some ranks may
+// start while others wait for GPUs, and those that started wait at the rendezvous. One discovery
+// request; a failed one says nothing (it is advice, not a check).
+func WarnUnqueued(ctx context.Context, d discovery.DiscoveryInterface, nodes int, warn io.Writer) {
+	if version, err := Discover(ctx, d); err == nil && version != "" {
+		fmt.Fprintf(warn, "Warning: Kueue is installed on this cluster but this %d-node job has no --queue: nothing admits its ranks "+
+			"together, so some may start while others wait for GPUs (`kubectl get localqueues` lists the queues)\n", nodes)
+	}
 }

@@ -135,7 +135,7 @@ func TestCheck(t *testing.T) {
 				dyn.PrependReactor("get", ClusterQueuesResource, forbidden)
 			}
 			var warn bytes.Buffer
-			err := Check(context.Background(), c.Discovery(), dyn, "ml", "team-a", tc.gpus, &warn)
+			err := Check(context.Background(), c.Discovery(), dyn, "ml", "team-a", tc.gpus, "", &warn)
 			if len(tc.wantErr) == 0 && err != nil {
 				t.Fatalf("Check() = %v, want nil", err)
 			}

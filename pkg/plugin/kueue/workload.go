@@ -3,6 +3,7 @@ package kueue
 import (
 	"context"
 	"fmt"
+	"io"
 
 	batchv1 "k8s.io/api/batch/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -58,8 +59,34 @@ func WorkloadOf(ctx context.Context, d discovery.DiscoveryInterface, dyn dynamic
 		return nil, nil
 	}
 	wl := WorkloadFacts(&list.Items[0])
-	wl.NeverFits = neverFits(ctx, dyn, version, job)
+	gpus := jobstatus.GPUsPerNode(job) * int64(jobstatus.Nodes(job))
+	lq, err := dyn.Resource(GVR(version)).Namespace(job.Namespace).Get(ctx, jobstatus.Queue(job), metav1.GetOptions{})
+	if err != nil {
+		// The LocalQueue alone leaves the reason at what the Workload says.
+		return &wl, nil
+	}
+	cq, never, _ := clusterQueueOf(ctx, dyn, version, lq, gpus)
+	wl.NeverFits = never
+	wl.Queue = QueueFacts(lq, cq, gpus)
 	return &wl, nil
+}
+
+// WorkloadFor is WorkloadOf for a command that only adds Kueue's detail to what it shows: a
+// job that does not wait in a queue costs nothing (not even the dynamic client), and a failure
+// to read is one warning line on warn, not an error.
+func WorkloadFor(ctx context.Context, d discovery.DiscoveryInterface, dynamicClient func() (dynamic.Interface, error), job *batchv1.Job, warn io.Writer) *jobstatus.Workload {
+	if !Waiting(job) {
+		return nil
+	}
+	dyn, err := dynamicClient()
+	if err == nil {
+		var wl *jobstatus.Workload
+		if wl, err = WorkloadOf(ctx, d, dyn, job); err == nil {
+			return wl
+		}
+	}
+	fmt.Fprintf(warn, "Warning: could not read what Kueue says of job.batch/%s: %v\n", job.Name, err)
+	return nil
 }
 
 // WorkloadsIn reads the Workloads of namespace ns ("" for all) in one list, by the UID of their
@@ -104,32 +131,49 @@ func WorkloadFacts(u *unstructured.Unstructured) jobstatus.Workload {
 	return wl
 }
 
-// neverFits reads the job's LocalQueue and its ClusterQueue and says whether that quota can ever
-// hold the job; "" when it can, or when either cannot be read.
-func neverFits(ctx context.Context, dyn dynamic.Interface, version string, job *batchv1.Job) string {
-	lq, err := dyn.Resource(GVR(version)).Namespace(job.Namespace).Get(ctx, jobstatus.Queue(job), metav1.GetOptions{})
+// Target reads LocalQueue queue of namespace ns and its ClusterQueue (two gets): the
+// ClusterQueue's name ("" when the LocalQueue names none) and, as NeverFits, why it can never
+// admit a job of gpus nvidia.com/gpu ("" when it can), a missing ClusterQueue included. The
+// error is a get's (ClusterQueues are cluster-scoped: a user may not read them).
+func Target(ctx context.Context, dyn dynamic.Interface, version, ns, queue string, gpus int64) (clusterQueue, never string, err error) {
+	lq, err := dyn.Resource(GVR(version)).Namespace(ns).Get(ctx, queue, metav1.GetOptions{})
 	if err != nil {
-		return ""
+		return "", "", err
 	}
-	msg, _ := neverFitsIn(ctx, dyn, version, lq, jobstatus.GPUsPerNode(job)*int64(jobstatus.Nodes(job)))
-	return msg
+	_, never, err = clusterQueueOf(ctx, dyn, version, lq, gpus)
+	return clusterQueueName(lq), never, err
 }
 
 // neverFitsIn is NeverFits for the ClusterQueue of LocalQueue lq, read with one get; the error
 // is that get's (a user may not read ClusterQueues: they are cluster-scoped).
 func neverFitsIn(ctx context.Context, dyn dynamic.Interface, version string, lq *unstructured.Unstructured, gpus int64) (string, error) {
-	cqName, _, _ := unstructured.NestedString(lq.Object, "spec", "clusterQueue")
-	if cqName == "" || gpus <= 0 {
+	if gpus <= 0 {
 		return "", nil
+	}
+	_, never, err := clusterQueueOf(ctx, dyn, version, lq, gpus)
+	return never, err
+}
+
+// clusterQueueOf reads the ClusterQueue of LocalQueue lq (nil when it has none or it does not
+// exist) and says whether its quota can never hold gpus (see NeverFits).
+func clusterQueueOf(ctx context.Context, dyn dynamic.Interface, version string, lq *unstructured.Unstructured, gpus int64) (*unstructured.Unstructured, string, error) {
+	cqName := clusterQueueName(lq)
+	if cqName == "" {
+		return nil, "", nil
 	}
 	cq, err := dyn.Resource(gvr(version, ClusterQueuesResource)).Get(ctx, cqName, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
-		return fmt.Sprintf("LocalQueue %s points at ClusterQueue %s, which does not exist", lq.GetName(), cqName), nil
+		return nil, fmt.Sprintf("LocalQueue %s points at ClusterQueue %s, which does not exist", lq.GetName(), cqName), nil
 	}
 	if err != nil {
-		return "", err
+		return nil, "", err
 	}
-	return NeverFits(cq, gpus), nil
+	return cq, NeverFits(cq, gpus), nil
+}
+
+func clusterQueueName(lq *unstructured.Unstructured) string {
+	name, _, _ := unstructured.NestedString(lq.Object, "spec", "clusterQueue")
+	return name
 }
 
 // NeverFits says why the ClusterQueue cq can never admit a job of gpus nvidia.com/gpu in all:
@@ -140,32 +184,17 @@ func NeverFits(cq *unstructured.Unstructured, gpus int64) string {
 	if gpus <= 0 {
 		return ""
 	}
-	cohort, _, _ := unstructured.NestedString(cq.Object, "spec", "cohortName")
-	if cohort == "" {
-		cohort, _, _ = unstructured.NestedString(cq.Object, "spec", "cohort")
-	}
+	cohort := cohortOf(cq)
 	var most int64 = -1
-	groups, _, _ := unstructured.NestedSlice(cq.Object, "spec", "resourceGroups")
-	for _, g := range groups {
-		gm, _ := g.(map[string]any)
-		flavors, _, _ := unstructured.NestedSlice(gm, "flavors")
-		for _, f := range flavors {
-			fm, _ := f.(map[string]any)
-			resources, _, _ := unstructured.NestedSlice(fm, "resources")
-			for _, r := range resources {
-				m, _ := r.(map[string]any)
-				if m["name"] != string(jobspec.GPUResource) {
-					continue
-				}
-				limit := quantity(m["nominalQuota"])
-				if b, ok := m["borrowingLimit"]; ok {
-					limit += quantity(b)
-				} else if cohort != "" {
-					return ""
-				}
-				most = max(most, limit)
-			}
+	for _, f := range GPUFlavors(cq) {
+		limit := f.Nominal
+		switch {
+		case f.BorrowingLimit != nil:
+			limit += *f.BorrowingLimit
+		case cohort != "":
+			return ""
 		}
+		most = max(most, limit)
 	}
 	if most < 0 {
 		return fmt.Sprintf("needs %d %s, which ClusterQueue %s does not cover", gpus, jobspec.GPUResource, cq.GetName())

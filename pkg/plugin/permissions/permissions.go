@@ -62,13 +62,15 @@ var Needed = []Access{
 	{Verb: "list", Resource: "events", For: "diagnose, replicas"},
 	// Kueue's LocalQueues: without them submit --queue and preflight cannot check the queue
 	// exists, warn, and leave it to Kueue. Granting them is harmless where Kueue is not installed.
-	{Verb: "get", Group: "kueue.x-k8s.io", Resource: "localqueues", Optional: true, For: "submit --queue (the LocalQueue exists)"},
+	{Verb: "get", Group: "kueue.x-k8s.io", Resource: "localqueues", Optional: true, For: "submit --queue, preflight --queue (the LocalQueue exists), status and diagnose of a queued job (its ClusterQueue)"},
 	{Verb: "list", Group: "kueue.x-k8s.io", Resource: "localqueues", Optional: true, For: "preflight, and submit --queue naming the queues there"},
-	{Verb: "list", Group: "kueue.x-k8s.io", Resource: "workloads", Optional: true, For: "status and list of a job waiting in a queue (why: Queued, Preempted, ...)"},
+	{Verb: "list", Group: "kueue.x-k8s.io", Resource: "workloads", Optional: true, For: "status, list, replicas and diagnose of a job waiting in a queue (why: Queued, Preempted, ...)"},
 	{Verb: "get", Resource: "namespaces", Optional: true, For: "preflight's namespace check"},
 	{Verb: "get", Resource: "nodes", Cluster: true, Optional: true, For: "diagnose (node conditions)"},
 	{Verb: "list", Resource: "nodes", Cluster: true, Optional: true, For: "the capacity guard, preflight, capacity"},
 	{Verb: "list", Resource: "pods", Cluster: true, Optional: true, For: "free GPUs in preflight and capacity"},
 	{Verb: "list", Group: "apps", Resource: "daemonsets", Cluster: true, Optional: true, For: "preflight's GPU Operator check"},
-	{Verb: "get", Group: "kueue.x-k8s.io", Resource: "clusterqueues", Cluster: true, Optional: true, For: "submit --queue and status: whether the queue's quota can ever hold the job"},
+	{Verb: "get", Group: "kueue.x-k8s.io", Resource: "clusterqueues", Cluster: true, Optional: true, For: "submit --queue, preflight --queue, status and diagnose: the queue's quota and whether it can ever hold the job"},
+	{Verb: "list", Group: "kueue.x-k8s.io", Resource: "clusterqueues", Cluster: true, Optional: true, For: "capacity --queues"},
+	{Verb: "get", Group: "kueue.x-k8s.io", Resource: "workloadpriorityclasses", Cluster: true, Optional: true, For: "submit --queue --priority-class (the WorkloadPriorityClass exists)"},
 }

@@ -95,6 +95,12 @@ type Facts struct {
 	KueueErr     error
 	Queues       []string
 	QueuesErr    error
+	// ClusterQueue is the ClusterQueue that LocalQueue Queue points at, and NeverFits why it
+	// cannot hold the job (a missing ClusterQueue included; "" when it can); ClusterQueueErr:
+	// they could not be read. Read only when Queue exists.
+	ClusterQueue    string
+	NeverFits       string
+	ClusterQueueErr error
 
 	// Request is the job to fit; Nodes the --nodes asked (Request.Pods), Now the --now flag.
 	Request gpufit.Request
@@ -518,6 +524,14 @@ func queueCheck(f Facts) (Check, bool) {
 		c.Result = Pass
 		c.Message = fmt.Sprintf("Kueue is installed; LocalQueues in namespace %s: %s (submit --queue NAME to go through one)",
 			f.Namespace, kueue.Names(f.Queues))
+		if f.Request.Pods > 1 {
+			// Without a queue, the scheduler places each rank on its own: some may start while
+			// others cannot be placed, and the started ones wait at the rendezvous.
+			c.Result = Warn
+			c.Message = fmt.Sprintf("a %d-node job without --queue on a cluster with Kueue: nothing admits its ranks together, so some "+
+				"may start while others wait for GPUs; LocalQueues in namespace %s: %s", f.Request.Pods, f.Namespace, kueue.Names(f.Queues))
+			c.Fix = "submit with --queue NAME (one of `kubectl get localqueues -n " + f.Namespace + "`) for all-or-nothing admission"
+		}
 		return c, true
 	}
 	switch {
@@ -534,9 +548,20 @@ func queueCheck(f Facts) (Check, bool) {
 	case f.QueuesErr != nil:
 		c.Result, c.Message = Warn, fmt.Sprintf("listing LocalQueues in namespace %s failed: %v", f.Namespace, f.QueuesErr)
 		c.Fix = "kubectl get localqueues -n " + f.Namespace
+	case slices.Contains(f.Queues, f.Queue) && f.NeverFits != "":
+		c.Result, c.Message = Fail, fmt.Sprintf("LocalQueue %s exists in namespace %s, but Kueue would never admit the job: %s", f.Queue, f.Namespace, f.NeverFits)
+		c.Fix = "ask for fewer GPUs or nodes, or another queue (`kubectl tao capacity --queues` shows each ClusterQueue's GPU quota)"
+	case slices.Contains(f.Queues, f.Queue) && f.ClusterQueueErr != nil:
+		c.Result = Warn
+		c.Message = fmt.Sprintf("LocalQueue %s exists in namespace %s, but its ClusterQueue could not be read (%v), so its quota is not checked",
+			f.Queue, f.Namespace, apierrors.ReasonForError(f.ClusterQueueErr))
+		c.Fix = fmt.Sprintf("kubectl get localqueue %s -n %s -o jsonpath='{.spec.clusterQueue}'", f.Queue, f.Namespace)
 	case slices.Contains(f.Queues, f.Queue):
 		c.Result = Pass
 		c.Message = fmt.Sprintf("LocalQueue %s exists in namespace %s (%s/%s)", f.Queue, f.Namespace, kueue.Group, f.KueueVersion)
+		if f.ClusterQueue != "" {
+			c.Message += fmt.Sprintf(" and points at ClusterQueue %s, whose quota can hold the job", f.ClusterQueue)
+		}
 	default:
 		c.Result, c.Message = Fail, kueue.Missing(f.Queue, f.Namespace, f.Queues, nil)
 		c.Fix = fmt.Sprintf("pick one of `kubectl get localqueues -n %s`, or ask the cluster admin to create LocalQueue %s "+

@@ -156,6 +156,19 @@ func TestEvaluate(t *testing.T) {
 		{"no --queue, Kueue installed: queues listed", func(f *Facts) { f.KueueVersion, f.Queues = "v1beta2", []string{"a", "b"} }, "queue", Pass,
 			[]string{"Kueue is installed; LocalQueues in namespace ml: a, b"}},
 		{"no --queue, no queue here", func(f *Facts) { f.KueueVersion = "v1beta1" }, "queue", Pass, []string{"LocalQueues in namespace ml: none"}},
+		{"no --queue for a multi-node job where Kueue is installed", func(f *Facts) {
+			f.KueueVersion, f.Queues, f.Request = "v1beta2", []string{"team-a"}, request(8, 2)
+		}, "queue", Warn, []string{"a 2-node job without --queue on a cluster with Kueue", "LocalQueues in namespace ml: team-a", "--queue NAME"}},
+		{"queue and its ClusterQueue", func(f *Facts) {
+			f.Queue, f.KueueVersion, f.Queues, f.ClusterQueue = "team-a", "v1beta2", []string{"team-a"}, "gpu-cq"
+		}, "queue", Pass, []string{"LocalQueue team-a exists in namespace ml (kueue.x-k8s.io/v1beta2) and points at ClusterQueue gpu-cq, whose quota can hold the job"}},
+		{"queue whose ClusterQueue is missing or too small", func(f *Facts) {
+			f.Queue, f.KueueVersion, f.Queues, f.ClusterQueue = "team-a", "v1beta2", []string{"team-a"}, "gone"
+			f.NeverFits = "LocalQueue team-a points at ClusterQueue gone, which does not exist"
+		}, "queue", Fail, []string{"LocalQueue team-a exists in namespace ml, but Kueue would never admit the job: LocalQueue team-a points at ClusterQueue gone", "capacity --queues"}},
+		{"queue whose ClusterQueue cannot be read", func(f *Facts) {
+			f.Queue, f.KueueVersion, f.Queues, f.ClusterQueueErr = "team-a", "v1beta2", []string{"team-a"}, forbidden
+		}, "queue", Warn, []string{"its ClusterQueue could not be read (Forbidden), so its quota is not checked"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

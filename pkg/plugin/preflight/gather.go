@@ -2,6 +2,7 @@ package preflight
 
 import (
 	"context"
+	"slices"
 	"sync"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -33,7 +34,8 @@ type Targets struct {
 // reached nothing else is tried. Then every read and access review runs at once.
 //
 // Kueue costs one discovery request (two on an older Kueue or none) and, where it is installed,
-// one list of the namespace's LocalQueues.
+// one list of the namespace's LocalQueues; with --queue naming one of them, two gets more (it
+// and its ClusterQueue).
 func Gather(ctx context.Context, t Targets) Facts {
 	client, dyn, ns, r := t.Client, t.Dynamic, t.Namespace, t.Request
 	f := Facts{Namespace: ns, Request: r, Queue: t.Queue}
@@ -61,6 +63,10 @@ func Gather(ctx context.Context, t Targets) Facts {
 			f.KueueVersion, f.KueueErr = kueue.Discover(ctx, client.Discovery())
 			if f.KueueErr == nil && f.KueueVersion != "" {
 				f.Queues, f.QueuesErr = kueue.List(ctx, dyn, f.KueueVersion, ns)
+			}
+			if f.QueuesErr == nil && slices.Contains(f.Queues, t.Queue) {
+				gpus := r.GPUsPerPod() * r.Pods
+				f.ClusterQueue, f.NeverFits, f.ClusterQueueErr = kueue.Target(ctx, dyn, f.KueueVersion, ns, t.Queue, gpus)
 			}
 		})
 	}

@@ -36,8 +36,10 @@ const long = `Check, before submitting, what usually makes a first GPU job fail:
 the namespace exists and you hold every permission kubectl tao needs there, nodes advertise
 nvidia.com/gpu and a GPU Operator or device plugin runs, the nodes' driver and CUDA (GPU Feature
 Discovery labels) meet the minimums, the server is new enough for multi-node jobs, the job fits,
-the pull secret exists, and with --queue that Kueue is installed and the LocalQueue exists
-(without --queue, where Kueue is installed, the namespace's LocalQueues are listed).
+the pull secret exists, and with --queue that Kueue is installed, the LocalQueue exists and its
+ClusterQueue exists and has the GPU quota to hold the job (without --queue, where Kueue is
+installed, the namespace's LocalQueues are listed, and a multi-node job WARNs: nothing admits its
+ranks together).
 
 The job is described by the flags submit takes for its shape (--gpus, --nodes, --cpu, --memory,
 --shm-size, --resource, --node-selector, --toleration, --no-gpu-toleration, --image-pull-secret,

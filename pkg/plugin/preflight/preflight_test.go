@@ -154,7 +154,8 @@ func TestPreflightQueue(t *testing.T) {
 	lq.SetName("team-a")
 	dyn := func() *fakedynamic.FakeDynamicClient {
 		return fakedynamic.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
-			map[schema.GroupVersionResource]string{{Group: "kueue.x-k8s.io", Version: "v1beta2", Resource: "localqueues"}: "LocalQueueList"}, lq.DeepCopy())
+			map[schema.GroupVersionResource]string{{Group: "kueue.x-k8s.io", Version: "v1beta2", Resource: "localqueues"}: "LocalQueueList"}, lq.DeepCopy(),
+			cmdtest.KueueObject("LocalQueue", "ml", "orphan", map[string]any{"spec": map[string]any{"clusterQueue": "gone"}}))
 	}
 	tests := []struct {
 		name   string
@@ -164,9 +165,11 @@ func TestPreflightQueue(t *testing.T) {
 		want   string
 	}{
 		{"queue exists", withKueue(), "team-a", 0, "LocalQueue team-a exists in namespace ml"},
-		{"queue missing", withKueue(), "team-b", int(exitcode.PreflightFailed), `no LocalQueue "team-b" in namespace ml (LocalQueues there: team-a)`},
+		{"queue missing", withKueue(), "team-b", int(exitcode.PreflightFailed), `no LocalQueue "team-b" in namespace ml (LocalQueues there: orphan, team-a)`},
+		{"queue pointing at no ClusterQueue", withKueue(), "orphan", int(exitcode.PreflightFailed),
+			"Kueue would never admit the job: LocalQueue orphan points at ClusterQueue gone, which does not exist"},
 		{"Kueue not installed", newClient(nil, cluster()...), "team-a", int(exitcode.PreflightFailed), "Kueue is not installed"},
-		{"no --queue lists the queues", withKueue(), "", 0, "LocalQueues in namespace ml: team-a"},
+		{"no --queue lists the queues", withKueue(), "", 0, "LocalQueues in namespace ml: orphan, team-a"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

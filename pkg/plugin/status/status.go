@@ -7,16 +7,13 @@ import (
 	"fmt"
 
 	"github.com/spf13/cobra"
-	batchv1 "k8s.io/api/batch/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/clock"
 
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmdutil"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/exitcode"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/jobpods"
-	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/jobstatus"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/jobsummary"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/kueue"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/printer"
@@ -99,22 +96,5 @@ func (o *Options) Run(ctx context.Context) error {
 		pods = nil
 	}
 	now := o.clock.Now()
-	return jobsummary.Print(o.Out, o.out, jobsummary.Summarize(o.namespace, o.name, job, pods, o.workload(ctx, client, job), now), now)
-}
-
-// workload reads what Kueue says of a job waiting in its queue (nil for any other job). It only
-// adds detail to the status, so a failure to read it is a warning.
-func (o *Options) workload(ctx context.Context, client kubernetes.Interface, job *batchv1.Job) *jobstatus.Workload {
-	if !kueue.Waiting(job) {
-		return nil
-	}
-	dyn, err := o.factory.DynamicClient()
-	if err == nil {
-		var wl *jobstatus.Workload
-		if wl, err = kueue.WorkloadOf(ctx, client.Discovery(), dyn, job); err == nil {
-			return wl
-		}
-	}
-	fmt.Fprintf(o.ErrOut, "Warning: could not read what Kueue says of job.batch/%s: %v\n", job.Name, err)
-	return nil
+	return jobsummary.Print(o.Out, o.out, jobsummary.Summarize(o.namespace, o.name, job, pods, kueue.WorkloadFor(ctx, client.Discovery(), o.factory.DynamicClient, job, o.ErrOut), now), now)
 }

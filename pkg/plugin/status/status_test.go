@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"sort"
 	"strings"
 	"testing"
@@ -17,7 +18,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	fakedynamic "k8s.io/client-go/dynamic/fake"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/utils/ptr"
@@ -26,7 +26,6 @@ import (
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/internal/cmdtest"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/internal/fixture"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/jobspec"
-	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/kueue"
 	"github.com/kubectl-tao/kubectl-tao/test/golden"
 )
 
@@ -92,7 +91,7 @@ func TestStatusJSONHasExactlyTheContractKeys(t *testing.T) {
 	if err := json.Unmarshal([]byte(r.Stdout), &m); err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"name", "namespace", "uid", "status", "reason", "message", "gpus", "nodes", "active", "ready", "succeeded", "failed", "startTime", "completionTime", "workdirSHA256"}
+	want := []string{"name", "namespace", "uid", "status", "reason", "message", "gpus", "nodes", "active", "ready", "succeeded", "failed", "startTime", "completionTime", "workdirSHA256", "queue"}
 	if len(m) != len(want) {
 		t.Errorf("keys = %v, want exactly %v", m, want)
 	}
@@ -222,34 +221,6 @@ func TestStatusQueued(t *testing.T) {
 	}
 }
 
-// kueueCluster is a fake cluster with Kueue v0.17: discovery serves kueue.x-k8s.io/v1beta2,
-// and the dynamic client holds LocalQueue team-a in ml, its ClusterQueue with gpus GPUs of
-// quota, and the Workload of Job uid-1 with conditions.
-func kueueCluster(job *batchv1.Job, gpus string, conditions ...any) (*fake.Clientset, *fakedynamic.FakeDynamicClient) {
-	c := fake.NewClientset(job)
-	c.Resources = append(c.Resources, &metav1.APIResourceList{GroupVersion: kueue.Group + "/v1beta2",
-		APIResources: []metav1.APIResource{{Name: kueue.LocalQueues, Namespaced: true, Kind: "LocalQueue"}}})
-	obj := func(kind, ns, name string, fields map[string]any) *unstructured.Unstructured {
-		u := &unstructured.Unstructured{Object: fields}
-		u.SetAPIVersion(kueue.Group + "/v1beta2")
-		u.SetKind(kind)
-		u.SetNamespace(ns)
-		u.SetName(name)
-		return u
-	}
-	wl := obj("Workload", "ml", "job-train-1", map[string]any{"status": map[string]any{"conditions": conditions}})
-	wl.SetLabels(map[string]string{kueue.JobUIDLabel: "uid-1"})
-	lq := obj("LocalQueue", "ml", "team-a", map[string]any{"spec": map[string]any{"clusterQueue": "gpu-cq"}})
-	cq := obj("ClusterQueue", "", "gpu-cq", map[string]any{"spec": map[string]any{"resourceGroups": []any{map[string]any{
-		"flavors": []any{map[string]any{"name": "h100", "resources": []any{map[string]any{"name": "nvidia.com/gpu", "nominalQuota": gpus}}}},
-	}}}})
-	gv := func(r string) schema.GroupVersionResource {
-		return schema.GroupVersionResource{Group: kueue.Group, Version: "v1beta2", Resource: r}
-	}
-	kinds := map[schema.GroupVersionResource]string{gv("workloads"): "WorkloadList", gv("localqueues"): "LocalQueueList", gv("clusterqueues"): "ClusterQueueList"}
-	return c, fakedynamic.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), kinds, wl, lq, cq)
-}
-
 // A queued job reads as what Kueue's Workload says: waiting for quota (with Kueue's words),
 // preempted, never admissible (from the ClusterQueue's quota, not Kueue's text), deactivated.
 func TestStatusKueueReasons(t *testing.T) {
@@ -265,8 +236,10 @@ func TestStatusKueueReasons(t *testing.T) {
 		reason     string
 		message    string
 	}{
-		{"waiting for quota", "16", []any{pending}, false, "Queued", "queued in team-a: couldn't assign flavors to pod set main: insufficient unused quota"},
-		{"preempted", "16", []any{preempted, pending}, false, "Preempted", "preempted and requeued in team-a: Preempted to accommodate a workload"},
+		{"waiting for quota", "16", []any{pending}, false, "Queued", "queued in team-a: couldn't assign flavors to pod set main: insufficient unused quota " +
+			"for nvidia.com/gpu in flavor h100, 16 more needed; ClusterQueue gpu-cq: 8 of 16 nvidia.com/gpu used in flavor h100, the job needs 16; " +
+			"1 pending in team-a, 2 in gpu-cq, 1 admitted"},
+		{"preempted", "16", []any{preempted, pending}, false, "Preempted", "preempted and requeued in team-a: Preempted to accommodate a workload due to prioritization in the ClusterQueue; ClusterQueue gpu-cq: 8 of 16"},
 		{"never admissible", "8", []any{pending}, false, "Inadmissible", "needs 16 nvidia.com/gpu but ClusterQueue gpu-cq can hold at most 8"},
 		{"deactivated", "16", []any{map[string]any{"type": "Evicted", "status": "True", "reason": "DeactivatedDueToRequeuingLimitExceeded",
 			"message": "The workload is deactivated due to exceeding the maximum number of re-queuing retries"}}, true,
@@ -277,14 +250,14 @@ func TestStatusKueueReasons(t *testing.T) {
 			j.Labels = map[string]string{"kueue.x-k8s.io/queue-name": "team-a"}
 			j.Spec.Suspend = ptr.To(true)
 			j.Status = batchv1.JobStatus{}
-			c, dyn := kueueCluster(j, tc.quota, tc.conditions...)
+			c, dyn := cmdtest.KueueQueued(j, tc.quota, tc.conditions...)
 			if tc.inactive {
-				wl, err := dyn.Resource(schema.GroupVersionResource{Group: kueue.Group, Version: "v1beta2", Resource: "workloads"}).Namespace("ml").Get(context.Background(), "job-train-1", metav1.GetOptions{})
+				wl, err := dyn.Resource(cmdtest.KueueGVR("workloads")).Namespace("ml").Get(context.Background(), "job-train-1", metav1.GetOptions{})
 				if err != nil {
 					t.Fatal(err)
 				}
 				_ = unstructured.SetNestedField(wl.Object, false, "spec", "active")
-				if _, err := dyn.Resource(schema.GroupVersionResource{Group: kueue.Group, Version: "v1beta2", Resource: "workloads"}).Namespace("ml").Update(context.Background(), wl, metav1.UpdateOptions{}); err != nil {
+				if _, err := dyn.Resource(cmdtest.KueueGVR("workloads")).Namespace("ml").Update(context.Background(), wl, metav1.UpdateOptions{}); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -295,6 +268,12 @@ func TestStatusKueueReasons(t *testing.T) {
 			}
 			if m["status"] != "Pending" || m["reason"] != tc.reason || !strings.Contains(m["message"].(string), tc.message) {
 				t.Errorf("status %v, reason %v, message %q; want Pending, %s, %q", m["status"], m["reason"], m["message"], tc.reason, tc.message)
+			}
+			// .queue is where it waits and for what, whatever the reason.
+			q, _ := json.Marshal(m["queue"])
+			const wantQueue = `{"clusterQueue":"gpu-cq","clusterQueueAdmitted":1,"clusterQueuePending":2,"flavors":[{"borrowingLimit":null,"flavor":"h100","nominal":%s,"used":8}],"gpus":16,"localQueue":"team-a","localQueuePending":1}`
+			if got, want := string(q), fmt.Sprintf(wantQueue, tc.quota); got != want {
+				t.Errorf(".queue = %s\nwant     %s", got, want)
 			}
 			table := cmdtest.Cmd{NS: "ml", Client: c, Dynamic: dyn, Now: now}.Run(context.Background(), "status", "train")
 			if !strings.Contains(table.Stdout, "train   "+tc.reason) {

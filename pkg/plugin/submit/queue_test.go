@@ -171,3 +171,93 @@ func TestSubmitQueueDryRuns(t *testing.T) {
 		t.Fatalf("mutations = %s", got)
 	}
 }
+
+// A multi-node job without --queue on a cluster with Kueue goes in, with one warning line: no
+// queue admits its ranks together. A single-node job, or a cluster without Kueue, hears nothing.
+func TestSubmitMultiNodeWithoutQueueWarns(t *testing.T) {
+	nodes := func() *fake.Clientset {
+		return newClient(fixture.GPUNode("n1", 8).Obj(), fixture.GPUNode("n2", 8).Obj())
+	}
+	const warning = "Warning: Kueue is installed on this cluster but this 2-node job has no --queue"
+	for _, tc := range []struct {
+		name  string
+		c     *fake.Clientset
+		nodes string
+		warn  bool
+	}{
+		{"multi-node, Kueue installed", withKueue(nodes()), "2", true},
+		{"single node, Kueue installed", withKueue(nodes()), "1", false},
+		{"multi-node, no Kueue", nodes(), "2", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := run(t, cmdtest.Cmd{NS: "ml", Client: tc.c}, "ddp", "--image", "img", "--gpus", "8", "--nodes", tc.nodes, "--", "torchrun", "train.py")
+			if r.Code != 0 || !strings.HasPrefix(r.Stdout, "job.batch/ddp created\n") {
+				t.Fatalf("got %+v", r)
+			}
+			if got := strings.Count(r.Stderr, "Warning: Kueue is installed"); got != map[bool]int{true: 1, false: 0}[tc.warn] {
+				t.Errorf("stderr has the warning %d times, want it: %v\n%s", got, tc.warn, r.Stderr)
+			}
+			if tc.warn && !strings.Contains(r.Stderr, warning) {
+				t.Errorf("stderr:\n%s\nwant %q", r.Stderr, warning)
+			}
+		})
+	}
+}
+
+// With --queue, --priority-class names a Kueue WorkloadPriorityClass: it must exist, and the Job
+// carries it as Kueue's label while its pods get no PriorityClass. A missing one is refused
+// before anything is created, naming those that exist.
+func TestSubmitQueuePriorityClass(t *testing.T) {
+	cluster := func() (*fake.Clientset, *fakedynamic.FakeDynamicClient) {
+		c := newClient(fixture.GPUNode("n1", 8).Obj(), fixture.GPUNode("n2", 8).Obj())
+		return c, cmdtest.Kueue(c,
+			cmdtest.KueueObject("LocalQueue", "ml", "team-a", map[string]any{}),
+			cmdtest.KueueObject("WorkloadPriorityClass", "", "high", map[string]any{"value": int64(1000)}),
+			cmdtest.KueueObject("WorkloadPriorityClass", "", "low", map[string]any{"value": int64(10)}))
+	}
+	args := func(pc string) []string {
+		return []string{"ddp", "--image", "img", "--gpus", "8", "--nodes", "2", "--queue", "team-a", "--priority-class", pc, "--", "torchrun", "train.py"}
+	}
+
+	c, dyn := cluster()
+	r := run(t, cmdtest.Cmd{NS: "ml", Client: c, Dynamic: dyn}, args("high")...)
+	if r.Code != 0 {
+		t.Fatalf("got %+v", r)
+	}
+	job, err := c.BatchV1().Jobs("ml").Get(context.Background(), "ddp", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if job.Labels[jobspec.WorkloadPriorityClassLabel] != "high" || job.Spec.Template.Spec.PriorityClassName != "" {
+		t.Errorf("labels %v, pod PriorityClass %q; want the Kueue label high and no pod PriorityClass", job.Labels, job.Spec.Template.Spec.PriorityClassName)
+	}
+
+	c, dyn = cluster()
+	r = run(t, cmdtest.Cmd{NS: "ml", Client: c, Dynamic: dyn}, args("urgent")...)
+	if r.Code != int(exitcode.NotFound) || r.Stdout != "" ||
+		!strings.Contains(r.Stderr, `--priority-class urgent: there is no Kueue WorkloadPriorityClass "urgent"`) ||
+		!strings.Contains(r.Stderr, "WorkloadPriorityClasses: high, low") {
+		t.Fatalf("got %+v", r)
+	}
+	if m := mutations(c); len(m) != 0 {
+		t.Errorf("refused submit made %v", m)
+	}
+
+	// Without --queue, --priority-class stays the pods' PriorityClass, and Kueue is not asked.
+	c = newClient(fixture.GPUNode("n1", 8).Obj())
+	r = run(t, cmdtest.Cmd{NS: "ml", Client: c}, "one", "--image", "img", "--gpus", "8", "--priority-class", "urgent", "--", "true")
+	if r.Code != 0 {
+		t.Fatalf("got %+v", r)
+	}
+	job, err = c.BatchV1().Jobs("ml").Get(context.Background(), "one", metav1.GetOptions{})
+	if err != nil || job.Spec.Template.Spec.PriorityClassName != "urgent" || job.Labels[jobspec.WorkloadPriorityClassLabel] != "" {
+		t.Errorf("unqueued job: %v, PriorityClass %q, labels %v", err, job.Spec.Template.Spec.PriorityClassName, job.Labels)
+	}
+
+	// Kueue's label as a plain --label is refused: --priority-class with --queue sets it.
+	c = newClient()
+	r = run(t, cmdtest.Cmd{NS: "ml", Client: c}, "one", "--image", "img", "--label", "kueue.x-k8s.io/priority-class=high", "--", "true")
+	if r.Code != int(exitcode.Usage) || !strings.Contains(r.Stderr, "use --priority-class NAME with --queue") || len(c.Actions()) != 0 {
+		t.Errorf("got %+v", r)
+	}
+}

@@ -438,9 +438,11 @@ func (o *Options) Run(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		if err := kueue.Check(ctx, client.Discovery(), dyn, o.spec.Namespace, o.spec.Queue, o.spec.TotalGPUs(), o.ErrOut); err != nil {
+		if err := kueue.Check(ctx, client.Discovery(), dyn, o.spec.Namespace, o.spec.Queue, o.spec.TotalGPUs(), o.spec.PriorityClass, o.ErrOut); err != nil {
 			return err
 		}
+	} else if o.spec.Nodes > 1 {
+		kueue.WarnUnqueued(ctx, client.Discovery(), o.spec.Nodes, o.ErrOut)
 	}
 	upload, err := o.workdirUpload(ctx, client)
 	if err != nil {

@@ -165,6 +165,7 @@ func Analyze(s Snapshot) Analysis {
 	st := jobstatus.Of(s.Job, s.Pods)
 	if s.Job != nil {
 		st = jobstatus.WithSubmit(st, s.Job, s.Now)
+		st = jobstatus.WithWorkload(st, s.Job, s.Workload)
 	}
 	a := Analysis{Status: string(st.Status), Message: st.Message, JobFailureByNodeEvent: []NodeEvent{}, Notes: []string{}}
 	if s.Job != nil {

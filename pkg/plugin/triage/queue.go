@@ -7,6 +7,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/jobspec"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/jobstatus"
 )
 
@@ -42,29 +43,95 @@ func isWorkloadOf(job *batchv1.Job, ref corev1.ObjectReference) bool {
 }
 
 // queuedFinding explains a Job that waits in a Kueue queue: no pod exists until Kueue admits
-// it. Kueue's own reason (its scheduler's latest "Pending" event on the Workload, such as
-// missing quota) is added when the namespace's events hold one; Collect reads them anyway, so
-// this costs no request.
+// it. What its Workload says (s.Workload, read by the command: why it waits, and the quota it
+// waits for) names the situation, as status does; Kueue's own words come from the Workload, or
+// else from its scheduler's latest "Pending" event on it, which Collect reads anyway.
 func queuedFinding(s *Snapshot) *NodeEvent {
 	queue := queuedIn(s.Job)
 	if queue == "" {
 		return nil
 	}
 	job := s.Job
-	msg := fmt.Sprintf("queued in %s, not admitted yet: Kueue starts all %d ranks at once when the queue has room for them",
-		queue, jobstatus.Nodes(job))
+	r := jobstatus.WithWorkload(jobstatus.Result{Status: jobstatus.Pending}, job, s.Workload)
 	at := job.CreationTimestamp.Time
+	says := ""
+	if s.Workload != nil && s.Workload.Pending != "" {
+		says = s.Workload.Pending
+	}
 	if e := latestWorkloadEvent(s); e != nil {
-		msg += "; Kueue says: " + e.Message
 		at = eventTime(*e)
+		if says == "" {
+			says = e.Message
+		}
 	}
-	return &NodeEvent{
-		NodeEventName: "Queued", Rank: -1, Message: msg, Time: timePtr(at), ErrClass: ErrInfra,
-		Suggestion: fmt.Sprintf("The job waits for Kueue to admit it from LocalQueue %s (its ClusterQueue needs free quota for "+
-			"every rank). See why with `kubectl get workloads -n %s` and `kubectl describe localqueue %s -n %s`; if the "+
-			"queue does not exist, cancel with `kubectl tao cancel %s -n %s` and resubmit with an existing --queue "+
-			"(`kubectl tao preflight --queue NAME` checks it).", queue, job.Namespace, queue, job.Namespace, job.Name, job.Namespace),
+	var q *jobstatus.QueueState
+	if s.Workload != nil {
+		q = s.Workload.Queue
 	}
+	look := fmt.Sprintf("See Kueue's view with `kubectl get workloads -n %s` and `kubectl describe localqueue %s -n %s`, "+
+		"and every queue's quota with `kubectl tao capacity --queues`.", job.Namespace, queue, job.Namespace)
+	f := &NodeEvent{NodeEventName: string(r.Reason), Rank: -1, Time: timePtr(at), ErrClass: ErrInfra}
+	switch r.Reason {
+	case jobstatus.Inadmissible:
+		f.Message = "no pods: Kueue can never admit it from " + queue + ": the job " + r.Message
+		if says != "" {
+			f.Message += "; Kueue says: " + says
+		}
+		f.Suggestion = fmt.Sprintf("Waiting will not help. Cancel it (`kubectl tao cancel %s -n %s`) and resubmit with fewer GPUs or "+
+			"nodes, or to a LocalQueue whose ClusterQueue holds %d %s in one flavor. %s",
+			job.Name, job.Namespace, jobstatus.GPUsPerNode(job)*int64(jobstatus.Nodes(job)), jobspec.GPUResource, look)
+	case jobstatus.Deactivated:
+		f.Message = "no pods: Kueue deactivated it in " + queue + ": " + r.Message
+		f.Suggestion = fmt.Sprintf("Kueue will not admit it again by itself (its Workload has spec.active false, e.g. after "+
+			"waitForPodsReady's requeue limit: its ranks did not all become ready in time). Find out why its pods did not start "+
+			"(`kubectl get events -n %s`), then cancel and resubmit, or ask the cluster admin to reactivate its Workload. %s",
+			job.Namespace, look)
+	default:
+		// Queued or Preempted: it waits for quota, and starts whole when there is room.
+		f.Message = fmt.Sprintf("queued in %s, not admitted yet: Kueue starts all %d ranks at once when the queue has room for them",
+			queue, jobstatus.Nodes(job))
+		if r.Reason == jobstatus.Preempted {
+			f.Message = fmt.Sprintf("preempted by Kueue and requeued in %s, not admitted again yet: Kueue restarts all %d ranks at "+
+				"once when the queue has room for them", queue, jobstatus.Nodes(job))
+		}
+		if d := q.Describe(); d != "" {
+			f.Message += "; " + d
+		}
+		if says != "" {
+			f.Message += "; Kueue says: " + says
+		}
+		f.Suggestion = fmt.Sprintf("The job waits for Kueue to admit it from LocalQueue %s (its ClusterQueue needs free quota for "+
+			"every rank). %s%s If the queue does not exist, cancel with `kubectl tao cancel %s -n %s` and resubmit with an "+
+			"existing --queue (`kubectl tao preflight --queue NAME` checks it).", queue, admitsWhen(q), look, job.Name, job.Namespace)
+	}
+	return f
+}
+
+// admitsWhen says what would admit a job waiting for quota: the fewest GPUs that must be freed
+// in one of its ClusterQueue's flavors. "" when the quota is not known.
+func admitsWhen(q *jobstatus.QueueState) string {
+	if q == nil || len(q.Flavors) == 0 || q.GPUs <= 0 {
+		return ""
+	}
+	best := jobstatus.FlavorQuota{}
+	short := int64(-1)
+	for _, f := range q.Flavors {
+		if f.Nominal < q.GPUs {
+			continue // only borrowing could hold it there: not something to wait for
+		}
+		if need := q.GPUs - f.Free(); short < 0 || need < short {
+			best, short = f, need
+		}
+	}
+	switch {
+	case short < 0:
+		return ""
+	case short <= 0:
+		return fmt.Sprintf("Flavor %s has room for it now (%d of %d used): Kueue admits it in its turn, behind the workloads ahead of it. ",
+			best.Flavor, best.Used, best.Nominal)
+	}
+	return fmt.Sprintf("It is admitted once %d more %s are free in flavor %s (%d of %d used now), e.g. when admitted jobs end. ",
+		short, jobspec.GPUResource, best.Flavor, best.Used, best.Nominal)
 }
 
 func latestWorkloadEvent(s *Snapshot) *corev1.Event {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/internal/fixture"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/jobspec"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/jobstatus"
 )
 
 func queuedJob(name, queue string, nodes int32) *batchv1.Job {
@@ -167,5 +168,66 @@ func TestNeedsTaints(t *testing.T) {
 	}
 	if !NeedsTaints([]corev1.Pod{bare}, []corev1.Event{fixture.PodEvent(&bare, "FailedScheduling", msgTaint).Last(t0.Add(time.Second)).Val()}) {
 		t.Error("a FailedScheduling event naming a taint needs them too")
+	}
+}
+
+// What the Workload says names the finding, as status names the reason; the quota says what
+// would admit a job waiting for it.
+func TestQueuedFindingFromWorkload(t *testing.T) {
+	quota := func(used int64, flavors ...jobstatus.FlavorQuota) *jobstatus.QueueState {
+		if len(flavors) == 0 {
+			flavors = []jobstatus.FlavorQuota{{Flavor: "h100", Nominal: 16, Used: used}}
+		}
+		return &jobstatus.QueueState{LocalQueue: "team-a", ClusterQueue: "cq", LocalQueuePending: 1, GPUs: 16, Flavors: flavors}
+	}
+	tests := []struct {
+		name       string
+		wl         *jobstatus.Workload
+		event      string
+		message    []string
+		suggestion string
+	}{
+		{"waiting for quota", &jobstatus.Workload{Pending: "8 more needed", Queue: quota(8)}, "",
+			[]string{"queued in team-a, not admitted yet", "ClusterQueue cq: 8 of 16 nvidia.com/gpu used in flavor h100, the job needs 16", "Kueue says: 8 more needed"},
+			"It is admitted once 8 more nvidia.com/gpu are free in flavor h100 (8 of 16 used now)"},
+		{"the Workload's words win over an older event", &jobstatus.Workload{Pending: "now", Queue: quota(16)}, "earlier",
+			[]string{"Kueue says: now"}, "once 16 more nvidia.com/gpu are free in flavor h100"},
+		{"room now, behind others", &jobstatus.Workload{Queue: quota(0)}, "",
+			[]string{"0 of 16"}, "Flavor h100 has room for it now (0 of 16 used): Kueue admits it in its turn"},
+		{"the flavor that needs the least", &jobstatus.Workload{Queue: quota(0,
+			jobstatus.FlavorQuota{Flavor: "small", Nominal: 8}, jobstatus.FlavorQuota{Flavor: "a100", Nominal: 32, Used: 24},
+			jobstatus.FlavorQuota{Flavor: "h100", Nominal: 16, Used: 12})}, "",
+			[]string{"0 of 8 nvidia.com/gpu used in flavor small"}, "once 8 more nvidia.com/gpu are free in flavor a100 (24 of 32 used now)"},
+		{"preempted", &jobstatus.Workload{EvictedReason: "Preempted", EvictedMessage: "for a higher priority", Queue: quota(16)}, "",
+			[]string{"preempted by Kueue and requeued in team-a", "16 of 16"}, "once 16 more"},
+		{"inadmissible, with Kueue's words", &jobstatus.Workload{NeverFits: "needs 16 but at most 8", Pending: "maximum capacity (8)"}, "",
+			[]string{"no pods: Kueue can never admit it from team-a: the job needs 16 but at most 8; Kueue says: maximum capacity (8)"},
+			"Waiting will not help"},
+		{"deactivated", &jobstatus.Workload{Inactive: true, EvictedMessage: "exceeded the requeue limit"}, "",
+			[]string{"no pods: Kueue deactivated it in team-a: exceeded the requeue limit"}, "will not admit it again by itself"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s := Snapshot{Job: queuedJob("ddp", "team-a", 2), Workload: tc.wl, Now: now}
+			if tc.event != "" {
+				s.Events = []corev1.Event{workloadEvent("job-ddp-3f9a1", tc.event, time.Minute)}
+			}
+			f := queuedFinding(&s)
+			r := jobstatus.WithWorkload(jobstatus.Result{Status: jobstatus.Pending}, s.Job, tc.wl)
+			if f == nil || f.NodeEventName != string(r.Reason) || f.Rank != -1 {
+				t.Fatalf("finding %+v, want %s at rank -1", f, r.Reason)
+			}
+			for _, w := range tc.message {
+				if !strings.Contains(f.Message, w) {
+					t.Errorf("message %q lacks %q", f.Message, w)
+				}
+			}
+			if !strings.Contains(f.Suggestion, tc.suggestion) {
+				t.Errorf("suggestion %q lacks %q", f.Suggestion, tc.suggestion)
+			}
+			if a := Analyze(s); a.Status != "Pending" || a.Message != r.Message {
+				t.Errorf("analysis status %s %q, want Pending %q (as status says)", a.Status, a.Message, r.Message)
+			}
+		})
 	}
 }

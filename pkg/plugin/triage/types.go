@@ -10,6 +10,8 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/jobstatus"
 )
 
 // Snapshot is everything the analysis looks at, read at one moment.
@@ -30,6 +32,9 @@ type Snapshot struct {
 	// Archive, when the Job failed and its pods are gone, is what its log archive in S3 says
 	// (nil when it was not read).
 	Archive *Archive
+	// Workload is what Kueue says of a job waiting in its queue (read by the command through the
+	// kueue engine; nil for any other job, or when it could not be read).
+	Workload *jobstatus.Workload
 	// Now is when the snapshot was taken: ages and "stuck terminating" are measured from it.
 	Now time.Time
 }

@@ -1,0 +1,34 @@
+package jobstatus
+
+import (
+	"testing"
+
+	"k8s.io/utils/ptr"
+)
+
+func TestQueueStateDescribe(t *testing.T) {
+	full := &QueueState{LocalQueue: "team-a", ClusterQueue: "cq", LocalQueuePending: 2, ClusterQueuePending: ptr.To[int32](3),
+		ClusterQueueAdmitted: ptr.To[int32](1), GPUs: 16, Flavors: []FlavorQuota{{Flavor: "a100", Nominal: 8}, {Flavor: "h100", Nominal: 16, Used: 16}}}
+	tests := []struct {
+		name string
+		q    *QueueState
+		want string
+	}{
+		{"nil", nil, ""},
+		{"no ClusterQueue", &QueueState{LocalQueue: "team-a"}, ""},
+		{"all known", full, "ClusterQueue cq: 0 of 8 nvidia.com/gpu used in flavor a100, 16 of 16 nvidia.com/gpu used in flavor h100, " +
+			"the job needs 16; 2 pending in team-a, 3 in cq, 1 admitted"},
+		{"ClusterQueue not readable", &QueueState{LocalQueue: "team-a", ClusterQueue: "cq", LocalQueuePending: 1, GPUs: 8},
+			"ClusterQueue cq; 1 pending in team-a"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := tc.q.Describe(); got != tc.want {
+				t.Errorf("Describe() =\n%q\nwant\n%q", got, tc.want)
+			}
+		})
+	}
+	if f := (FlavorQuota{Nominal: 16, Used: 24}); f.Free() != 0 {
+		t.Errorf("Free() of a borrowing flavor = %d, want 0", f.Free())
+	}
+}

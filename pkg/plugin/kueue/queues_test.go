@@ -1,0 +1,74 @@
+package kueue
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"k8s.io/utils/ptr"
+
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/jobstatus"
+)
+
+const busyQueue = `
+metadata: {name: gpu-cq}
+spec:
+  cohortName: org
+  resourceGroups:
+  - coveredResources: [cpu]
+    flavors:
+    - name: plain
+      resources: [{name: cpu, nominalQuota: "100"}]
+  - coveredResources: [nvidia.com/gpu]
+    flavors:
+    - name: a100
+      resources: [{name: nvidia.com/gpu, nominalQuota: 8}]
+    - name: h100
+      resources: [{name: nvidia.com/gpu, nominalQuota: "16", borrowingLimit: "8"}]
+status:
+  pendingWorkloads: 3
+  admittedWorkloads: 2
+  flavorsReservation:
+  - name: plain
+    resources: [{name: cpu, total: "4"}]
+  - name: h100
+    resources: [{name: cpu, total: "2"}, {name: nvidia.com/gpu, total: "24", borrowed: "8"}]
+  flavorsUsage:
+  - name: h100
+    resources: [{name: nvidia.com/gpu, total: "16"}]
+`
+
+// The quota per GPU flavor in spec order, with what is reserved of each (not flavorsUsage:
+// Kueue admits against reservations); flavors without GPUs are left out.
+func TestClusterQueueFacts(t *testing.T) {
+	got := ClusterQueueFacts(parse(t, busyQueue))
+	want := ClusterQueue{Name: "gpu-cq", Cohort: "org", Pending: 3, Admitted: 2, Flavors: []jobstatus.FlavorQuota{
+		{Flavor: "a100", Nominal: 8},
+		{Flavor: "h100", Nominal: 16, BorrowingLimit: ptr.To[int64](8), Used: 24},
+	}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("ClusterQueueFacts (-want +got):\n%s", diff)
+	}
+	if got := ClusterQueueFacts(parse(t, `metadata: {name: new}`)); got.Name != "new" || got.Flavors == nil || len(got.Flavors) != 0 || got.Pending != 0 {
+		t.Errorf("a ClusterQueue Kueue has not written a status for: %+v", got)
+	}
+}
+
+func TestQueueFacts(t *testing.T) {
+	lq := parse(t, `
+metadata: {name: team-a, namespace: ml}
+spec: {clusterQueue: gpu-cq}
+status: {pendingWorkloads: 2}
+`)
+	got := QueueFacts(lq, parse(t, busyQueue), 16)
+	want := &jobstatus.QueueState{LocalQueue: "team-a", ClusterQueue: "gpu-cq", LocalQueuePending: 2,
+		ClusterQueuePending: ptr.To[int32](3), ClusterQueueAdmitted: ptr.To[int32](2), GPUs: 16,
+		Flavors: ClusterQueueFacts(parse(t, busyQueue)).Flavors}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("QueueFacts (-want +got):\n%s", diff)
+	}
+	// A ClusterQueue that could not be read leaves its part unknown, not zero.
+	got = QueueFacts(lq, nil, 16)
+	if got.ClusterQueue != "gpu-cq" || got.ClusterQueuePending != nil || got.ClusterQueueAdmitted != nil || len(got.Flavors) != 0 {
+		t.Errorf("unread ClusterQueue: %+v", got)
+	}
+}
