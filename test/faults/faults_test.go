@@ -430,8 +430,10 @@ func TestHeavyThousandRanks(t *testing.T) {
 	final := tao(t, proxied, "logs", "huge", "-n", ns)
 	counted("logs", final, n)
 	sameLines(t, "logs -f", follow.out.String(), final.out.String(), ranks*lines)
-	if follow.errOut.String() != "" {
-		t.Errorf("logs -f stderr:\n%s", follow.errOut.String())
+	// kwok writes a started container's log late on a loaded machine (a real kubelet answers an
+	// empty log): logs -f may say "no log yet" once for all ranks, and nothing else.
+	if errOut := follow.errOut.String(); errOut != "" && !regexp.MustCompile(`^rank \d+ \(pod huge-[^)]*\): no log yet, retrying: [^\n]*\n$`).MatchString(errOut) {
+		t.Errorf("logs -f stderr:\n%s", errOut)
 	}
 
 	// cancel of a running 1,000-rank job: the Job and every pod gone when it returns.

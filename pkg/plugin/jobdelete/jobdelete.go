@@ -6,6 +6,7 @@ package jobdelete
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -15,6 +16,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	batchclient "k8s.io/client-go/kubernetes/typed/batch/v1"
 	coreclient "k8s.io/client-go/kubernetes/typed/core/v1"
@@ -23,6 +26,7 @@ import (
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/exitcode"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/jobpods"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/outage"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/pages"
 )
 
 // DefaultTimeout bounds how long cancel and delete wait for the pods to go. Pods get 30 s to
@@ -103,21 +107,29 @@ func WaitGone(ctx context.Context, client kubernetes.Interface, job *batchv1.Job
 	for {
 		jobList, err := jobs.List(ctx, metav1.ListOptions{FieldSelector: jobSel})
 		if err == nil {
-			var podList *corev1.PodList
-			if podList, err = pods.List(ctx, metav1.ListOptions{LabelSelector: podSel}); err == nil {
+			var podRV string
+			left := map[types.UID]corev1.Pod{}
+			podRV, err = pages.Each(ctx, metav1.ListOptions{LabelSelector: podSel, Limit: podPage}, pods.List, func(page *corev1.PodList) {
+				for _, p := range page.Items {
+					left[p.UID] = p
+				}
+			})
+			if err == nil {
 				rep.OK()
 				backoff = outage.Backoff(200*time.Millisecond, 5*time.Second)
-				remaining = podList.Items
-				jobGone := true
-				for _, j := range jobList.Items {
-					jobGone = jobGone && j.UID != job.UID
-				}
-				if jobGone && len(podList.Items) == 0 {
+				w := &gone{job: job, jobThere: slices.ContainsFunc(jobList.Items, func(j batchv1.Job) bool { return j.UID == job.UID }), left: left}
+				remaining = w.pods()
+				if w.done() {
 					return nil
 				}
-				err = watchOnce(ctx, jobs, pods, jobSel, podSel, jobList.ResourceVersion, podList.ResourceVersion)
+				var done bool
+				done, err = w.follow(ctx, jobs, pods, jobSel, podSel, jobList.ResourceVersion, podRV)
+				remaining = w.pods()
+				if done {
+					return nil
+				}
 				if err == nil {
-					continue
+					continue // a watch ended: list again
 				}
 			}
 		}
@@ -130,26 +142,69 @@ func WaitGone(ctx context.Context, client kubernetes.Interface, job *batchv1.Job
 	}
 }
 
-// watchOnce watches the Job and its pods from the lists' versions and returns at the first
-// change of either, or when a watch ends (the caller lists again in both cases), or with
-// ctx's error when it ends.
-func watchOnce(ctx context.Context, jobs batchclient.JobInterface, pods coreclient.PodInterface, jobSel, podSel, jobRV, podRV string) error {
+// podPage bounds one page of a pod list: a 1,000-rank job is listed in two.
+const podPage = 500
+
+// gone is what WaitGone knows of a Job being deleted: whether it is still there and which of
+// its pods are.
+type gone struct {
+	job      *batchv1.Job
+	jobThere bool
+	left     map[types.UID]corev1.Pod
+}
+
+func (g *gone) done() bool { return !g.jobThere && len(g.left) == 0 }
+
+func (g *gone) pods() []corev1.Pod {
+	out := make([]corev1.Pod, 0, len(g.left))
+	for _, p := range g.left {
+		out = append(out, p)
+	}
+	return out
+}
+
+// follow watches the Job and its pods from the lists' versions, keeping g up to date from the
+// events alone (one list, then one event per change: a 1,000-pod job is not listed again at
+// each pod's deletion), until both are gone (true), a watch ends (false, nil: the caller lists
+// again) or fails, or ctx ends (its error).
+func (g *gone) follow(ctx context.Context, jobs batchclient.JobInterface, pods coreclient.PodInterface, jobSel, podSel, jobRV, podRV string) (bool, error) {
 	jw, err := jobs.Watch(ctx, metav1.ListOptions{FieldSelector: jobSel, ResourceVersion: jobRV})
 	if err != nil {
-		return err
+		return false, err
 	}
 	defer jw.Stop()
 	pw, err := pods.Watch(ctx, metav1.ListOptions{LabelSelector: podSel, ResourceVersion: podRV})
 	if err != nil {
-		return err
+		return false, err
 	}
 	defer pw.Stop()
-	select {
-	case <-jw.ResultChan():
-	case <-pw.ResultChan():
-	case <-ctx.Done():
+	for {
+		select {
+		case ev, ok := <-jw.ResultChan():
+			if !ok || ev.Type == watch.Error {
+				return false, nil
+			}
+			if j, isJob := ev.Object.(*batchv1.Job); isJob && j.UID == g.job.UID {
+				g.jobThere = ev.Type != watch.Deleted
+			}
+		case ev, ok := <-pw.ResultChan():
+			if !ok || ev.Type == watch.Error {
+				return false, nil
+			}
+			if p, isPod := ev.Object.(*corev1.Pod); isPod {
+				if ev.Type == watch.Deleted {
+					delete(g.left, p.UID)
+				} else {
+					g.left[p.UID] = *p
+				}
+			}
+		case <-ctx.Done():
+			return false, ctx.Err()
+		}
+		if g.done() {
+			return true, nil
+		}
 	}
-	return ctx.Err()
 }
 
 func waitErr(ctx context.Context, job *batchv1.Job, remaining []corev1.Pod, timeout time.Duration, err error) error {

@@ -386,9 +386,10 @@ type follower struct {
 	wg      sync.WaitGroup
 	// reach says, once for all streams and watches, when the server stops answering and when
 	// it is back; kubelets says it for each node's kubelet, once for all its pods' streams.
-	reach    *outage.Reporter
-	kubeletM sync.Mutex
-	kubelets map[string]*outage.Reporter
+	reach     *outage.Reporter
+	noLogSaid atomic.Bool // a rank's "no log yet" was said: the others' are not
+	kubeletM  sync.Mutex
+	kubelets  map[string]*outage.Reporter
 	// What the lists and watches say now: the Job (nil when absent) and its selected pods.
 	job  *batchv1.Job
 	pods map[types.UID]*corev1.Pod
@@ -620,8 +621,10 @@ func (f *follower) follow(ctx context.Context, tl *tailer) {
 		case err == nil || isGone(err) || f.reach.Failed(err) || f.kubelet(tl.target.Node).Failed(err):
 		case !opened && tl.cursor.Last.IsZero():
 			// A container that has just started may have no log yet: say so only if it lasts.
-			if failed++; failed == quietOpenFailures {
-				fmt.Fprintf(f.e.ErrOut, "rank %d (pod %s): no log yet, retrying: %v\n", tl.target.Rank, tl.target.Pod, err)
+			// Once for the whole command: at 1,000 ranks starting together a line per rank is a
+			// wall (kwok was slow to write 948 of them), and what it says is the same for all.
+			if failed++; failed == quietOpenFailures && f.noLogSaid.CompareAndSwap(false, true) {
+				fmt.Fprintf(f.e.ErrOut, "rank %d (pod %s): no log yet, retrying: %v (said for the first such rank only)\n", tl.target.Rank, tl.target.Pod, err)
 			}
 		case !said:
 			said = true
