@@ -143,7 +143,10 @@ func faultCase(t *testing.T, f fault) {
 		// kwok answers "no logs found" for a container that has printed nothing yet, where a real
 		// kubelet answers an empty log; on a loaded machine its first line can take long enough
 		// for logs -f to say so once (tail's quietOpenFailures). Not the fault's doing.
-		follow: regexp.MustCompile(`^rank \d+ \(pod followed-[^)]*\): no log yet, retrying: no logs found`), waiter: waitProgress, watcher: nil, canceler: regexp.MustCompile(`^job\.batch/canceled|[Cc]ancel|[Ww]aiting`),
+		// A restarted kwok answers "no logs found" for a while for the containers it took over
+		// (a restarted kubelet refuses the connection instead, which logs -f says once per node):
+		// each rank's stream says so once.
+		follow: regexp.MustCompile(`^rank \d+ \(pod followed-[^)]*\): (no log yet|log stream failed), retrying: no logs found`), waiter: waitProgress, watcher: nil, canceler: regexp.MustCompile(`^job\.batch/canceled|[Cc]ancel|[Ww]aiting`),
 		submitted: regexp.MustCompile(`created$|^Waiting|` + waitProgress.String()),
 	}
 	for _, r := range []*run{follow, waiter, watcher, submitted, canceler} {
