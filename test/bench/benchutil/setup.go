@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -48,12 +49,20 @@ func Config() (*rest.Config, error) {
 	return clientcmd.BuildConfigFromFlags("", os.Getenv("KUBECONFIG"))
 }
 
-// Namespace creates a namespace named prefix-XXXXX for one run of a benchmark, and returns its
+// Namespace creates a namespace named prefix-XXXXX for one run of a benchmark, waits for its
+// default ServiceAccount, and returns its
 // name and a function that deletes it (a failure to is reported: the results stand).
 func Namespace(ctx context.Context, client kubernetes.Interface, prefix string) (string, func(), error) {
 	ns := prefix + "-" + rand.String(5)
 	if _, err := client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 		return "", nil, err
+	}
+	// Pods cannot be created before the namespace's default ServiceAccount exists.
+	for {
+		if _, err := client.CoreV1().ServiceAccounts(ns).Get(ctx, "default", metav1.GetOptions{}); err == nil {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
 	return ns, func() {
 		if err := client.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{}); err != nil {

@@ -12,7 +12,6 @@ import (
 	"os"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/kubectl-tao/kubectl-tao/test/bench/benchutil"
@@ -41,12 +40,6 @@ func run(ranks, lines, runs, statusRuns, followRuns int, tao, kubectl string) er
 		return err
 	}
 	defer deleteNS()
-	for {
-		if _, err := client.CoreV1().ServiceAccounts(ns).Get(ctx, "default", metav1.GetOptions{}); err == nil {
-			break
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
 	const job = "bench"
 	if _, err := benchutil.Measure(nil, tao, "submit", job, "-n", ns, "--image", "busybox", "--gpus", "1", "--nodes", fmt.Sprint(ranks),
 		"--annotation", "sim.kubectl-tao.dev/fate=run-forever", "--annotation", fmt.Sprintf("sim.kubectl-tao.dev/log-lines=%d", lines), "--", "train"); err != nil {

@@ -101,12 +101,6 @@ func run(ranks, lines, runs, followRuns, cancelRuns int, tao, kubectl string) er
 		return err
 	}
 	defer deleteNS()
-	for {
-		if _, err := client.CoreV1().ServiceAccounts(ns).Get(ctx, "default", metav1.GetOptions{}); err == nil {
-			break
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
 	b := &bench{client: client, ns: ns, ranks: ranks, lines: lines, tao: tao}
 	const job = "scale"
 	if err := b.submit(ctx, job); err != nil {
