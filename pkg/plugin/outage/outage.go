@@ -166,6 +166,12 @@ func QuietContext(ctx context.Context) context.Context {
 // demoted moves every message DetailLevel levels down, and errors to DetailLevel.
 type demoted struct{ logr.LogSink }
 
+// Init does not reach the wrapped sink: it was initialised by the logger it came from, and it
+// is shared (klog's global one), so logr.New calling Init on it from two goroutines at once
+// (two waits starting their informers) wrote its call depth while the other's reflector read it
+// (found by -race).
+func (d demoted) Init(logr.RuntimeInfo) {}
+
 func (d demoted) Enabled(level int) bool { return d.LogSink.Enabled(level + DetailLevel) }
 func (d demoted) Info(level int, msg string, kv ...any) {
 	d.LogSink.Info(level+DetailLevel, msg, kv...)

@@ -155,3 +155,20 @@ func TestIsKubelet(t *testing.T) {
 		t.Fatalf("stderr:\n%s\nwant:\n%s", out.String(), want)
 	}
 }
+
+// QuietContext may be called from many goroutines at once while their loggers log (run with
+// -race: make race).
+func TestQuietContextConcurrent(t *testing.T) {
+	done := make(chan struct{})
+	for i := 0; i < 8; i++ {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			for j := 0; j < 100; j++ {
+				klog.FromContext(QuietContext(context.Background())).V(5).Info("quiet")
+			}
+		}()
+	}
+	for i := 0; i < 8; i++ {
+		<-done
+	}
+}
