@@ -78,8 +78,8 @@ var faultTable = []fault{
 
 // TestHeavyFaultTable (make e2e-faults) runs every long-running command through each fault of
 // faultTable: `logs -f`, `wait` and `list --watch` on one job, `submit --wait` of a second,
-// and `cancel` of a third whose pods are held back so that the cancel is still waiting when the
-// fault comes. Each command ends with the exit code it would have without the fault, the lines
+// `submit --follow` of a third, and `cancel` of a fourth whose pods are held back so that the
+// cancel is still waiting when the fault comes. Each command ends with the exit code it would have without the fault, the lines
 // followed are exactly those of a final `logs`, the canceled job leaves nothing behind, and
 // each says the outage in at most 4 stderr lines.
 func TestHeavyFaultTable(t *testing.T) {
@@ -105,19 +105,23 @@ func faultCase(t *testing.T, f fault) {
 	waiter := start(t, proxied, "wait", "followed", "-n", ns)
 	watcher := start(t, proxied, "list", "--watch", "-n", ns)
 	submitted := start(t, proxied, submit(ns, "submitted", ranks, lines, time.Second, runFor, "--wait")...)
+	followedSubmit := start(t, proxied, submit(ns, "followed-submit", ranks, lines, time.Second, runFor, "--follow")...)
 	firstLines(t, 3*time.Minute, ns, follow, ranks)
+	firstLines(t, 3*time.Minute, ns, followedSubmit, ranks)
 	canceler := holdAndCancel(t, ns, proxied, "canceled")
 
 	f.inject(t, proxy)
 	release(t, ns, "canceled")
 
-	for _, r := range []*run{follow, waiter, submitted, canceler} {
+	for _, r := range []*run{follow, waiter, submitted, followedSubmit, canceler} {
 		if code := r.finish(t, 4*time.Minute); code != 0 {
 			t.Errorf("%s", r)
 		}
 	}
 	final := tao(t, kubeconfig, "logs", "followed", "-n", ns)
 	sameLines(t, "logs -f", follow.out.String(), final.out.String(), ranks*lines)
+	final = tao(t, kubeconfig, "logs", "followed-submit", "-n", ns)
+	sameLines(t, "submit --follow", followedSubmit.out.String(), final.out.String(), ranks*lines)
 	if !strings.HasSuffix(waiter.out.String(), "job.batch/followed Complete\n") {
 		t.Errorf("wait printed %q", waiter.out.String())
 	}
@@ -146,10 +150,12 @@ func faultCase(t *testing.T, f fault) {
 		// A restarted kwok answers "no logs found" for a while for the containers it took over
 		// (a restarted kubelet refuses the connection instead, which logs -f says once per node):
 		// each rank's stream says so once.
-		follow: regexp.MustCompile(`^rank \d+ \(pod followed-[^)]*\): (no log yet|log stream failed), retrying: no logs found`), waiter: waitProgress, watcher: nil, canceler: regexp.MustCompile(`^job\.batch/canceled|[Cc]ancel|[Ww]aiting`),
+		follow:         regexp.MustCompile(`^rank \d+ \(pod followed-[^)]*\): (no log yet|log stream failed), retrying: no logs found`),
+		followedSubmit: regexp.MustCompile(`created$|^Following |^rank \d+ \(pod followed-submit-[^)]*\): (no log yet|log stream failed), retrying: no logs found`),
+		waiter:         waitProgress, watcher: nil, canceler: regexp.MustCompile(`^job\.batch/canceled|[Cc]ancel|[Ww]aiting`),
 		submitted: regexp.MustCompile(`created$|^Waiting|` + waitProgress.String()),
 	}
-	for _, r := range []*run{follow, waiter, watcher, submitted, canceler} {
+	for _, r := range []*run{follow, waiter, watcher, submitted, followedSubmit, canceler} {
 		said := outageLines(t, r, allowed[r])
 		t.Logf("%s: %d outage lines:\n%s", r.name, len(said), strings.Join(said, "\n"))
 		if len(said) > 4 {
