@@ -94,7 +94,7 @@ e2e-faults-ci: build $(LOCALCLUSTER) ## The fault tests CI runs (API-server rest
 FAULTS_HEAVY_CLUSTER_DIR ?= $(CURDIR)/.cluster-faults-heavy
 
 .PHONY: e2e-faults
-e2e-faults: build $(LOCALCLUSTER) ## The heavy fault tests (1,000-rank logs -f) on a cluster of their own, then e2e-faults-ci
+e2e-faults: build $(LOCALCLUSTER) $(VERSITYGW) ## The heavy fault tests (1,000-rank logs -f) on a cluster of their own, then e2e-faults-ci
 	LOCALCLUSTER='$(LOCALCLUSTER)' hack/with-cluster.sh '$(FAULTS_HEAVY_CLUSTER_DIR)' --nodes 12 --gpus-per-node 8 -- \
 	  env KUBECTL_TAO='$(CURDIR)/bin/kubectl-tao' TAO_FAULT_CLUSTER='$(FAULTS_HEAVY_CLUSTER_DIR)' \
 	  $(GO) test -tags faults -count=1 -timeout 40m -run '^TestHeavy' -v $(FAULTS_FLAGS) ./test/faults/

@@ -11,14 +11,18 @@ import (
 	"testing"
 	"time"
 
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/ptr"
 
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/s3layout"
 	"github.com/kubectl-tao/kubectl-tao/test/faultproxy"
 	"github.com/kubectl-tao/kubectl-tao/test/localcluster"
+	"github.com/kubectl-tao/kubectl-tao/test/s3server"
 )
 
 // holdFinalizer keeps a canceled job's pods in the API after the Job controller has deleted
@@ -78,10 +82,11 @@ var faultTable = []fault{
 
 // TestHeavyFaultTable (make e2e-faults) runs every long-running command through each fault of
 // faultTable: `logs -f`, `wait` and `list --watch` on one job, `submit --wait` of a second,
-// `submit --follow` of a third, and `cancel` of a fourth whose pods are held back so that the
-// cancel is still waiting when the fault comes. Each command ends with the exit code it would have without the fault, the lines
-// followed are exactly those of a final `logs`, the canceled job leaves nothing behind, and
-// each says the outage in at most 4 stderr lines.
+// `submit --follow` of a third, `cancel` of a fourth and `delete-artifacts` of a finished staged
+// fifth (results on versitygw), the pods of the last two held back so that the command is still
+// waiting when the fault comes. Each command ends with the exit code it would have without the
+// fault, the lines followed are exactly those of a final `logs`, the deleted jobs (and the
+// results) leave nothing behind, and each says the outage in at most 4 stderr lines.
 func TestHeavyFaultTable(t *testing.T) {
 	for _, f := range faultTable {
 		t.Run(strings.ReplaceAll(f.name, " ", "_"), func(t *testing.T) { faultCase(t, f) })
@@ -101,6 +106,12 @@ func faultCase(t *testing.T, f fault) {
 			t.Fatalf("submit: %s", r)
 		}
 	}
+	s3 := s3server.Start(t)
+	s3.MakeBucket(t, "results")
+	staged := stagedJob(t, ns, "staged", s3, "results")
+	for _, k := range []string{"model.pth", "logs/train.log"} {
+		s3.Put(t, "results", "results/staged/"+string(staged.UID)+"/results/"+k, []byte("0123456789"))
+	}
 	follow := start(t, proxied, "logs", "-f", "followed", "-n", ns)
 	waiter := start(t, proxied, "wait", "followed", "-n", ns)
 	watcher := start(t, proxied, "list", "--watch", "-n", ns)
@@ -108,12 +119,20 @@ func faultCase(t *testing.T, f fault) {
 	followedSubmit := start(t, proxied, submit(ns, "followed-submit", ranks, lines, time.Second, runFor, "--follow")...)
 	firstLines(t, 3*time.Minute, ns, follow, ranks)
 	firstLines(t, 3*time.Minute, ns, followedSubmit, ranks)
-	canceler := holdAndCancel(t, ns, proxied, "canceled")
+	canceler := holdAndRun(t, ns, proxied, "canceled", corev1.PodRunning, "cancel", "canceled", "-n", ns, "--grace-period", "0")
+	// delete-artifacts of a finished staged job: its wait for the pods is held the same way,
+	// then its results go.
+	poll(t, 2*time.Minute, "staged to complete", func(ctx context.Context) (bool, error) {
+		j, err := client.BatchV1().Jobs(ns).Get(ctx, "staged", metav1.GetOptions{})
+		return err == nil && j.Status.Succeeded == 1 && j.Status.CompletionTime != nil, nil
+	})
+	artifacts := holdAndRun(t, ns, proxied, "staged", corev1.PodSucceeded, "delete-artifacts", "staged", "-n", ns)
 
 	f.inject(t, proxy)
 	release(t, ns, "canceled")
+	release(t, ns, "staged")
 
-	for _, r := range []*run{follow, waiter, submitted, followedSubmit, canceler} {
+	for _, r := range []*run{follow, waiter, submitted, followedSubmit, canceler, artifacts} {
 		if code := r.finish(t, 4*time.Minute); code != 0 {
 			t.Errorf("%s", r)
 		}
@@ -154,8 +173,15 @@ func faultCase(t *testing.T, f fault) {
 		followedSubmit: regexp.MustCompile(`created$|^Following |^rank \d+ \(pod followed-submit-[^)]*\): (no log yet|log stream failed), retrying: no logs found`),
 		waiter:         waitProgress, watcher: nil, canceler: regexp.MustCompile(`^job\.batch/canceled|[Cc]ancel|[Ww]aiting`),
 		submitted: regexp.MustCompile(`created$|^Waiting|` + waitProgress.String()),
+		artifacts: regexp.MustCompile(`^Waiting for the pods of job\.batch/staged to stop|^Deleting \d+ objects under s3://results/results/staged/`),
 	}
-	for _, r := range []*run{follow, waiter, watcher, submitted, followedSubmit, canceler} {
+	if keys := s3.Keys(t, "results", "results/staged/"); len(keys) != 0 {
+		t.Errorf("delete-artifacts returned, but left %v", keys)
+	}
+	if left := leftOf(t, ns, "staged", false); left != "" {
+		t.Errorf("delete-artifacts returned, but the job left %s", left)
+	}
+	for _, r := range []*run{follow, waiter, watcher, submitted, followedSubmit, canceler, artifacts} {
 		said := outageLines(t, r, allowed[r])
 		t.Logf("%s: %d outage lines:\n%s", r.name, len(said), strings.Join(said, "\n"))
 		if len(said) > 4 {
@@ -165,20 +191,21 @@ func faultCase(t *testing.T, f fault) {
 	t.Logf("%d requests through the proxy", len(proxy.Requests()))
 }
 
-// holdAndCancel puts holdFinalizer on the job's running pods, starts `cancel` through the proxy
-// and returns once the Job controller has marked the pods for deletion: cancel is then waiting
-// for them to go, which they cannot until release.
-func holdAndCancel(t *testing.T, ns, kc, job string) *run {
+// holdAndRun puts holdFinalizer on the job's pods once they are all in phase, starts the
+// command args (cancel, delete-artifacts) through the proxy and returns once the garbage
+// collector has marked the pods for deletion: the command is then waiting for them to go, which
+// they cannot until release.
+func holdAndRun(t *testing.T, ns, kc, job string, phase corev1.PodPhase, args ...string) *run {
 	t.Helper()
 	ctx := context.Background()
 	sel := metav1.ListOptions{LabelSelector: "batch.kubernetes.io/job-name=" + job}
-	poll(t, 2*time.Minute, job+"'s pods running", func(ctx context.Context) (bool, error) {
+	poll(t, 2*time.Minute, job+"'s pods "+string(phase), func(ctx context.Context) (bool, error) {
 		pods, err := client.CoreV1().Pods(ns).List(ctx, sel)
 		if err != nil || len(pods.Items) == 0 {
 			return false, nil
 		}
 		for _, p := range pods.Items {
-			if p.Status.Phase != corev1.PodRunning {
+			if p.Status.Phase != phase {
 				return false, nil
 			}
 		}
@@ -194,7 +221,7 @@ func holdAndCancel(t *testing.T, ns, kc, job string) *run {
 			t.Fatal(err)
 		}
 	}
-	r := start(t, kc, "cancel", job, "-n", ns, "--grace-period", "0")
+	r := start(t, kc, args...)
 	poll(t, time.Minute, job+"'s pods marked for deletion", func(ctx context.Context) (bool, error) {
 		pods, err := client.CoreV1().Pods(ns).List(ctx, sel)
 		if err != nil {
@@ -209,7 +236,7 @@ func holdAndCancel(t *testing.T, ns, kc, job string) *run {
 	})
 	select {
 	case <-r.done:
-		t.Fatalf("cancel ended while the pods were held: %s", r)
+		t.Fatalf("%s ended while the pods were held: %s", args[0], r)
 	default:
 	}
 	return r
@@ -233,6 +260,48 @@ func release(t *testing.T, ns, job string) {
 		}
 		return true, nil
 	})
+}
+
+// stagedJob creates a finished-soon Job as submit wires one for S3 staging (the outputs and
+// Secret annotations, a NAME-s3 Secret with the server's credentials owned by the Job), so that
+// delete-artifacts has results to remove; its pod succeeds after a second.
+func stagedJob(t *testing.T, ns, name string, srv *s3server.Server, bucket string) *batchv1.Job {
+	t.Helper()
+	ctx := context.Background()
+	outs, _ := json.Marshal([]string{"/results"})
+	job, err := client.BatchV1().Jobs(ns).Create(ctx, &batchv1.Job{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Annotations: map[string]string{
+			s3layout.AnnotationOutputs: string(outs), s3layout.AnnotationS3Secret: s3layout.SecretName(name),
+		}},
+		Spec: batchv1.JobSpec{
+			BackoffLimit: ptr.To(int32(0)),
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{sim + "run-duration": "1s"}},
+				Spec: corev1.PodSpec{
+					RestartPolicy: corev1.RestartPolicyNever,
+					Containers:    []corev1.Container{{Name: "tao", Image: "img"}},
+					Tolerations:   []corev1.Toleration{{Key: "nvidia.com/gpu", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}},
+				},
+			},
+		},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := map[string][]byte{}
+	for _, kv := range srv.Env(bucket) {
+		k, v, _ := strings.Cut(kv, "=")
+		data[k] = []byte(v)
+	}
+	if _, err := client.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: s3layout.SecretName(name), Namespace: ns, OwnerReferences: []metav1.OwnerReference{{
+			APIVersion: "batch/v1", Kind: "Job", Name: job.Name, UID: job.UID, Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true),
+		}}},
+		Data: data,
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	return job
 }
 
 // leftOf names what is left of a job: the Job itself, pods, and with service its Service.
