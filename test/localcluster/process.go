@@ -239,8 +239,12 @@ func IsOurs(info ProcInfo, exe, stateDir string) bool {
 	if info.Zombie || info.Exe != exe {
 		return false
 	}
+	// The state dir as a whole path element: /repo/.cluster-faults is not in
+	// /repo/.cluster-faults-heavy/etcd (it was, and a cluster coming up in the first killed the
+	// second's components as its own leftovers; found running both at once).
+	dir := strings.TrimSuffix(stateDir, "/") + "/"
 	for _, arg := range info.Cmdline[min(1, len(info.Cmdline)):] {
-		if strings.Contains(arg, stateDir) {
+		if strings.Contains(arg+"/", dir) {
 			return true
 		}
 	}

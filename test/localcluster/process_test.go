@@ -35,6 +35,9 @@ func TestIsOurs(t *testing.T) {
 		{"same binary, other cluster", ProcInfo{Exe: exe, Cmdline: []string{exe, "--data-dir=/tmp/other/etcd"}}, false},
 		{"zombie", ProcInfo{Exe: exe, Cmdline: []string{exe, "--data-dir=/repo/.cluster/etcd"}, Zombie: true}, false},
 		{"state dir only in argv0", ProcInfo{Exe: exe, Cmdline: []string{"/repo/.cluster/etcd"}}, false},
+		{"the state dir itself", ProcInfo{Exe: exe, Cmdline: []string{exe, "--state-dir=/repo/.cluster"}}, true},
+		{"a cluster whose dir starts with ours", ProcInfo{Exe: exe, Cmdline: []string{exe, "--data-dir=/repo/.cluster-faults/etcd"}}, false},
+		{"and its state dir", ProcInfo{Exe: exe, Cmdline: []string{exe, "--state-dir=/repo/.cluster-bench"}}, false},
 	}
 	for _, tt := range tests {
 		if got := IsOurs(tt.info, exe, state); got != tt.want {
