@@ -120,6 +120,7 @@ func TestValidateRejectsBadInput(t *testing.T) {
 		{"empty extended resource", func(s *Spec) { s.Resources = []KeyValue{{"rdma/ib", ""}} }, "whole number above 0"},
 		{"one rank per node on one node", func(s *Spec) { s.OneRankPerNode = true }, "--one-rank-per-node needs --nodes"},
 		{"volume relative path", func(s *Spec) { s.Volumes = []Volume{{Claim: "data", MountPath: "data"}} }, `invalid --volume path "data": must be absolute`},
+		{"file path not UTF-8", func(s *Spec) { s.Files = []File{{Source: "f", ContainerPath: "/\xef", Data: []byte("x")}} }, `invalid --file path "/\xef": not valid UTF-8`},
 		{"volume with ..", func(s *Spec) { s.Volumes = []Volume{{Claim: "data", MountPath: "/data/../etc"}} }, `must not contain ".."`},
 		{"volume over /", func(s *Spec) { s.Volumes = []Volume{{Claim: "data", MountPath: "/"}} }, "cannot mount over /"},
 		{"volume bad claim", func(s *Spec) { s.Volumes = []Volume{{Claim: "My_Claim", MountPath: "/data"}} }, `invalid --volume claim "My_Claim"`},

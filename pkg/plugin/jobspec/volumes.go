@@ -58,6 +58,9 @@ func fileKey(containerPath string) string {
 // validateMountPath checks a container path for a volume or file mount.
 func validateMountPath(flag, p string) error {
 	switch {
+	case !utf8.ValidString(p):
+		// The API server's JSON would replace those bytes: the pod would mount elsewhere.
+		return fmt.Errorf("invalid --%s path %q: not valid UTF-8", flag, p)
 	case !strings.HasPrefix(p, "/"):
 		return fmt.Errorf("invalid --%s path %q: must be absolute", flag, p)
 	case strings.Contains("/"+p+"/", "/../"):
