@@ -4,7 +4,6 @@ package e2e
 
 import (
 	"context"
-	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -13,56 +12,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 
-	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/s3layout"
 	"github.com/kubectl-tao/kubectl-tao/test/s3server"
 )
-
-// stagedJob creates a Job as submit wires one for S3 staging: the outputs and Secret
-// annotations, and a NAME-s3 Secret with the credentials owned by the Job.
-func stagedJob(t *testing.T, ns, name, fate string, srv *s3server.Server, bucket string) *batchv1.Job {
-	t.Helper()
-	ctx := context.Background()
-	outs, _ := json.Marshal([]string{"/results"})
-	job := &batchv1.Job{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Annotations: map[string]string{
-			s3layout.AnnotationOutputs: string(outs), s3layout.AnnotationS3Secret: s3layout.SecretName(name),
-		}},
-		Spec: batchv1.JobSpec{
-			BackoffLimit: ptr.To(int32(0)),
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{
-					"sim.kubectl-tao.dev/fate": fate, "sim.kubectl-tao.dev/run-duration": "1s",
-				}},
-				Spec: corev1.PodSpec{
-					RestartPolicy: corev1.RestartPolicyNever,
-					Containers:    []corev1.Container{{Name: "tao", Image: "img"}},
-					Tolerations:   []corev1.Toleration{{Key: "nvidia.com/gpu", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}},
-				},
-			},
-		},
-	}
-	job, err := client.BatchV1().Jobs(ns).Create(ctx, job, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	data := map[string][]byte{}
-	for _, kv := range srv.Env(bucket) {
-		k, v, _ := strings.Cut(kv, "=")
-		data[k] = []byte(v)
-	}
-	sec := &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Name: s3layout.SecretName(name), Namespace: ns, OwnerReferences: []metav1.OwnerReference{{
-			APIVersion: "batch/v1", Kind: "Job", Name: job.Name, UID: job.UID, Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true),
-		}}},
-		Data: data,
-	}
-	if _, err := client.CoreV1().Secrets(ns).Create(ctx, sec, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	return job
-}
 
 func jobCondition(ns, name string, cond batchv1.JobConditionType) func(context.Context) (bool, error) {
 	return func(ctx context.Context) (bool, error) {
@@ -85,8 +37,8 @@ func TestDeleteArtifacts(t *testing.T) {
 	srv := s3server.Start(t)
 	srv.MakeBucket(t, "results")
 
-	done := stagedJob(t, ns, "trained", "succeed", srv, "results")
-	running := stagedJob(t, ns, "running", "run-forever", srv, "results")
+	done := srv.StagedJob(t, client, ns, "trained", "succeed", "results")
+	running := srv.StagedJob(t, client, ns, "running", "run-forever", "results")
 	uid := string(done.UID)
 	mine := []string{"results/trained/" + uid + "/results/model.pth", "results/trained/" + uid + "/results/logs/train.log"}
 	others := []string{

@@ -28,7 +28,7 @@ func TestLogArchiveOfARetriedRank(t *testing.T) {
 	ns := namespace(t)
 	srv := s3server.Start(t)
 	srv.MakeBucket(t, "results")
-	job := stagedJob(t, ns, "oomed", "exit", srv, "results")
+	job := srv.StagedJob(t, client, ns, "oomed", "exit", "results")
 	if err := pollErr(2*time.Minute, jobCondition(ns, "oomed", batchv1.JobFailed)); err != nil {
 		t.Fatal(err)
 	}

@@ -11,15 +11,12 @@ import (
 	"testing"
 	"time"
 
-	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/utils/ptr"
 
-	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/s3layout"
 	"github.com/kubectl-tao/kubectl-tao/test/faultproxy"
 	"github.com/kubectl-tao/kubectl-tao/test/localcluster"
 	"github.com/kubectl-tao/kubectl-tao/test/s3server"
@@ -108,7 +105,7 @@ func faultCase(t *testing.T, f fault) {
 	}
 	s3 := s3server.Start(t)
 	s3.MakeBucket(t, "results")
-	staged := stagedJob(t, ns, "staged", s3, "results")
+	staged := s3.StagedJob(t, client, ns, "staged", "succeed", "results")
 	for _, k := range []string{"model.pth", "logs/train.log"} {
 		s3.Put(t, "results", "results/staged/"+string(staged.UID)+"/results/"+k, []byte("0123456789"))
 	}
@@ -260,48 +257,6 @@ func release(t *testing.T, ns, job string) {
 		}
 		return true, nil
 	})
-}
-
-// stagedJob creates a finished-soon Job as submit wires one for S3 staging (the outputs and
-// Secret annotations, a NAME-s3 Secret with the server's credentials owned by the Job), so that
-// delete-artifacts has results to remove; its pod succeeds after a second.
-func stagedJob(t *testing.T, ns, name string, srv *s3server.Server, bucket string) *batchv1.Job {
-	t.Helper()
-	ctx := context.Background()
-	outs, _ := json.Marshal([]string{"/results"})
-	job, err := client.BatchV1().Jobs(ns).Create(ctx, &batchv1.Job{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Annotations: map[string]string{
-			s3layout.AnnotationOutputs: string(outs), s3layout.AnnotationS3Secret: s3layout.SecretName(name),
-		}},
-		Spec: batchv1.JobSpec{
-			BackoffLimit: ptr.To(int32(0)),
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{sim + "run-duration": "1s"}},
-				Spec: corev1.PodSpec{
-					RestartPolicy: corev1.RestartPolicyNever,
-					Containers:    []corev1.Container{{Name: "tao", Image: "img"}},
-					Tolerations:   []corev1.Toleration{{Key: "nvidia.com/gpu", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}},
-				},
-			},
-		},
-	}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	data := map[string][]byte{}
-	for _, kv := range srv.Env(bucket) {
-		k, v, _ := strings.Cut(kv, "=")
-		data[k] = []byte(v)
-	}
-	if _, err := client.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Name: s3layout.SecretName(name), Namespace: ns, OwnerReferences: []metav1.OwnerReference{{
-			APIVersion: "batch/v1", Kind: "Job", Name: job.Name, UID: job.UID, Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true),
-		}}},
-		Data: data,
-	}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	return job
 }
 
 // leftOf names what is left of a job: the Job itself, pods, and with service its Service.
