@@ -91,19 +91,6 @@ func WaitGone(ctx context.Context, client kubernetes.Interface, job *batchv1.Job
 	jobSel := fields.OneTermEqualSelector("metadata.name", job.Name).String()
 	backoff := outage.Backoff(200*time.Millisecond, 5*time.Second)
 	var remaining []corev1.Pod
-	// retry reports whether err is an outage to wait out (after a pause); any other error, or
-	// the end of ctx, ends the wait.
-	retry := func(err error) (bool, error) {
-		if !rep.Failed(err) {
-			return false, waitErr(ctx, job, remaining, timeout, err)
-		}
-		select {
-		case <-time.After(backoff.Step()):
-			return true, nil
-		case <-ctx.Done():
-			return false, waitErr(ctx, job, remaining, timeout, ctx.Err())
-		}
-	}
 	for {
 		jobList, err := jobs.List(ctx, metav1.ListOptions{FieldSelector: jobSel})
 		if err == nil {
@@ -136,8 +123,13 @@ func WaitGone(ctx context.Context, client kubernetes.Interface, job *batchv1.Job
 		if ctx.Err() != nil {
 			return waitErr(ctx, job, remaining, timeout, ctx.Err())
 		}
-		if again, err := retry(err); !again {
-			return err
+		// An outage is waited out (after a pause); any other error, or the end of ctx, ends
+		// the wait.
+		if !rep.Wait(ctx, err, backoff) {
+			if ctx.Err() != nil {
+				err = ctx.Err()
+			}
+			return waitErr(ctx, job, remaining, timeout, err)
 		}
 	}
 }

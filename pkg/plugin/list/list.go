@@ -237,16 +237,11 @@ func (o *Options) watch(ctx context.Context, client kubernetes.Interface, rv str
 				rep.OK()
 				break
 			}
-			if ctx.Err() != nil {
-				return nil
-			}
-			if !rep.Failed(err) {
+			if !rep.Wait(ctx, err, backoff) {
+				if ctx.Err() != nil {
+					return nil
+				}
 				return fmt.Errorf("listing jobs: %w", err)
-			}
-			select {
-			case <-ctx.Done():
-				return nil
-			case <-time.After(backoff.Step()):
 			}
 		}
 		if err := o.printChanges(last, jobs); err != nil {

@@ -127,6 +127,22 @@ func Is(err error) bool {
 	return apierrors.IsServiceUnavailable(err) || apierrors.IsTooManyRequests(err) || apierrors.IsServerTimeout(err) || apierrors.IsTimeout(err)
 }
 
+// Wait records err with Failed and, when it is an outage, pauses for bo's next step. It
+// reports whether the caller should retry: false for any other error, or when ctx ends first.
+// It is the retry step of the commands that repeat one request until it answers (cancel's
+// wait, list --watch's new list).
+func (r *Reporter) Wait(ctx context.Context, err error, bo *wait.Backoff) bool {
+	if !r.Failed(err) {
+		return false
+	}
+	select {
+	case <-time.After(bo.Step()):
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
 // IsKubelet reports whether err is the API server's answer to a log request when the pod's
 // kubelet cannot be reached: a 500 whose message is the failed dial or read of the kubelet's
 // containerLogs endpoint (refused, reset, timed out, cut).
