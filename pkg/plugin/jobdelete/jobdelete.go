@@ -105,7 +105,6 @@ func WaitGone(ctx context.Context, client kubernetes.Interface, job *batchv1.Job
 				rep.OK()
 				backoff = outage.Backoff(200*time.Millisecond, 5*time.Second)
 				w := &gone{job: job, jobThere: slices.ContainsFunc(jobList.Items, func(j batchv1.Job) bool { return j.UID == job.UID }), left: left}
-				remaining = w.pods()
 				if w.done() {
 					return nil
 				}
