@@ -66,6 +66,9 @@ func (o *Options) completeWorkdir(cmd *cobra.Command) error {
 		return err
 	}
 	var buf bytes.Buffer
+	// Room for the whole archive at once: growing by doubling would copy it several times and
+	// hold two copies at the peak. Pages never written are never resident.
+	buf.Grow(tree.ArchiveBound())
 	sum, err := tree.Pack(&buf, o.progress("packing "+o.Workdir, tree.Size))
 	if err != nil {
 		return err
