@@ -289,7 +289,9 @@ $(VULNDB_DIR)/index/db.json: | $(INDEXDB)
 
 .PHONY: golangci-lint
 golangci-lint: $(GOLANGCI_LINT) ## Run golangci-lint (.golangci.yml)
-	$(GOLANGCI_LINT) run ./...
+	# Without --allow-parallel-runners a second golangci-lint on the machine (another checkout,
+	# a CI run beside a developer's) fails at once on a lock file in /tmp that all share.
+	$(GOLANGCI_LINT) run --allow-parallel-runners ./...
 
 .PHONY: tidy-check
 tidy-check: ## Fail if `go mod tidy` would change go.mod or go.sum
