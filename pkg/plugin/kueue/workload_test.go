@@ -46,12 +46,9 @@ spec:
 metadata: {name: by-product}
 spec:
   resourceGroups:
-  - coveredResources: [cpu, nvidia.com/gpu]
-    flavors:
-    - name: h100
-      resources: [{name: cpu, nominalQuota: "1000"}, {name: nvidia.com/gpu, nominalQuota: "0"}]
-    - name: a100
-      resources: [{name: cpu, nominalQuota: "1000"}, {name: nvidia.com/gpu, nominalQuota: "16"}]
+  - flavors:
+    - {name: h100, resources: [{name: nvidia.com/gpu, nominalQuota: "0"}]}
+    - {name: a100, resources: [{name: nvidia.com/gpu, nominalQuota: "16"}]}
 `
 	const cohortUnlimited = `
 metadata: {name: gpu-cq}
