@@ -26,30 +26,36 @@ import (
 
 var workloadGVR = schema.GroupVersionResource{Group: "kueue.x-k8s.io", Version: "v1beta2", Resource: "workloads"}
 
+// launcher runs the local cluster's launcher on the suite's cluster: `localcluster VERB
+// --state-dir DIR ARGS...`, returning its stdout. `make e2e` passes the launcher and the state dir.
+func launcher(t *testing.T, verb string, args ...string) (string, error) {
+	t.Helper()
+	exe, stateDir := os.Getenv("LOCALCLUSTER"), os.Getenv("LOCALCLUSTER_STATE_DIR")
+	if exe == "" || stateDir == "" {
+		t.Fatal("LOCALCLUSTER and LOCALCLUSTER_STATE_DIR must be set (make e2e sets them): the queue tests change the suite's cluster through its launcher")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	var stdout, stderr strings.Builder
+	c := exec.CommandContext(ctx, exe, append([]string{verb, "--state-dir", stateDir}, args...)...)
+	c.Stdout, c.Stderr = &stdout, &stderr
+	if err := c.Run(); err != nil {
+		return "", fmt.Errorf("localcluster %s %s: %v\n%s%s", verb, strings.Join(args, " "), err, stdout.String(), stderr.String())
+	}
+	return stdout.String(), nil
+}
+
 // kueueUp runs Kueue's real manager on the suite's cluster (`localcluster kueue-up`: its CRDs,
 // the manager as a host process, batch/Job integration on) and removes it all again when the
 // test ends (`localcluster kueue-down`), so that later tests see a cluster without Kueue, as the
 // ones before did. `make e2e` builds Kueue into the cluster cache and passes the launcher.
 func kueueUp(t *testing.T) {
 	t.Helper()
-	launcher, stateDir := os.Getenv("LOCALCLUSTER"), os.Getenv("LOCALCLUSTER_STATE_DIR")
-	if launcher == "" || stateDir == "" {
-		t.Fatal("LOCALCLUSTER and LOCALCLUSTER_STATE_DIR must be set (make e2e sets them): the queue tests run Kueue on the suite's cluster")
-	}
-	run := func(verb string) error {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-		defer cancel()
-		out, err := exec.CommandContext(ctx, launcher, verb, "--state-dir", stateDir).CombinedOutput()
-		if err != nil {
-			return fmt.Errorf("localcluster %s: %v\n%s", verb, err, out)
-		}
-		return nil
-	}
-	if err := run("kueue-up"); err != nil {
+	if _, err := launcher(t, "kueue-up"); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		if err := run("kueue-down"); err != nil {
+		if _, err := launcher(t, "kueue-down"); err != nil {
 			t.Error(err)
 		}
 		if _, err := client.Discovery().ServerResourcesForGroupVersion("kueue.x-k8s.io/v1beta2"); err == nil {
@@ -148,6 +154,43 @@ func waitWorkload(t *testing.T, dyn dynamic.Interface, ns, name string) *batchv1
 		return len(wls) == 1, err
 	})
 	return job
+}
+
+// kueueObject names one Kueue object: its resource, namespace ("" for cluster-scoped) and name.
+type kueueObject struct{ resource, namespace, name string }
+
+// removeQueued cancels those of jobs that exist, waits until their Workloads are gone, then
+// deletes objects in order, waiting for each to be gone. A subtest's cleanup runs it so that it
+// leaves Kueue nothing to finalize, even when it fails: kueue-down removes Kueue's API, which
+// waits for every Workload and ClusterQueue to be gone.
+func removeQueued(t *testing.T, dyn dynamic.Interface, ns string, jobs []string, objects []kueueObject) {
+	t.Helper()
+	ctx := context.Background()
+	var uids []types.UID
+	for _, name := range jobs {
+		if job, err := client.BatchV1().Jobs(ns).Get(ctx, name, metav1.GetOptions{}); err == nil {
+			uids = append(uids, job.UID)
+			tao(t, nil, "cancel", name, "-n", ns)
+		}
+	}
+	poll(t, 60*time.Second, fmt.Sprintf("the Workloads of %v to be gone", jobs), func(ctx context.Context) (bool, error) {
+		for _, uid := range uids {
+			if wls, err := workloadsOf(ctx, dyn, ns, uid); err != nil || len(wls) != 0 {
+				return false, err
+			}
+		}
+		return true, nil
+	})
+	for _, o := range objects {
+		ri := dyn.Resource(kueueResource(o.resource)).Namespace(o.namespace)
+		if err := ri.Delete(ctx, o.name, metav1.DeleteOptions{}); ignoreNotFound(err) != nil {
+			t.Error(err)
+		}
+		poll(t, 60*time.Second, o.name+" to be gone", func(ctx context.Context) (bool, error) {
+			_, err := ri.Get(ctx, o.name, metav1.GetOptions{})
+			return apierrors.IsNotFound(err), ignoreNotFound(err)
+		})
+	}
 }
 
 // TestQueue runs its cases in order: Kueue absent first, then with its CRD applied.
@@ -368,33 +411,8 @@ func TestQueue(t *testing.T) {
 		// A queue of its own: 8 GPUs, which "hold" takes; "never" queues behind it. Then the quota
 		// shrinks below what "never" needs: Kueue will never admit it, and wait says so at once.
 		createClusterQueue(t, dyn, "small-queue", 8)
-		// Leave Kueue nothing to finalize, even when the test fails: kueue-down removes its API,
-		// which waits for every Workload and ClusterQueue to be gone.
 		t.Cleanup(func() {
-			var uids []types.UID
-			for _, name := range []string{"hold", "never"} {
-				if job, err := client.BatchV1().Jobs(ns).Get(ctx, name, metav1.GetOptions{}); err == nil {
-					uids = append(uids, job.UID)
-					tao(t, nil, "cancel", name, "-n", ns)
-				}
-			}
-			poll(t, 60*time.Second, "the Workloads of hold and never to be gone", func(ctx context.Context) (bool, error) {
-				for _, uid := range uids {
-					if wls, err := workloadsOf(ctx, dyn, ns, uid); err != nil || len(wls) != 0 {
-						return false, err
-					}
-				}
-				return true, nil
-			})
-			for _, o := range []struct{ resource, name string }{{"clusterqueues", "small-queue"}, {"resourceflavors", "small-queue-gpu"}} {
-				if err := dyn.Resource(kueueResource(o.resource)).Delete(ctx, o.name, metav1.DeleteOptions{}); ignoreNotFound(err) != nil {
-					t.Error(err)
-				}
-				poll(t, 60*time.Second, o.name+" to be gone", func(ctx context.Context) (bool, error) {
-					_, err := dyn.Resource(kueueResource(o.resource)).Get(ctx, o.name, metav1.GetOptions{})
-					return apierrors.IsNotFound(err), ignoreNotFound(err)
-				})
-			}
+			removeQueued(t, dyn, ns, []string{"hold", "never"}, []kueueObject{{"clusterqueues", "", "small-queue"}, {"resourceflavors", "", "small-queue-gpu"}})
 		})
 		createKueueObject(t, dyn, "localqueues", ns, map[string]any{
 			"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue",
@@ -421,6 +439,170 @@ func TestQueue(t *testing.T) {
 		if took := time.Since(start); took > 20*time.Second {
 			t.Errorf("wait took %s to see that Kueue will never admit the job", took)
 		}
+	})
+
+	t.Run("a flavor's node labels take the pods to the nodes of its GPU product", func(t *testing.T) {
+		ctx := context.Background()
+		const (
+			h100    = "NVIDIA-H100-80GB-HBM3"
+			a100    = "NVIDIA-A100-SXM4-80GB"
+			product = "nvidia.com/gpu.product"
+		)
+		// Half the nodes become A100s (GPU Feature Discovery's labels of one); the end of the
+		// subtest makes them all H100 again, as every later test expects.
+		out, err := launcher(t, "relabel", "--product", "a100", "--product-nodes", "2")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			if _, err := launcher(t, "relabel", "--product-nodes", "0"); err != nil {
+				t.Error(err)
+			}
+			nodes, err := client.CoreV1().Nodes().List(context.Background(), metav1.ListOptions{LabelSelector: "type=kwok"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, n := range nodes.Items {
+				if n.Labels[product] != h100 {
+					t.Errorf("node %s is left %s; later tests expect only %s", n.Name, n.Labels[product], h100)
+				}
+			}
+		})
+		productOf := map[string]string{}
+		for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+			node, p, _ := strings.Cut(line, "\t")
+			productOf[node] = p
+		}
+		var a100Nodes []string
+		for node, p := range productOf {
+			if p == a100 {
+				a100Nodes = append(a100Nodes, node)
+			}
+		}
+		if len(a100Nodes) != 2 || len(productOf) < 4 {
+			t.Fatalf("relabel made %v; want 2 of the (at least 4) simulated nodes A100", productOf)
+		}
+		// The plugin sees the mixed cluster as it is: capacity names each node's product, and
+		// the capacity guard counts only the nodes a --node-selector picks.
+		r := tao(t, nil, "capacity", "-o", "json")
+		var capRep struct {
+			Nodes []struct{ Name, Product string }
+		}
+		if err := json.Unmarshal([]byte(r.stdout), &capRep); err != nil || len(capRep.Nodes) < len(productOf) {
+			t.Fatalf("capacity -o json: %v\n%s", err, r)
+		}
+		for _, n := range capRep.Nodes {
+			// The real node, when one runs, is not the launcher's to relabel.
+			if p, ours := productOf[n.Name]; ours && n.Product != p {
+				t.Errorf("capacity shows %s as %s, the launcher made it %s", n.Name, n.Product, productOf[n.Name])
+			}
+		}
+		r = tao(t, nil, "submit", "too-many-a100", "-n", ns, "--image", "img", "--gpus", "8", "--nodes", "3",
+			"--node-selector", product+"="+a100, "--", "true")
+		contains(t, r, 7, "the job needs 24 nvidia.com/gpu (8 per node x 3 nodes) but only 16 are allocatable on the nodes matching --node-selector "+product+"="+a100)
+		if _, err := client.BatchV1().Jobs(ns).Get(ctx, "too-many-a100", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			t.Fatalf("a refused job was created (%v)", err)
+		}
+
+		// Two flavors, tried in order: the H100 one has no GPU quota, so a GPU job can only be
+		// admitted to the A100 one, whose node labels Kueue puts on the pods.
+		for name, p := range map[string]string{"e2e-h100": h100, "e2e-a100": a100} {
+			createKueueObject(t, dyn, "resourceflavors", "", map[string]any{
+				"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor",
+				"metadata": map[string]any{"name": name},
+				"spec":     map[string]any{"nodeLabels": map[string]any{product: p}},
+			})
+		}
+		flavor := func(name, gpus string) map[string]any {
+			return map[string]any{"name": name, "resources": []any{
+				map[string]any{"name": "cpu", "nominalQuota": "1000"},
+				map[string]any{"name": "memory", "nominalQuota": "10Ti"},
+				map[string]any{"name": "nvidia.com/gpu", "nominalQuota": gpus},
+			}}
+		}
+		createKueueObject(t, dyn, "clusterqueues", "", map[string]any{
+			"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue",
+			"metadata": map[string]any{"name": "by-product"},
+			"spec": map[string]any{
+				"namespaceSelector": map[string]any{},
+				"resourceGroups": []any{map[string]any{
+					"coveredResources": []any{"cpu", "memory", "nvidia.com/gpu"},
+					"flavors":          []any{flavor("e2e-h100", "0"), flavor("e2e-a100", "16")},
+				}},
+			},
+		})
+		createKueueObject(t, dyn, "localqueues", ns, map[string]any{
+			"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue",
+			"metadata": map[string]any{"name": "team-f", "namespace": ns},
+			"spec":     map[string]any{"clusterQueue": "by-product"},
+		})
+		t.Cleanup(func() {
+			removeQueued(t, dyn, ns, []string{"placed"}, []kueueObject{
+				{"localqueues", ns, "team-f"}, {"clusterqueues", "", "by-product"},
+				{"resourceflavors", "", "e2e-h100"}, {"resourceflavors", "", "e2e-a100"},
+			})
+		})
+
+		// Neither preflight nor submit's quota check holds a flavor without GPUs against the
+		// queue: the A100 flavor can hold the job.
+		contains(t, tao(t, nil, "preflight", "-n", ns, "--queue", "team-f", "--gpus", "8", "--nodes", "2"), 0,
+			"points at ClusterQueue by-product, whose quota can hold the job")
+		contains(t, tao(t, nil, "submit", "placed", "-n", ns, "--image", "img", "--gpus", "8", "--nodes", "2", "--queue", "team-f",
+			"--annotation", "sim.kubectl-tao.dev/fate=run-forever", "--", "torchrun train.py"), 0, "job.batch/placed created", "queued in LocalQueue team-f")
+		poll(t, 60*time.Second, "Kueue to admit placed and both its ranks to run", runningPods(ns, "placed", 2))
+
+		// Kueue admitted it to the A100 flavor...
+		job := waitWorkload(t, dyn, ns, "placed")
+		wls, err := workloadsOf(ctx, dyn, ns, job.UID)
+		if err != nil || len(wls) != 1 {
+			t.Fatalf("Workloads of placed: %d (%v)", len(wls), err)
+		}
+		assignments, _, _ := unstructured.NestedSlice(wls[0].Object, "status", "admission", "podSetAssignments")
+		cq, _, _ := unstructured.NestedString(wls[0].Object, "status", "admission", "clusterQueue")
+		if len(assignments) != 1 || cq != "by-product" {
+			t.Fatalf("admission of placed: ClusterQueue %q, pod set assignments %v", cq, assignments)
+		}
+		flavors, _, _ := unstructured.NestedStringMap(assignments[0].(map[string]any), "flavors")
+		if flavors["nvidia.com/gpu"] != "e2e-a100" {
+			t.Fatalf("placed was admitted with flavors %v; want nvidia.com/gpu from e2e-a100", flavors)
+		}
+		// ...so every pod carries the flavor's node labels as its node selector and runs on an A100.
+		pods, err := client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "job-name=placed"})
+		if err != nil || len(pods.Items) != 2 {
+			t.Fatalf("pods of placed: %d (%v)", len(pods.Items), err)
+		}
+		ran := map[string]bool{}
+		for _, p := range pods.Items {
+			if got := p.Spec.NodeSelector[product]; got != a100 {
+				t.Errorf("pod %s has node selector %v; want %s=%s from the flavor", p.Name, p.Spec.NodeSelector, product, a100)
+			}
+			if productOf[p.Spec.NodeName] != a100 {
+				t.Errorf("pod %s runs on %q (%s), not on an A100 node %v", p.Name, p.Spec.NodeName, productOf[p.Spec.NodeName], a100Nodes)
+			}
+			ran[p.Spec.NodeName] = true
+		}
+		if len(ran) != 2 {
+			t.Errorf("the two ranks share a node: %v", ran)
+		}
+
+		// What the plugin shows of the admitted job: running, no queue left to wait in, and the
+		// ranks on the A100 nodes.
+		r = tao(t, nil, "status", "placed", "-n", ns, "-o", "json")
+		var st struct {
+			Status, Reason string
+			Ready          int32
+			Queue          *json.RawMessage
+		}
+		if err := json.Unmarshal([]byte(r.stdout), &st); err != nil || st.Status != "Running" || st.Reason != "" || st.Ready != 2 || st.Queue != nil {
+			t.Fatalf("status -o json of the admitted job: %+v (%v)\n%s", st, err, r)
+		}
+		reps, _ := replicasUntil(t, ns, "placed", func(reps []replica) bool { return len(reps) == 2 })
+		for _, rep := range reps {
+			if productOf[rep.Node] != a100 || rep.Phase != "Running" {
+				t.Errorf("replicas shows rank %d %s on %q; want Running on an A100 node %v", rep.Rank, rep.Phase, rep.Node, a100Nodes)
+			}
+		}
+		t.Logf("\n%s", tao(t, nil, "replicas", "placed", "-n", ns).stdout)
 	})
 
 	t.Run("a higher WorkloadPriorityClass preempts a lower one, which is admitted again once room returns", func(t *testing.T) {

@@ -2,6 +2,7 @@ package localcluster
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"sort"
 	"strconv"
@@ -13,6 +14,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 )
 
@@ -38,18 +40,63 @@ type NodeShape struct {
 	KubeletPort int
 }
 
-// gfdLabels are the labels GPU Feature Discovery puts on an 8x H100 SXM node with driver
-// 580.95.05 and CUDA 13.0, so node selectors written for real clusters work here unchanged.
-func gfdLabels(gpus int) map[string]string {
+// GPUProduct is one GPU model the simulated nodes can carry: what GPU Feature Discovery reads off
+// such a GPU and writes into its labels.
+type GPUProduct struct {
+	// Name is GFD's nvidia.com/gpu.product, the value ResourceFlavors and node selectors name.
+	Name string
+	// Short names the product in the launcher's flags and the nodes' instance type (sim-8x-h100).
+	Short  string
+	Family string
+	// MemoryMiB is nvidia.com/gpu.memory: the memory the driver reports, in MiB.
+	MemoryMiB                  int
+	ComputeMajor, ComputeMinor int
+	// Machine is nvidia.com/gpu.machine: the host's DMI product name, spaces made dashes.
+	Machine string
+}
+
+// GPUProducts are the products the launcher knows, the default (every node's at creation) first.
+// Both are 8-GPU SXM machines on the same driver and CUDA, as a cluster that grew from A100s to
+// H100s often is, so only the GPU's own labels differ between them.
+var GPUProducts = []GPUProduct{
+	{Name: "NVIDIA-H100-80GB-HBM3", Short: "h100", Family: "hopper", MemoryMiB: 81559, ComputeMajor: 9, ComputeMinor: 0, Machine: "PowerEdge-XE9680"},
+	{Name: "NVIDIA-A100-SXM4-80GB", Short: "a100", Family: "ampere", MemoryMiB: 81920, ComputeMajor: 8, ComputeMinor: 0, Machine: "DGXA100-920-23687-2530-000"},
+}
+
+// DefaultGPUProduct is the product every simulated node carries until `relabel` changes it.
+func DefaultGPUProduct() GPUProduct { return GPUProducts[0] }
+
+// LookupGPUProduct finds a product by its GFD name or its short name, in any case.
+func LookupGPUProduct(name string) (GPUProduct, error) {
+	var known []string
+	for _, p := range GPUProducts {
+		if strings.EqualFold(name, p.Name) || strings.EqualFold(name, p.Short) {
+			return p, nil
+		}
+		known = append(known, p.Short+" ("+p.Name+")")
+	}
+	return GPUProduct{}, fmt.Errorf("unknown GPU product %q: want one of %s", name, strings.Join(known, ", "))
+}
+
+// instanceType is the node.kubernetes.io/instance-type of a simulated node of this product.
+func (p GPUProduct) instanceType(gpus int) string {
+	return fmt.Sprintf("sim-%dx-%s", gpus, p.Short)
+}
+
+// gfdLabels are the labels GPU Feature Discovery puts on a node of gpus GPUs of product p with
+// driver 580.95.05 and CUDA 13.0, so node selectors (and ResourceFlavors' nodeLabels) written
+// for real clusters work here unchanged. Every product yields the same keys, so relabelling a
+// node replaces values and never leaves another product's label behind.
+func gfdLabels(p GPUProduct, gpus int) map[string]string {
 	return map[string]string{
 		"nvidia.com/gpu.present":                "true",
-		"nvidia.com/gpu.product":                "NVIDIA-H100-80GB-HBM3",
-		"nvidia.com/gpu.family":                 "hopper",
+		"nvidia.com/gpu.product":                p.Name,
+		"nvidia.com/gpu.family":                 p.Family,
 		"nvidia.com/gpu.count":                  strconv.Itoa(gpus),
-		"nvidia.com/gpu.memory":                 "81559",
-		"nvidia.com/gpu.compute.major":          "9",
-		"nvidia.com/gpu.compute.minor":          "0",
-		"nvidia.com/gpu.machine":                "PowerEdge-XE9680",
+		"nvidia.com/gpu.memory":                 strconv.Itoa(p.MemoryMiB),
+		"nvidia.com/gpu.compute.major":          strconv.Itoa(p.ComputeMajor),
+		"nvidia.com/gpu.compute.minor":          strconv.Itoa(p.ComputeMinor),
+		"nvidia.com/gpu.machine":                p.Machine,
 		"nvidia.com/gpu.replicas":               "1",
 		"nvidia.com/gpu.sharing-strategy":       "none",
 		"nvidia.com/gpu.mode":                   "compute",
@@ -71,6 +118,14 @@ func gfdLabels(gpus int) map[string]string {
 	}
 }
 
+// productLabels are the labels that say which GPU product a simulated node of gpus GPUs has:
+// GFD's and the instance type. BuildNode starts from them and RelabelNodes patches them.
+func productLabels(p GPUProduct, gpus int) map[string]string {
+	labels := gfdLabels(p, gpus)
+	labels["node.kubernetes.io/instance-type"] = p.instanceType(gpus)
+	return labels
+}
+
 // NodeName returns the name of the i-th simulated node.
 func NodeName(i int) string { return NodeNamePrefix + strconv.Itoa(i) }
 
@@ -80,11 +135,10 @@ func NodeName(i int) string { return NodeNamePrefix + strconv.Itoa(i) }
 // about a minute on two cores; kwok still owns the node from then on (lease, heartbeats, pods).
 func BuildNode(i int, shape NodeShape, now time.Time) *corev1.Node {
 	name := NodeName(i)
-	labels := gfdLabels(shape.GPUs)
+	labels := productLabels(DefaultGPUProduct(), shape.GPUs)
 	labels["kubernetes.io/hostname"] = name
 	labels["kubernetes.io/os"] = "linux"
 	labels["kubernetes.io/arch"] = "amd64"
-	labels["node.kubernetes.io/instance-type"] = fmt.Sprintf("sim-%dx-h100", shape.GPUs)
 	labels[NodeTypeLabel] = NodeTypeKwok
 	resources := corev1.ResourceList{
 		corev1.ResourceCPU:    resource.MustParse("96"),
@@ -234,6 +288,70 @@ func EnsureNodes(ctx context.Context, cs kubernetes.Interface, count int, shape 
 		return fmt.Errorf("create simulated nodes: %w", err)
 	}
 	return nil
+}
+
+// NodeProduct is the GPU product a simulated node carries.
+type NodeProduct struct {
+	Node, Product string
+}
+
+// RelabelNodes gives the last count simulated nodes (by index) product p's labels and every
+// other simulated node the default product's: `relabel --product a100 --product-nodes 2` turns
+// the cluster into a mixed one, `--product-nodes 0` back into the one `up` made. Only labels
+// change (a merge patch), so pods already bound stay where they are; it returns every simulated
+// node's product after the change, by index.
+func RelabelNodes(ctx context.Context, cs kubernetes.Interface, p GPUProduct, count int) ([]NodeProduct, error) {
+	list, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: NodeTypeLabel + "=" + NodeTypeKwok})
+	if err != nil {
+		return nil, fmt.Errorf("list simulated nodes: %w", err)
+	}
+	type indexed struct {
+		i    int
+		node *corev1.Node
+	}
+	var nodes []indexed
+	for k := range list.Items {
+		if i, ok := nodeIndex(list.Items[k].Name); ok {
+			nodes = append(nodes, indexed{i, &list.Items[k]})
+		}
+	}
+	if count < 0 || count > len(nodes) {
+		return nil, fmt.Errorf("cannot give %d of the %d simulated nodes the product %s", count, len(nodes), p.Name)
+	}
+	sort.Slice(nodes, func(a, b int) bool { return nodes[a].i < nodes[b].i })
+	out := make([]NodeProduct, len(nodes))
+	for k, n := range nodes {
+		product := DefaultGPUProduct()
+		if k >= len(nodes)-count {
+			product = p
+		}
+		gpus := n.node.Status.Capacity[GPUResource]
+		patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"labels": productLabels(product, int(gpus.Value()))}})
+		if err != nil {
+			return nil, err
+		}
+		if _, err := cs.CoreV1().Nodes().Patch(ctx, n.node.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+			return nil, fmt.Errorf("relabel node %s: %w", n.node.Name, err)
+		}
+		out[k] = NodeProduct{Node: n.node.Name, Product: product.Name}
+	}
+	return out, nil
+}
+
+// Relabel is RelabelNodes on the running cluster in cfg.StateDir (`localcluster relabel`). A
+// test that makes the cluster mixed runs it again with count 0 when it ends, so the tests after
+// it see only nodes of the default product, as `up` made them.
+func Relabel(ctx context.Context, cfg Config, product string, count int) ([]NodeProduct, error) {
+	p, err := LookupGPUProduct(product)
+	if err != nil {
+		return nil, err
+	}
+	var out []NodeProduct
+	err = onRunning(ctx, cfg, func(_ *cluster, admin *clients, _ *State) error {
+		out, err = RelabelNodes(ctx, admin.cs, p, count)
+		return err
+	})
+	return out, err
 }
 
 // CountNodeLeases returns how many of our nodes have a Lease, which kwok creates when it takes

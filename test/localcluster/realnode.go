@@ -676,7 +676,7 @@ func nodeReady(node *corev1.Node) bool {
 // nodeLabelsFlag is the kubelet's --node-labels: the simulated nodes' GPU Feature Discovery
 // labels and the real node's own label.
 func nodeLabelsFlag(gpus int) string {
-	labels := gfdLabels(gpus)
+	labels := gfdLabels(DefaultGPUProduct(), gpus)
 	labels[RealNodeLabel] = "true"
 	labels["node.kubernetes.io/instance-type"] = "real-node"
 	keys := make([]string, 0, len(labels))

@@ -41,6 +41,15 @@ spec:
     - name: h100
       resources: [{name: nvidia.com/gpu, nominalQuota: "16", borrowingLimit: "8"}]
 `
+	// One flavor per GPU product, the first without GPU quota: only the second admits GPU jobs.
+	const byProduct = `
+metadata: {name: by-product}
+spec:
+  resourceGroups:
+  - flavors:
+    - {name: h100, resources: [{name: nvidia.com/gpu, nominalQuota: "0"}]}
+    - {name: a100, resources: [{name: nvidia.com/gpu, nominalQuota: "16"}]}
+`
 	const cohortUnlimited = `
 metadata: {name: gpu-cq}
 spec:
@@ -69,6 +78,8 @@ spec:
 		{"no GPUs asked", oneFlavor, 0, ""},
 		{"largest flavor with borrowing", twoFlavors, 24, ""},
 		{"over every flavor", twoFlavors, 32, "can hold at most 24"},
+		{"a later flavor holds it", byProduct, 16, ""},
+		{"over the later flavor", byProduct, 24, "ClusterQueue by-product can hold at most 16"},
 		{"cohort without a borrowing limit", cohortUnlimited, 64, ""},
 		{"GPUs not covered", noGPU, 8, "which ClusterQueue cpu-cq does not cover"},
 	}

@@ -48,6 +48,9 @@ commands:
   down           stop every process of the cluster and remove its state
   kueue-up       install and run Kueue on the running cluster (what up --kueue adds)
   kueue-down     stop Kueue and remove it (CRDs, queues, Workloads) from the running cluster
+  relabel        give the last --product-nodes simulated nodes the GPU Feature Discovery labels
+                 of --product (a100 or h100), the others the default H100's; prints every
+                 node's product; --product-nodes 0 makes them all H100 again
   status         show the components and nodes; exits non-zero unless healthy
   kubeconfig     print the path of the admin kubeconfig
   stop|start|restart COMPONENT
@@ -95,6 +98,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.DurationVar(&cfg.RealNodeWait, "real-node-wait", 0, "how long up waits for another cluster's real node to go (default 3m with --real-node=1, 0 with auto)")
 	fs.BoolVar(&cfg.Kueue, "kueue", os.Getenv("KUEUE") == "1", "up: also install and run Kueue "+localcluster.KueueVersion+"; build: also build it (env KUEUE=1)")
 	out := fs.String("out", "node-images", "images: directory to write the archives to")
+	product := fs.String("product", localcluster.GPUProducts[1].Short, "relabel: the GPU product to give some nodes: "+productNames())
+	productNodes := fs.Int("product-nodes", 0, "relabel: how many simulated nodes (the last ones) get --product")
 	gpusFlag := fs.Int("gpus", localcluster.RealNodeGPUs, "deviceplugin: number of GPUs to advertise")
 	if err := fs.Parse(rest); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -185,6 +190,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return localcluster.KueueUp(ctx, cfg)
 	case "kueue-down":
 		return localcluster.KueueDown(context.WithoutCancel(ctx), cfg)
+	case "relabel":
+		nodes, err := localcluster.Relabel(ctx, cfg, *product, *productNodes)
+		if err != nil {
+			return err
+		}
+		for _, n := range nodes {
+			fmt.Fprintf(stdout, "%s\t%s\n", n.Node, n.Product)
+		}
+		return nil
 	case "status":
 		return localcluster.Status(ctx, cfg, stdout)
 	case "kubeconfig":
@@ -247,6 +261,15 @@ func isComponentCommand(cmd string) bool {
 
 func runLogsim(ctx context.Context, stateDir string, stderr io.Writer) error {
 	return localcluster.RunLogsim(ctx, stateDir, stderr)
+}
+
+// productNames lists the products relabel knows, by their short names.
+func productNames() string {
+	names := make([]string, len(localcluster.GPUProducts))
+	for i, p := range localcluster.GPUProducts {
+		names[i] = p.Short
+	}
+	return strings.Join(names, ", ")
 }
 
 // envInt reads an integer knob from the environment; a malformed value is reported by making

@@ -22,6 +22,9 @@ func TestComponentCommandArguments(t *testing.T) {
 		// A valid component gets as far as the missing cluster.
 		{[]string{"restart", "kube-apiserver", "--state-dir", dir}, "read cluster state"},
 		{[]string{"stop", "--state-dir", dir, "kwok"}, "read cluster state"},
+		// relabel checks the product before it looks for the cluster.
+		{[]string{"relabel", "--product", "v100", "--product-nodes", "1", "--state-dir", dir}, `unknown GPU product "v100"`},
+		{[]string{"relabel", "--product", "a100", "--product-nodes", "1", "--state-dir", dir}, "read cluster state"},
 	} {
 		var out, errOut bytes.Buffer
 		err := run(context.Background(), tc.args, &out, &errOut)
