@@ -262,6 +262,19 @@ func TestAttemptsOfARetriedRank(t *testing.T) {
 	if got, want := attemptsOf(Targets(pods, nil, "", false)), "0:train-0-a:1 0:train-0-b:2 0:train-0-c:0 1:train-1-a:1"; got != want {
 		t.Errorf("Targets: %s, want %s", got, want)
 	}
+	// A replacement made within the second of the pod it replaces (creation is stamped to the
+	// second) comes after it, whatever the names: the first ended before the second.
+	sameSecond := []corev1.Pod{
+		attemptPod(2, "train-2-a", 1).Running(time.Time{}).Val(),
+		attemptPod(2, "train-2-z", 1).Exited(137, "Error", time.Unix(3, 0)).Val(),
+	}
+	if got, want := attemptsOf(Targets(sameSecond, nil, "", false)), "2:train-2-z:1 2:train-2-a:2"; got != want {
+		t.Errorf("made in the same second, one running: %s, want %s", got, want)
+	}
+	sameSecond[0] = attemptPod(2, "train-2-a", 1).Succeeded(time.Unix(9, 0)).Val()
+	if got, want := attemptsOf(Targets(sameSecond, nil, "", false)), "2:train-2-z:1 2:train-2-a:2"; got != want {
+		t.Errorf("made in the same second, both ended: %s, want %s", got, want)
+	}
 	// Following: the first attempt's pod is deleted, the third starts; numbers stay.
 	var a attempts
 	first := Targets(pods, []int{0}, "", false)

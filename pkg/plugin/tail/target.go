@@ -1,6 +1,7 @@
 package tail
 
 import (
+	"math"
 	"sort"
 
 	corev1 "k8s.io/api/core/v1"
@@ -29,12 +30,16 @@ type Target struct {
 	// started (it has no log, so it is no attempt yet).
 	Attempt int
 	created int64
+	// ended is when the container stopped (math.MaxInt64 while it runs or has not started): it
+	// orders a rank's pods made within the same second (the API stamps creation to the second).
+	ended int64
 }
 
 // TargetOf picks the container of pod to read: container when given, else the pod's default
 // container, else its first. previous asks whether an earlier instance has ended instead.
 func TargetOf(pod *corev1.Pod, container string, previous bool) Target {
-	t := Target{Pod: pod.Name, UID: pod.UID, Rank: jobpods.Rank(pod), Container: container, Node: pod.Spec.NodeName, created: pod.CreationTimestamp.UnixNano()}
+	t := Target{Pod: pod.Name, UID: pod.UID, Rank: jobpods.Rank(pod), Container: container, Node: pod.Spec.NodeName,
+		created: pod.CreationTimestamp.UnixNano(), ended: math.MaxInt64}
 	if t.Container == "" {
 		t.Container = pod.Annotations[defaultContainerAnnotation]
 	}
@@ -51,6 +56,9 @@ func TargetOf(pod *corev1.Pod, container string, previous bool) Target {
 		} else {
 			t.Started = cs.State.Running != nil || cs.State.Terminated != nil
 			t.Terminated = cs.State.Terminated != nil
+			if t.Terminated {
+				t.ended = cs.State.Terminated.FinishedAt.UnixNano()
+			}
 		}
 	}
 	return t
@@ -77,7 +85,9 @@ func Targets(pods []corev1.Pod, ranks []int, container string, previous bool) []
 	return out
 }
 
-// sortTargets puts targets in rank order and, within a rank, oldest pod first.
+// sortTargets puts targets in rank order and, within a rank, oldest pod first. A rank's pods
+// run one after the other, so of two made in the same second the one that ended first (or
+// ended, of one still running) is the older.
 func sortTargets(ts []Target) {
 	sort.SliceStable(ts, func(i, j int) bool {
 		if ts[i].Rank != ts[j].Rank {
@@ -85,6 +95,9 @@ func sortTargets(ts []Target) {
 		}
 		if ts[i].created != ts[j].created {
 			return ts[i].created < ts[j].created
+		}
+		if ts[i].ended != ts[j].ended {
+			return ts[i].ended < ts[j].ended
 		}
 		return ts[i].Pod < ts[j].Pod
 	})
