@@ -56,7 +56,7 @@ func TargetOf(pod *corev1.Pod, container string, previous bool) Target {
 		} else {
 			t.Started = cs.State.Running != nil || cs.State.Terminated != nil
 			t.Terminated = cs.State.Terminated != nil
-			if t.Terminated {
+			if t.Terminated && !cs.State.Terminated.FinishedAt.IsZero() {
 				t.ended = cs.State.Terminated.FinishedAt.UnixNano()
 			}
 		}
