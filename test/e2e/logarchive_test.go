@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"context"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -62,12 +63,14 @@ func TestLogArchiveOfARetriedRank(t *testing.T) {
 	if r.code != 0 || r.stdout != "[pod/oomed-first] epoch 1\n[pod/oomed-first] NCCL WARN peer lost\n" {
 		t.Fatalf("logs --attempt 1: %s", r)
 	}
+	// A file per attempt of the retried rank, each what --attempt A prints of it.
 	dir := filepath.Join(t.TempDir(), "saved")
 	r = tao(t, nil, "logs", "oomed", "-n", ns, "--save", dir)
-	b, err := os.ReadFile(filepath.Join(dir, "rank-0.log"))
-	if r.code != 0 || r.stdout != "" || err != nil || string(b) != strings.ReplaceAll(want, "[rank 0] ", "") {
-		t.Fatalf("logs --save: %s\nrank-0.log %q, %v", r, b, err)
+	if r.code != 0 || r.stdout != "" || !strings.HasSuffix(r.stderr, "Saved 5 lines of 1 ranks in "+dir+
+		" (rank 0 had 2 attempts: rank-0.attempt-1.log, rank-0.attempt-2.log).\n") {
+		t.Fatalf("logs --save: %s", r)
 	}
+	assertFiles(t, dir, map[string]string{"rank-0.attempt-1.log": "epoch 1\nNCCL WARN peer lost\n", "rank-0.attempt-2.log": "epoch 1\nepoch 2\n" + oom + "\n"})
 
 	contains(t, tao(t, nil, "diagnose", "oomed", "-n", ns), 0, "What happened: rank 0: CUDAOutOfMemory (the archived log says: "+oom+")",
 		"Where first:   pod oomed-second", "the log findings come from the archived logs in s3://results/"+prefix)
@@ -75,5 +78,25 @@ func TestLogArchiveOfARetriedRank(t *testing.T) {
 	contains(t, tao(t, nil, "delete-artifacts", "oomed", "-n", ns), 0, "job.batch/oomed deleted; 2 objects")
 	if keys := srv.Keys(t, "results", prefix); len(keys) != 0 {
 		t.Errorf("left after delete-artifacts: %q", keys)
+	}
+}
+
+// assertFiles checks that dir holds exactly the files of want, names to contents.
+func assertFiles(t *testing.T, dir string, want map[string]string) {
+	t.Helper()
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, e := range ents {
+		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got[e.Name()] = string(b)
+	}
+	if !maps.Equal(got, want) {
+		t.Errorf("%s holds %q, want %q", dir, got, want)
 	}
 }

@@ -8,12 +8,15 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/kubectl-tao/kubectl-tao/test/testbuf"
 )
@@ -63,6 +66,63 @@ func TestLogsEveryRankInOrder(t *testing.T) {
 		t.Fatalf("logs --timestamps: %s", r)
 	}
 	contains(t, tao(t, nil, "logs", "nope", "-n", ns), 3, `"nope" not found`)
+}
+
+// TestLogsSaveRetriedRank: rank 1 of a 2-rank job submitted with --retries is evicted after its
+// first lines and run again in a new pod. `logs --save` (from the pods) writes each attempt of
+// rank 1 to a file of its own, with that pod's lines, and rank 0's to rank-0.log as before;
+// `logs -f --save`, started with the job, writes the same files as the lines come, the second
+// attempt's once its pod appears, until the job ends.
+func TestLogsSaveRetriedRank(t *testing.T) {
+	t.Parallel()
+	ns := namespace(t)
+	r := tao(t, nil, "submit", "resaved", "-n", ns, "--image", "busybox", "--gpus", "8", "--nodes", "2", "--retries", "1",
+		"--annotation", sim+"run-duration=8s", "--annotation", sim+"log-lines=8", "--annotation", sim+"log-interval=1s", "--", "train")
+	if r.code != 0 {
+		t.Fatalf("submit: %s", r)
+	}
+	followed := filepath.Join(t.TempDir(), "followed")
+	saving := taoBackground(t, "logs", "-f", "resaved", "-n", ns, "--save", followed)
+
+	// Evicted once its first line is out, rank 1's first attempt stops short of its 8 lines.
+	var victim string
+	poll(t, time.Minute, "rank 1's first line", func(ctx context.Context) (bool, error) {
+		for _, p := range jobPods(t, ns, "resaved") {
+			if rankOf(&p) == "1" && p.Status.Phase == corev1.PodRunning {
+				victim = p.Name
+			}
+		}
+		return victim != "" && strings.Contains(tao(t, nil, "logs", "resaved", "-n", ns, "--rank", "1").stdout, "[rank 1] rank 1 step 1\n"), nil
+	})
+	patch := []byte(`{"metadata":{"labels":{"` + evictLabel + `":"true"}}}`)
+	if _, err := client.CoreV1().Pods(ns).Patch(context.Background(), victim, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, cond := terminalJob(t, ns, "resaved"); cond.Type != batchv1.JobComplete {
+		t.Fatalf("job ended %s (%s: %s), want Complete", cond.Type, cond.Reason, cond.Message)
+	}
+
+	files := " (rank-<N>.log; rank 1 had 2 attempts: rank-1.attempt-1.log, rank-1.attempt-2.log).\n"
+	saved := filepath.Join(t.TempDir(), "saved")
+	r = tao(t, nil, "logs", "resaved", "-n", ns, "--save", saved)
+	if r.code != 0 || r.stdout != "" || !strings.HasPrefix(r.stderr, "Saved ") || !strings.HasSuffix(r.stderr, " lines of 2 ranks in "+saved+files) {
+		t.Fatalf("logs --save: %s", r)
+	}
+	first, err := os.ReadFile(filepath.Join(saved, "rank-1.attempt-1.log"))
+	if n := strings.Count(string(first), "\n"); err != nil || n < 1 || n >= 8 || string(first) != strings.ReplaceAll(rankLines([]int{1}, n), "[rank 1] ", "") {
+		t.Fatalf("the evicted attempt's file: %q, %v; want its first lines, fewer than 8", first, err)
+	}
+	want := map[string]string{
+		"rank-0.log":           strings.ReplaceAll(rankLines([]int{0}, 8), "[rank 0] ", ""),
+		"rank-1.attempt-1.log": string(first),
+		"rank-1.attempt-2.log": strings.ReplaceAll(rankLines([]int{1}, 8), "[rank 1] ", ""),
+	}
+	assertFiles(t, saved, want)
+
+	if r := saving.wait(t, time.Minute); r.code != 0 || r.stdout != "" || !strings.HasSuffix(r.stderr, " lines of 2 ranks in "+followed+files) {
+		t.Fatalf("logs -f --save: %s", r)
+	}
+	assertFiles(t, followed, want)
 }
 
 // TestLogsFollowPicksUpLatePodAndEnds runs a 2-rank job that cannot fit at once: each rank wants

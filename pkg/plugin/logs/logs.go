@@ -38,7 +38,8 @@ const example = `  # Every rank's log, in rank order, each line prefixed with it
   # The first attempt of rank 2 of a job retried with --retries, from the archive
   kubectl tao logs train-1 --rank 2 --attempt 1
 
-  # One file per rank (rank-0.log, rank-1.log, ...), from the pods or the archive; -f keeps writing
+  # One file per rank (rank-0.log, rank-1.log, ...; a retried rank's attempts in
+  # rank-2.attempt-1.log, rank-2.attempt-2.log), from the pods or the archive; -f keeps writing
   kubectl tao logs train-1 --save ./train-1-logs
 
   # Prefix lines with pod names instead, or with nothing
@@ -68,9 +69,12 @@ come from the shell, --s3-secret or the job's Secret, as for 'kubectl tao result
 is gone is found by --uid or as the only run of its name.
 
 --save DIR writes each rank's lines, without prefix, to DIR/rank-<N>.log (what --rank N
---no-prefix prints; rank-<N>.attempt-<A>.log with --attempt) instead of stdout, and a summary
-line to stderr. The files appear whole once every log was read, or not at all; with -f they are
-written as lines come, until the job ends.`
+--no-prefix prints) instead of stdout, and a summary line to stderr. A rank that had several
+attempts (--retries: each attempt is a new pod) has one file per attempt instead,
+rank-<N>.attempt-<A>.log, numbered from 1 as --attempt numbers them; with --attempt A every
+file is rank-<N>.attempt-<A>.log. The files appear whole once every log was read, or not at
+all; with -f they are written as lines come, until the job ends, and a rank's rank-<N>.log is
+renamed rank-<N>.attempt-1.log when its second attempt starts.`
 
 // Options are the flags and arguments of `kubectl tao logs`.
 type Options struct {
@@ -93,9 +97,11 @@ type Options struct {
 	StuckTimeout   time.Duration
 
 	prefixSet bool
-	getenv    func(string) string
-	cfg       tail.Config
-	factory   cmdutil.Factory
+	// save, with --save, takes each attempt's lines instead of stdout.
+	save    *tail.SaveFiles
+	getenv  func(string) string
+	cfg     tail.Config
+	factory cmdutil.Factory
 	genericiooptions.IOStreams
 }
 
@@ -138,7 +144,7 @@ func NewCmd(f cmdutil.Factory, streams genericiooptions.IOStreams, getenv func(s
 	fl.IntVar(&o.MaxLogRequests, "max-log-requests", o.MaxLogRequests, "Most log streams open at once; following more pods than this is refused.")
 	fl.BoolVar(&o.FromArchive, "from-archive", o.FromArchive, "Read the ranks' logs archived in S3 even while the pods exist (the archive is read anyway once they are gone).")
 	fl.IntVar(&o.Attempt, "attempt", o.Attempt, "Only this attempt of each rank (1 is the first; with --retries each attempt is a new pod), read from the archive; default: every attempt, oldest first.")
-	fl.StringVar(&o.Save, "save", o.Save, "Write each rank's lines, without prefix, to DIR/rank-<N>.log (rank-<N>.attempt-<A>.log with --attempt) instead of stdout, from the pods or the archive; with -f, until the job ends.")
+	fl.StringVar(&o.Save, "save", o.Save, "Write each rank's lines, without prefix, to DIR/rank-<N>.log instead of stdout (rank-<N>.attempt-<A>.log for each attempt of a retried rank, and with --attempt), from the pods or the archive; with -f, until the job ends.")
 	fl.StringVar(&o.UID, "uid", o.UID, "The run whose archived logs to read, when the Job is gone and its name has several runs (see 'kubectl tao results --all-runs').")
 	fl.StringVar(&o.S3Secret, "s3-secret", o.S3Secret, "Secret with the S3 credentials of the log archive, when the shell has none and the Job (with its own Secret) is gone.")
 	jobwait.AddStuckTimeoutFlag(fl, &o.StuckTimeout)
@@ -174,8 +180,8 @@ func (o *Options) Complete(cmd *cobra.Command, args []string) error {
 		o.cfg.Prefix = tail.PrefixNone
 	}
 	if o.Save != "" {
-		// tail.SaveFiles reads each line's rank back from its prefix; the files hold none.
-		o.cfg.Prefix = tail.PrefixRank
+		// The files hold the lines alone: their names say the rank and the attempt.
+		o.cfg.Prefix = tail.PrefixNone
 	}
 	if o.Tail >= 0 {
 		o.cfg.TailLines = &o.Tail
@@ -238,10 +244,8 @@ func (o *Options) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	stdout := o.Out
-	o.Out = save
+	o.save = save
 	err = o.run(ctx)
-	o.Out = stdout
 	summary, serr := save.Close(err)
 	if summary != "" {
 		fmt.Fprintln(o.ErrOut, summary)
@@ -260,16 +264,21 @@ func (o *Options) run(ctx context.Context) error {
 		return err
 	}
 	e := &tail.Engine{Client: client, Out: o.Out, ErrOut: o.ErrOut}
+	if o.save != nil {
+		e.Split = o.save.For
+	}
 	if o.fromArchive() {
 		job, err := jobdelete.GetJob(ctx, client, o.cfg.Namespace, o.Job)
 		if err != nil && exitcode.Of(err) != exitcode.NotFound {
 			return err
 		}
-		_, err = o.archive(ctx, client, job, true)
+		_, err = o.archive(ctx, e, client, job, true)
 		return err
 	}
 	if !o.Follow {
-		e.Gone = func(ctx context.Context, job *batchv1.Job) (bool, error) { return o.archive(ctx, client, job, false) }
+		e.Gone = func(ctx context.Context, job *batchv1.Job) (bool, error) {
+			return o.archive(ctx, e, client, job, false)
+		}
 		return e.Logs(ctx, o.cfg)
 	}
 	res, err := e.Follow(ctx, o.cfg)
@@ -286,10 +295,10 @@ func (o *Options) run(ctx context.Context) error {
 // numbered by the archive (--attempt), and a run is named by its UID (--uid).
 func (o *Options) fromArchive() bool { return o.FromArchive || o.Attempt > 0 || o.UID != "" }
 
-// archive prints the run's archived logs. Unless asked for (--from-archive, --uid), a Job
-// without S3 credentials or without an archive falls back to what logs reports without one
-// (false): not every job is staged.
-func (o *Options) archive(ctx context.Context, client kubernetes.Interface, job *batchv1.Job, asked bool) (bool, error) {
+// archive prints the run's archived logs through e (to stdout or --save's files). Unless asked
+// for (--from-archive, --uid), a Job without S3 credentials or without an archive falls back to
+// what logs reports without one (false): not every job is staged.
+func (o *Options) archive(ctx context.Context, e *tail.Engine, client kubernetes.Interface, job *batchv1.Job, asked bool) (bool, error) {
 	if job != nil && !asked {
 		if _, staged := job.Annotations[s3layout.AnnotationOutputs]; !staged {
 			return false, nil
@@ -324,5 +333,5 @@ func (o *Options) archive(ctx context.Context, client kubernetes.Interface, job 
 		why = "as asked"
 	}
 	fmt.Fprintf(o.ErrOut, "Reading the archived logs of job.batch/%s (uid %s) from %s: %s.\n", o.Job, uid, store.URL(s3layout.LogArchivePrefix(prefix)), why)
-	return true, tail.WriteArchived(o.Out, logs, o.cfg.Prefix, o.cfg.TailLines)
+	return true, e.WriteArchived(logs, o.cfg.Prefix, o.cfg.TailLines)
 }

@@ -43,24 +43,29 @@ func TestLogsSaveFromPods(t *testing.T) {
 	}
 }
 
-// From the archive, once the Job is gone: each rank's file is what logs prints for it, every
-// attempt oldest first; with --attempt, the files say which attempt they hold.
+// From the archive, once the Job is gone: a rank with one archived attempt has its file, what
+// logs prints for it; a retried rank has a file per attempt, each what --attempt A prints for
+// it; with --attempt, the files say which attempt they hold.
 func TestLogsSaveFromTheArchive(t *testing.T) {
 	env := archiveS3(t)
 	c, _ := client()
 	dir := t.TempDir()
 	r := runArchive(cmdtest.Cmd{Client: c}, env, "train", "--save", dir)
-	want := map[string]string{"rank-0.log": "zero failed\nzero a\nzero b\nzero c\n", "rank-1.log": "one a\none b (cut\n", "rank-10.log": "ten a\nten b\n"}
-	if r.Code != 0 || r.Stdout != "" || !strings.HasSuffix(r.Stderr, "Saved 8 lines of 3 ranks in "+dir+" (rank-<N>.log).\n") {
+	want := map[string]string{"rank-0.attempt-1.log": "zero failed\n", "rank-0.attempt-2.log": "zero a\nzero b\nzero c\n",
+		"rank-1.log": "one a\none b (cut\n", "rank-10.log": "ten a\nten b\n"}
+	if r.Code != 0 || r.Stdout != "" || !strings.HasSuffix(r.Stderr, "Saved 8 lines of 3 ranks in "+dir+
+		" (rank-<N>.log; rank 0 had 2 attempts: rank-0.attempt-1.log, rank-0.attempt-2.log).\n") {
 		t.Errorf("exit %d, stdout %q, stderr %q", r.Code, r.Stdout, r.Stderr)
 	}
 	if err := savedAs(dir, want); err != nil {
 		t.Error(err)
 	}
-	for rank, args := range map[string][]string{"0": {"--rank", "0"}, "1": {"--rank", "1"}} {
+	for file, args := range map[string][]string{
+		"rank-1.log": {"--rank", "1"}, "rank-0.attempt-1.log": {"--rank", "0", "--attempt", "1"}, "rank-0.attempt-2.log": {"--rank", "0", "--attempt", "2"},
+	} {
 		p := runArchive(cmdtest.Cmd{Client: c}, env, append([]string{"train", "--no-prefix"}, args...)...)
-		if p.Stdout != want["rank-"+rank+".log"] {
-			t.Errorf("rank %s: printed %q, saved %q", rank, p.Stdout, want["rank-"+rank+".log"])
+		if p.Stdout != want[file] {
+			t.Errorf("%v: printed %q, saved %q in %s", args, p.Stdout, want[file], file)
 		}
 	}
 

@@ -3,7 +3,6 @@ package tail
 import (
 	"bytes"
 	"context"
-	"io"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -30,15 +29,17 @@ type GoneFunc func(ctx context.Context, job *batchv1.Job) (bool, error)
 // WriteArchived prints archived logs as Logs prints pods: in the order given (rank order, a
 // rank's attempts oldest first, as Logs prints a rank's pods), each line prefixed (PrefixPod
 // falls back to the rank for an archive that names no pod), at most tailLines per attempt when
-// set, one whole line per Write. A last line without its newline (cut by the archive's last
-// upload) is printed whole.
-func WriteArchived(w io.Writer, logs []ArchivedLog, p Prefix, tailLines *int64) error {
+// set, one whole line per Write, to Out or each attempt's to its Split writer. A last line
+// without its newline (cut by the archive's last upload) is printed whole.
+func (e *Engine) WriteArchived(logs []ArchivedLog, p Prefix, tailLines *int64) error {
 	for _, l := range logs {
 		lp := p
 		if lp == PrefixPod && l.Pod == "" {
 			lp = PrefixRank
 		}
-		prefix := prefixFor(lp, Target{Rank: l.Rank, Pod: l.Pod})
+		t := Target{Rank: l.Rank, Pod: l.Pod, Attempt: l.Attempt, Started: true}
+		prefix := prefixFor(lp, t)
+		w := e.out(t)
 		lines := bytes.SplitAfter(l.Data, []byte("\n"))
 		if n := len(lines); n > 0 && len(lines[n-1]) == 0 {
 			lines = lines[:n-1]

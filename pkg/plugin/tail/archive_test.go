@@ -24,7 +24,7 @@ func TestWriteArchived(t *testing.T) {
 		{PrefixRank, n(0), ""},
 	} {
 		var w writeCounter
-		if err := WriteArchived(&w, logs, tc.prefix, tc.tail); err != nil || w.String() != tc.want {
+		if err := (&Engine{Out: &w}).WriteArchived(logs, tc.prefix, tc.tail); err != nil || w.String() != tc.want {
 			t.Errorf("%s tail %v: %q, %v; want %q", tc.prefix, tc.tail, w.String(), err, tc.want)
 		}
 		if lines := bytes.Count(w.Bytes(), []byte("\n")); w.writes != lines {

@@ -395,6 +395,17 @@ type follower struct {
 	pods map[types.UID]*corev1.Pod
 	// stuck says when ranks cannot start, and ends following when that lasts.
 	stuck jobwait.Stuckness
+	// attempts numbers the attempts of the pods followed, for all of the follow.
+	attempts attempts
+}
+
+// writer is where tl's followed lines go: Out, shared by every stream one write at a time, or
+// Split's writer for its attempt.
+func (f *follower) writer(tl *tailer) io.Writer {
+	if f.e.Split != nil {
+		return f.e.Split(tl.target)
+	}
+	return f.out
 }
 
 func (f *follower) setJobs(jobs []batchv1.Job) {
@@ -506,6 +517,8 @@ func (f *follower) reconcile(ctx context.Context) error {
 	if len(start) == 0 {
 		return nil
 	}
+	sortTargets(start)
+	f.attempts.number(start)
 	open := len(start)
 	for _, tl := range f.tailers {
 		if !tl.gone && !tl.complete.Load() {
@@ -599,7 +612,7 @@ func (f *follower) follow(ctx context.Context, tl *tailer) {
 			f.kubelet(tl.target.Node).OK()
 			said = false
 			before := tl.cursor.Last
-			err = streamLines(rc, f.out, prefix, f.cfg.Timestamps, tl.cursor.Resume())
+			err = streamLines(rc, f.writer(tl), prefix, f.cfg.Timestamps, tl.cursor.Resume())
 			rc.Close()
 			// A stream that delivered lines is reopened at once when it drops; one that ends
 			// empty again and again (a kubelet that ends it) backs off.
@@ -670,6 +683,9 @@ func (f *follower) lastRead(ctx context.Context, pods []corev1.Pod) error {
 		}
 		targets = append(targets, t)
 	}
+	// The pods followed keep their numbers; one that started and ended between two looks of
+	// the follow gets the next.
+	f.attempts.number(targets)
 	if err := f.e.readAll(ctx, f.cfg, targets, cursors, false); err != nil {
 		fmt.Fprintf(f.e.ErrOut, "warning: %v\n", err)
 	}

@@ -74,6 +74,20 @@ type Engine struct {
 	// Gone, when set, is asked for the archived logs of a Job that is gone or whose pods are
 	// (Logs only: following needs pods).
 	Gone GoneFunc
+	// Split, when set, takes the lines instead of Out: each attempt's lines (one pod's, or one
+	// archived object's) go to the writer Split returns for its target, whose Rank and Attempt
+	// say which attempt of which rank, whole lines per Write, formatted as Config says. The
+	// writers are called from many goroutines at once when following. `logs --save` keeps a
+	// file per attempt with it (SaveFiles.For).
+	Split func(Target) io.Writer
+}
+
+// out is where t's lines go when they are not followed: Out, or Split's writer for t.
+func (e *Engine) out(t Target) io.Writer {
+	if e.Split != nil {
+		return e.Split(t)
+	}
+	return e.Out
 }
 
 func (e *Engine) open(ctx context.Context, ns, pod string, opts *corev1.PodLogOptions) (io.ReadCloser, error) {
@@ -204,7 +218,7 @@ func (e *Engine) readAll(ctx context.Context, cfg Config, targets []Target, curs
 		case r.err != nil:
 			errs = append(errs, fmt.Errorf("reading the log of rank %d (pod %s): %w", t.Rank, t.Pod, r.err))
 		case len(r.buf) > 0:
-			if _, err := e.Out.Write(r.buf); err != nil {
+			if _, err := e.out(t).Write(r.buf); err != nil {
 				return err
 			}
 		}

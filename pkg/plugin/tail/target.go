@@ -1,6 +1,7 @@
 package tail
 
 import (
+	"math"
 	"sort"
 
 	corev1 "k8s.io/api/core/v1"
@@ -25,13 +26,20 @@ type Target struct {
 	// Terminated is true once the container has stopped: a stream that ends cleanly is then
 	// complete.
 	Terminated bool
-	created    int64
+	// Attempt counts the rank's attempts from 1 (see attempts); 0 for a container that has not
+	// started (it has no log, so it is no attempt yet).
+	Attempt int
+	created int64
+	// ended is when the container stopped (math.MaxInt64 while it runs or has not started): it
+	// orders a rank's pods made within the same second (the API stamps creation to the second).
+	ended int64
 }
 
 // TargetOf picks the container of pod to read: container when given, else the pod's default
 // container, else its first. previous asks whether an earlier instance has ended instead.
 func TargetOf(pod *corev1.Pod, container string, previous bool) Target {
-	t := Target{Pod: pod.Name, UID: pod.UID, Rank: jobpods.Rank(pod), Container: container, Node: pod.Spec.NodeName, created: pod.CreationTimestamp.UnixNano()}
+	t := Target{Pod: pod.Name, UID: pod.UID, Rank: jobpods.Rank(pod), Container: container, Node: pod.Spec.NodeName,
+		created: pod.CreationTimestamp.UnixNano(), ended: math.MaxInt64}
 	if t.Container == "" {
 		t.Container = pod.Annotations[defaultContainerAnnotation]
 	}
@@ -48,6 +56,9 @@ func TargetOf(pod *corev1.Pod, container string, previous bool) Target {
 		} else {
 			t.Started = cs.State.Running != nil || cs.State.Terminated != nil
 			t.Terminated = cs.State.Terminated != nil
+			if t.Terminated && !cs.State.Terminated.FinishedAt.IsZero() {
+				t.ended = cs.State.Terminated.FinishedAt.UnixNano()
+			}
 		}
 	}
 	return t
@@ -68,14 +79,59 @@ func Targets(pods []corev1.Pod, ranks []int, container string, previous bool) []
 		}
 		out = append(out, t)
 	}
-	sort.SliceStable(out, func(i, j int) bool {
-		if out[i].Rank != out[j].Rank {
-			return out[i].Rank < out[j].Rank
-		}
-		if out[i].created != out[j].created {
-			return out[i].created < out[j].created
-		}
-		return out[i].Pod < out[j].Pod
-	})
+	sortTargets(out)
+	var a attempts
+	a.number(out)
 	return out
+}
+
+// sortTargets puts targets in rank order and, within a rank, oldest pod first. A rank's pods
+// run one after the other, so of two made in the same second the one that ended first (or
+// ended, of one still running) is the older.
+func sortTargets(ts []Target) {
+	sort.SliceStable(ts, func(i, j int) bool {
+		if ts[i].Rank != ts[j].Rank {
+			return ts[i].Rank < ts[j].Rank
+		}
+		if ts[i].created != ts[j].created {
+			return ts[i].created < ts[j].created
+		}
+		if ts[i].ended != ts[j].ended {
+			return ts[i].ended < ts[j].ended
+		}
+		return ts[i].Pod < ts[j].Pod
+	})
+}
+
+// attempts numbers the attempts of each rank: its pods whose container has started (the ones
+// with a log), from 1, oldest first. A rank's attempts never overlap (the Job makes a rank's
+// next pod once the last one has failed: podReplacementPolicy Failed), so oldest first is the
+// order they ran in, which is also how the log archive numbers a rank's objects
+// (s3layout.LogArchiveAttempts, by last write): `logs --attempt A` and the file `logs --save`
+// writes for attempt A are the same attempt. A pod keeps the number it got first, so that a
+// follow that sees an old pod deleted does not renumber the later ones.
+type attempts struct {
+	of   map[types.UID]int
+	last map[int]int // rank -> its attempts numbered so far
+}
+
+// number sets the Attempt of each started target of ts, which are in Targets' order.
+func (a *attempts) number(ts []Target) {
+	if a.of == nil {
+		a.of, a.last = map[types.UID]int{}, map[int]int{}
+	}
+	for i := range ts {
+		t := &ts[i]
+		if !t.Started {
+			t.Attempt = 0
+			continue
+		}
+		n, ok := a.of[t.UID]
+		if !ok {
+			a.last[t.Rank]++
+			n = a.last[t.Rank]
+			a.of[t.UID] = n
+		}
+		t.Attempt = n
+	}
 }
