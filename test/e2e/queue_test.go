@@ -22,6 +22,8 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/exitcode"
 )
 
 var workloadGVR = schema.GroupVersionResource{Group: "kueue.x-k8s.io", Version: "v1beta2", Resource: "workloads"}
@@ -439,6 +441,81 @@ func TestQueue(t *testing.T) {
 		if took := time.Since(start); took > 20*time.Second {
 			t.Errorf("wait took %s to see that Kueue will never admit the job", took)
 		}
+	})
+
+	t.Run("a job behind a stopped ClusterQueue waits, is said to, and runs once the queue is resumed", func(t *testing.T) {
+		ctx := context.Background()
+		cqs := dyn.Resource(kueueResource("clusterqueues"))
+		setStop := func(policy string) {
+			t.Helper()
+			patch := []byte(`{"spec":{"stopPolicy":"` + policy + `"}}`)
+			if _, err := cqs.Patch(ctx, "cluster-queue", types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// An admin stops cluster-queue (Hold: what it admitted runs on, nothing new is admitted);
+		// the later subtests and the cleanup need it running again, even if this one fails.
+		setStop("Hold")
+		finished := false
+		t.Cleanup(func() {
+			setStop("None")
+			// cancel leaves a finished job be (and its Workload, as first's and ddp's): only one
+			// this subtest did not see through is removed.
+			if !finished {
+				removeQueued(t, dyn, ns, []string{"held"}, nil)
+			}
+		})
+		contains(t, tao(t, nil, "submit", "held", "-n", ns, "--image", "img", "--gpus", "8", "--nodes", "2", "--queue", "team-a",
+			"--annotation", "sim.kubectl-tao.dev/run-duration=1s", "--", "torchrun train.py"), 0, "job.batch/held created")
+		waitWorkload(t, dyn, ns, "held")
+
+		// status: still Pending and Queued (the stop is an admin's, and temporary), the message
+		// says first that the queue is stopped, and -o json carries the stop under .queue.
+		const stopped = "ClusterQueue cluster-queue is stopped (Hold): nothing is admitted until an admin resumes it"
+		r := tao(t, nil, "status", "held", "-n", ns, "-o", "json")
+		var s struct {
+			Status, Reason, Message string
+			Queue                   struct {
+				Stopped  []struct{ Kind, Name, StopPolicy string }
+				Inactive *json.RawMessage
+			}
+		}
+		if err := json.Unmarshal([]byte(r.stdout), &s); err != nil || s.Status != "Pending" || s.Reason != "Queued" ||
+			!strings.HasPrefix(s.Message, "queued in team-a: "+stopped) || len(s.Queue.Stopped) != 1 ||
+			s.Queue.Stopped[0] != (struct{ Kind, Name, StopPolicy string }{"ClusterQueue", "cluster-queue", "Hold"}) || s.Queue.Inactive != nil {
+			t.Fatalf("status -o json of a job behind a stopped ClusterQueue: %+v (%v)\n%s", s, err, r)
+		}
+		st := tao(t, nil, "status", "held", "-n", ns)
+		contains(t, st, 0, "Queued", "queued in team-a: "+stopped)
+		// diagnose and replicas name the stop as what holds it, and the patch that resumes it.
+		const resume = `kubectl patch clusterqueue cluster-queue --type merge -p '{"spec":{"stopPolicy":"None"}}'`
+		dg := tao(t, nil, "diagnose", "held", "-n", ns)
+		contains(t, dg, 0, "queued in team-a, not admitted yet: "+stopped, "an admin resumes ClusterQueue cluster-queue", resume)
+		rep := tao(t, nil, "replicas", "held", "-n", ns)
+		contains(t, rep, 0, "queued in team-a, not admitted yet: "+stopped)
+		for _, out := range []result{st, rep, dg} {
+			t.Logf("\n%s%s", out.stdout, out.stderr)
+		}
+
+		// wait goes on (no NotAdmitted: only its --timeout ends it) and says the stop once.
+		r = tao(t, nil, "wait", "held", "-n", ns, "--timeout", "3s", "--stuck-timeout", "1s")
+		contains(t, r, int(exitcode.Timeout), "timed out")
+		if n := strings.Count(r.stderr, "queued in LocalQueue team-a: "+stopped+"; still waiting"); n != 1 || strings.Count(r.stderr, "is stopped") != 1 {
+			t.Errorf("the stop said %d times, want once:\n%s", n, r)
+		}
+		if pods, err := client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "job-name=held"}); err != nil || len(pods.Items) != 0 {
+			t.Fatalf("held has %d pods while its ClusterQueue is stopped (%v)", len(pods.Items), err)
+		}
+
+		// Resumed, Kueue admits it by itself, both ranks at once, and it runs to the end.
+		setStop("None")
+		r = tao(t, nil, "wait", "held", "-n", ns, "--timeout", "120s")
+		contains(t, r, 0, "Complete")
+		job, err := client.BatchV1().Jobs(ns).Get(ctx, "held", metav1.GetOptions{})
+		if err != nil || job.Status.Succeeded != 2 {
+			t.Fatalf("held after the resume: %v (%v)", job.Status, err)
+		}
+		finished = true
 	})
 
 	t.Run("a flavor's node labels take the pods to the nodes of its GPU product", func(t *testing.T) {

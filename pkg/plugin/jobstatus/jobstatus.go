@@ -40,6 +40,10 @@ type Result struct {
 	// Reason says why, where Status alone does not (see Reason); "" when nothing to add.
 	Reason  Reason
 	Message string
+	// Held says why nothing is admitted from a queued job's queue now (QueueState.Held: an
+	// admin stopped it, or Kueue marks it inactive); "" when nothing holds it. The job stays
+	// Queued, and Message says it too; a wait says it once per change.
+	Held string
 	// Nodes is the number of ranks the Job wants (spec.completions, or parallelism).
 	Nodes int32
 	// Running counts pods in phase Running, when pods were given; else the Job's ready count.

@@ -32,6 +32,27 @@ type QueueState struct {
 	// Flavors is the ClusterQueue's GPU quota per ResourceFlavor (empty when it could not be
 	// read, or covers no GPUs).
 	Flavors []FlavorQuota `json:"flavors"`
+	// Stopped lists the queues an admin stopped (spec.stopPolicy Hold or HoldAndDrain), the
+	// ClusterQueue first: Kueue admits nothing from them until they are resumed. Empty when
+	// neither is (the ClusterQueue's part unknown when it could not be read).
+	Stopped []QueueStop `json:"stopped"`
+	// Inactive is set when Kueue marks the ClusterQueue inactive for another reason than a stop
+	// (its Active condition False: a ResourceFlavor or AdmissionCheck it names does not exist,
+	// ...), with Kueue's reason and message; null when it is active or could not be read.
+	Inactive *QueueInactive `json:"inactive"`
+}
+
+// QueueStop is one stopped queue: its kind (ClusterQueue or LocalQueue), name and stopPolicy.
+type QueueStop struct {
+	Kind   string `json:"kind"`
+	Name   string `json:"name"`
+	Policy string `json:"stopPolicy"`
+}
+
+// QueueInactive is the reason and message of a ClusterQueue's False Active condition.
+type QueueInactive struct {
+	Reason  string `json:"reason"`
+	Message string `json:"message"`
 }
 
 // FlavorQuota is one ResourceFlavor's GPU quota in a ClusterQueue and how much of it is taken.
@@ -55,6 +76,36 @@ func (f FlavorQuota) Free() int64 {
 // String reads "16 of 16 nvidia.com/gpu used in flavor h100".
 func (f FlavorQuota) String() string {
 	return fmt.Sprintf("%d of %d %s used in flavor %s", f.Used, f.Nominal, jobspec.GPUResource, f.Flavor)
+}
+
+// Held says in one clause why nothing is admitted from the job's queue now, whatever the
+// quota: "ClusterQueue cq is stopped (Hold): nothing is admitted until an admin resumes it".
+// "" when no queue is stopped or inactive. A stop and an inactive ClusterQueue are an admin's
+// to undo, and last only until then: the job waits, it is not refused.
+func (q *QueueState) Held() string {
+	if q == nil {
+		return ""
+	}
+	var parts []string
+	for _, s := range q.Stopped {
+		parts = append(parts, fmt.Sprintf("%s %s is stopped (%s)", s.Kind, s.Name, s.Policy))
+	}
+	verb := "resumes"
+	if q.Inactive != nil {
+		parts = append(parts, fmt.Sprintf("ClusterQueue %s is inactive (%s)", q.ClusterQueue, ReasonMessage(q.Inactive.Reason, q.Inactive.Message)))
+		verb = "fixes"
+		if len(q.Stopped) > 0 {
+			verb = "resumes and fixes"
+		}
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	them := "it"
+	if len(parts) > 1 {
+		them = "them"
+	}
+	return fmt.Sprintf("%s: nothing is admitted until an admin %s %s", strings.Join(parts, " and "), verb, them)
 }
 
 // Describe says in one clause what the queued job waits for: "ClusterQueue cq: 16 of 16

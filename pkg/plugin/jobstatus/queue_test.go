@@ -32,3 +32,34 @@ func TestQueueStateDescribe(t *testing.T) {
 		t.Errorf("Free() of a borrowing flavor = %d, want 0", f.Free())
 	}
 }
+
+func TestQueueStateHeld(t *testing.T) {
+	cqHold := QueueStop{Kind: "ClusterQueue", Name: "cq", Policy: "Hold"}
+	lqDrain := QueueStop{Kind: "LocalQueue", Name: "team-a", Policy: "HoldAndDrain"}
+	noFlavor := &QueueInactive{Reason: "FlavorNotFound", Message: "Can't admit new workloads: references missing ResourceFlavor(s): [gone]."}
+	tests := []struct {
+		name string
+		q    *QueueState
+		want string
+	}{
+		{"nil", nil, ""},
+		{"nothing holds it", &QueueState{LocalQueue: "team-a", ClusterQueue: "cq", Stopped: []QueueStop{}}, ""},
+		{"ClusterQueue stopped", &QueueState{ClusterQueue: "cq", Stopped: []QueueStop{cqHold}},
+			"ClusterQueue cq is stopped (Hold): nothing is admitted until an admin resumes it"},
+		{"both stopped", &QueueState{ClusterQueue: "cq", Stopped: []QueueStop{cqHold, lqDrain}},
+			"ClusterQueue cq is stopped (Hold) and LocalQueue team-a is stopped (HoldAndDrain): nothing is admitted until an admin resumes them"},
+		{"inactive", &QueueState{ClusterQueue: "cq", Inactive: noFlavor},
+			"ClusterQueue cq is inactive (FlavorNotFound: Can't admit new workloads: references missing ResourceFlavor(s): [gone].): " +
+				"nothing is admitted until an admin fixes it"},
+		{"stopped and inactive", &QueueState{ClusterQueue: "cq", Stopped: []QueueStop{lqDrain}, Inactive: noFlavor},
+			"LocalQueue team-a is stopped (HoldAndDrain) and ClusterQueue cq is inactive (FlavorNotFound: Can't admit new workloads: " +
+				"references missing ResourceFlavor(s): [gone].): nothing is admitted until an admin resumes and fixes them"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := tc.q.Held(); got != tc.want {
+				t.Errorf("Held() =\n%q\nwant\n%q", got, tc.want)
+			}
+		})
+	}
+}

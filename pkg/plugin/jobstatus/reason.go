@@ -70,8 +70,19 @@ func WithWorkload(r Result, job *batchv1.Job, wl *Workload) Result {
 		if wl.EvictedMessage != "" {
 			r.Message += ": " + wl.EvictedMessage
 		}
+	case wl.Queue.Held() != "":
+		// A stopped or inactive queue admits nothing, whatever the quota: that comes first, in
+		// words of the queue's own spec and status (Kueue's Pending message only echoes it).
+		// It is an admin's to undo and lasts only until then, so the job stays Queued, not
+		// Inadmissible: a wait goes on.
+		r.Held = wl.Queue.Held()
+		r.Message += ": " + r.Held
 	case wl.Pending != "":
 		r.Message += ": " + wl.Pending
+	}
+	if r.Reason == Preempted && wl.Queue.Held() != "" {
+		r.Held = wl.Queue.Held()
+		r.Message += "; " + r.Held
 	}
 	if d := wl.Queue.Describe(); d != "" && (r.Reason == Queued || r.Reason == Preempted) {
 		// What it waits for, from the quota itself: Kueue's message names only the shortfall.

@@ -15,6 +15,8 @@ func TestWithWorkload(t *testing.T) {
 		return fixture.Job("train").Nodes(2).Label(QueueLabel, "team-a").Suspend(true).Obj()
 	}
 	admitted := fixture.Job("train").Nodes(2).Label(QueueLabel, "team-a").Suspend(false).Obj()
+	stoppedQueue := &QueueState{LocalQueue: "team-a", ClusterQueue: "cq", GPUs: 16, Flavors: []FlavorQuota{{Flavor: "h100", Nominal: 16}},
+		Stopped: []QueueStop{{Kind: "ClusterQueue", Name: "cq", Policy: "Hold"}}}
 	failed := queued()
 	failed.Status.Conditions = []batchv1.JobCondition{{Type: batchv1.JobFailed, Status: corev1.ConditionTrue, Reason: "DeadlineExceeded"}}
 	tests := []struct {
@@ -33,6 +35,15 @@ func TestWithWorkload(t *testing.T) {
 		{"never fits", queued(), &Workload{NeverFits: "needs 24 but at most 16", Pending: "maximum capacity (16)"}, Pending, Inadmissible, "needs 24 but at most 16"},
 		{"deactivated wins", queued(), &Workload{Inactive: true, NeverFits: "x", EvictedReason: "DeactivatedDueToRequeuingLimitExceeded", EvictedMessage: "deactivated after 2 requeues"},
 			Pending, Deactivated, "deactivated after 2 requeues"},
+		{"ClusterQueue stopped: still Queued, the stop first", queued(), &Workload{Pending: "ClusterQueue cq is stopped", Queue: stoppedQueue},
+			Pending, Queued, "queued in team-a: ClusterQueue cq is stopped (Hold): nothing is admitted until an admin resumes it; ClusterQueue cq: 0 of 16"},
+		{"ClusterQueue inactive", queued(), &Workload{Queue: &QueueState{LocalQueue: "team-a", ClusterQueue: "cq",
+			Inactive: &QueueInactive{Reason: "FlavorNotFound", Message: "references missing ResourceFlavor(s)"}}},
+			Pending, Queued, "queued in team-a: ClusterQueue cq is inactive (FlavorNotFound: references missing ResourceFlavor(s)): nothing is admitted until an admin fixes it"},
+		{"stopped after a preemption", queued(), &Workload{EvictedReason: "Preempted", EvictedMessage: "for a higher priority", Queue: stoppedQueue},
+			Pending, Preempted, "preempted and requeued in team-a: for a higher priority; ClusterQueue cq is stopped (Hold)"},
+		{"a stopped queue never fits: Inadmissible wins", queued(), &Workload{NeverFits: "needs 24 but at most 16", Queue: stoppedQueue},
+			Pending, Inadmissible, "needs 24 but at most 16"},
 		{"admitted: no reason", admitted, &Workload{Pending: "stale"}, Pending, "", "0/2 ranks running"},
 		{"terminal: no reason", failed, &Workload{Inactive: true}, Error, "", "DeadlineExceeded"},
 		{"not queued", fixture.Job("train").Nodes(2).Suspend(true).Obj(), &Workload{Inactive: true}, Pending, "", "0/2 ranks running"},
@@ -46,6 +57,9 @@ func TestWithWorkload(t *testing.T) {
 			want := string(tc.status)
 			if tc.reason != "" {
 				want = string(tc.reason)
+			}
+			if held := strings.Contains(r.Message, "nothing is admitted until"); (r.Held != "") != held || !strings.Contains(r.Message, r.Held) {
+				t.Errorf("Held = %q with message %q", r.Held, r.Message)
 			}
 			if r.Shown() != want {
 				t.Errorf("Shown() = %s, want %s", r.Shown(), want)

@@ -48,6 +48,7 @@ type Stuckness struct {
 	said   *triage.Stuck
 	since  time.Time // when the job became stuck (zero: it is not)
 	queued string    // the LocalQueue last said
+	held   string    // what held it when last said (jobstatus.Result.Held)
 }
 
 // Observe records what the job looks like at now: r its status (with Kueue's reason where there
@@ -55,17 +56,28 @@ type Stuckness struct {
 func (st *Stuckness) Observe(now time.Time, r jobstatus.Result, s *triage.Stuck) error {
 	if r.Reason == jobstatus.Queued && s == nil {
 		// Said once per queue: Kueue's words (how much quota is missing) change as other jobs
-		// come and go, the queue does not.
-		if q, words := queued(r.Message); q != st.queued {
-			st.queued = q
-			line := fmt.Sprintf("queued in LocalQueue %s: waiting for Kueue to admit it", q)
+		// come and go, the queue does not. A stopped or inactive queue is said once when it
+		// stops, and once more if it admits again before the job starts (the wait goes on in
+		// between: an admin's stop is not a refusal).
+		q, words := queued(r.Message)
+		line := ""
+		switch {
+		case r.Held != "" && (q != st.queued || r.Held != st.held):
+			line = fmt.Sprintf("queued in LocalQueue %s: %s; still waiting", q, r.Held)
+		case q != st.queued:
+			line = fmt.Sprintf("queued in LocalQueue %s: waiting for Kueue to admit it", q)
 			if words != "" {
 				line += "; Kueue says: " + words
 			}
+		case r.Held == "" && st.held != "":
+			line = fmt.Sprintf("queued in LocalQueue %s: its queue admits again; waiting for Kueue to admit it", q)
+		}
+		if line != "" {
 			fmt.Fprintln(st.Progress, line)
 		}
+		st.queued, st.held = q, r.Held
 	} else if r.Reason != jobstatus.Queued {
-		st.queued = ""
+		st.queued, st.held = "", ""
 	}
 	if s == nil {
 		st.said, st.since = nil, time.Time{}

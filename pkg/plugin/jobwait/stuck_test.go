@@ -103,3 +103,51 @@ func TestStucknessKueue(t *testing.T) {
 		t.Errorf("progress = %q", progress.String())
 	}
 }
+
+// TestStucknessStoppedQueue: a stopped queue is said once when it holds the job, however often
+// it is read, once more when it admits again, and never ends the wait.
+func TestStucknessStoppedQueue(t *testing.T) {
+	const hold = "ClusterQueue cq is stopped (Hold): nothing is admitted until an admin resumes it"
+	queued := func(held, words string) jobstatus.Result {
+		msg := "queued in team-a"
+		if words != "" {
+			msg += ": " + words
+		}
+		return jobstatus.Result{Status: jobstatus.Pending, Reason: jobstatus.Queued, Message: msg, Held: held}
+	}
+	var progress bytes.Buffer
+	st := &Stuckness{Job: "train", Namespace: "ml", Timeout: time.Minute, Progress: &progress}
+	steps := []jobstatus.Result{
+		queued(hold, hold+"; ClusterQueue cq: 0 of 16 nvidia.com/gpu used in flavor h100, the job needs 16; 1 pending in team-a"),
+		queued(hold, hold+"; ClusterQueue cq: 8 of 16 nvidia.com/gpu used in flavor h100, the job needs 16; 2 pending in team-a"),
+		queued(hold, hold),
+		queued("", "insufficient unused quota, 16 more needed"),
+		queued("", "insufficient unused quota, 8 more needed"),
+		queued(hold, hold),
+	}
+	for i, r := range steps {
+		// Hours apart: a held queue is not stuck ranks, so --stuck-timeout does not end it.
+		if err := st.Observe(time.Unix(int64(i)*3600, 0), r, triage.StuckOf(nil, nil, r)); err != nil {
+			t.Fatalf("step %d: %v", i, err)
+		}
+	}
+	want := "queued in LocalQueue team-a: " + hold + "; still waiting\n" +
+		"queued in LocalQueue team-a: its queue admits again; waiting for Kueue to admit it\n" +
+		"queued in LocalQueue team-a: " + hold + "; still waiting\n"
+	if progress.String() != want {
+		t.Errorf("progress:\n%s\nwant:\n%s", progress.String(), want)
+	}
+	// A job first seen waiting for quota, then held: the queue, then the stop.
+	progress.Reset()
+	st = &Stuckness{Job: "train", Namespace: "ml", Progress: &progress}
+	for _, r := range []jobstatus.Result{queued("", "16 more needed"), queued(hold, hold), queued(hold, hold)} {
+		if err := st.Observe(time.Unix(0, 0), r, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want = "queued in LocalQueue team-a: waiting for Kueue to admit it; Kueue says: 16 more needed\n" +
+		"queued in LocalQueue team-a: " + hold + "; still waiting\n"
+	if progress.String() != want {
+		t.Errorf("progress:\n%s\nwant:\n%s", progress.String(), want)
+	}
+}

@@ -86,6 +86,8 @@ func TestUntilNotAdmitted(t *testing.T) {
 		{"never fits", &jobstatus.Workload{NeverFits: "LocalQueue team-a points at ClusterQueue gone, which does not exist"}, exitcode.NotAdmitted},
 		{"deactivated", &jobstatus.Workload{Inactive: true, EvictedMessage: "exceeded the PodsReady timeout"}, exitcode.NotAdmitted},
 		{"waiting for quota", &jobstatus.Workload{Pending: "couldn't assign flavors: insufficient unused quota"}, exitcode.Timeout},
+		{"ClusterQueue stopped: the wait goes on", &jobstatus.Workload{Pending: "ClusterQueue cq is stopped", Queue: &jobstatus.QueueState{
+			LocalQueue: "team-a", ClusterQueue: "cq", Stopped: []jobstatus.QueueStop{{Kind: "ClusterQueue", Name: "cq", Policy: "Hold"}}}}, exitcode.Timeout},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := fake.NewClientset(job.DeepCopy())
@@ -101,6 +103,9 @@ func TestUntilNotAdmitted(t *testing.T) {
 			}
 			if tc.want == exitcode.Timeout && strings.Count(progress.String(), "queued in LocalQueue team-a") != 1 {
 				t.Errorf("progress:\n%s\nwant the queue said once", progress.String())
+			}
+			if held := tc.wl.Queue.Held(); held != "" && !strings.Contains(progress.String(), held) {
+				t.Errorf("progress:\n%s\nwant %q", progress.String(), held)
 			}
 		})
 	}

@@ -44,12 +44,55 @@ func QueueFacts(lq, cq *unstructured.Unstructured, gpus int64) *jobstatus.QueueS
 		LocalQueuePending: count(lq, "pendingWorkloads"),
 		GPUs:              gpus,
 		Flavors:           []jobstatus.FlavorQuota{},
+		Stopped:           []jobstatus.QueueStop{},
 	}
 	if cq != nil {
 		c := ClusterQueueFacts(cq)
 		q.ClusterQueuePending, q.ClusterQueueAdmitted, q.Flavors = &c.Pending, &c.Admitted, c.Flavors
+		if s := stopOf("ClusterQueue", cq); s != nil {
+			q.Stopped = append(q.Stopped, *s)
+		}
+		q.Inactive = inactiveOf(cq)
+	}
+	if s := stopOf("LocalQueue", lq); s != nil {
+		q.Stopped = append(q.Stopped, *s)
 	}
 	return q
+}
+
+// stopOf is the queue's spec.stopPolicy (v1beta1 and v1beta2 alike) when an admin stopped it:
+// Hold or HoldAndDrain; nil for None or none set.
+func stopOf(kind string, queue *unstructured.Unstructured) *jobstatus.QueueStop {
+	policy, _, _ := unstructured.NestedString(queue.Object, "spec", "stopPolicy")
+	if policy == "" || policy == "None" {
+		return nil
+	}
+	return &jobstatus.QueueStop{Kind: kind, Name: queue.GetName(), Policy: policy}
+}
+
+// activeStopped is the reason of a ClusterQueue's False Active condition when it is stopped:
+// stopOf says that, from its spec, so the condition adds nothing. (Kueue names its first reason
+// only, the stop before the others: another cause shows once the queue is resumed.)
+const activeStopped = "Stopped"
+
+// inactiveOf is the ClusterQueue's False Active condition, when Kueue set it for another reason
+// than a stop (a ResourceFlavor or AdmissionCheck it names does not exist, ...); nil when it is
+// active or Kueue has not said yet.
+func inactiveOf(cq *unstructured.Unstructured) *jobstatus.QueueInactive {
+	conds, _, _ := unstructured.NestedSlice(cq.Object, "status", "conditions")
+	for _, c := range conds {
+		m, _ := c.(map[string]any)
+		if m["type"] != "Active" || m["status"] != "False" {
+			continue
+		}
+		reason, _ := m["reason"].(string)
+		message, _ := m["message"].(string)
+		if reason == activeStopped {
+			return nil
+		}
+		return &jobstatus.QueueInactive{Reason: reason, Message: message}
+	}
+	return nil
 }
 
 // GPUFlavors is the ClusterQueue's nvidia.com/gpu quota per flavor, in its spec's order, with

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/utils/ptr"
 
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/jobstatus"
@@ -62,7 +63,7 @@ status: {pendingWorkloads: 2}
 	got := QueueFacts(lq, parse(t, busyQueue), 16)
 	want := &jobstatus.QueueState{LocalQueue: "team-a", ClusterQueue: "gpu-cq", LocalQueuePending: 2,
 		ClusterQueuePending: ptr.To[int32](3), ClusterQueueAdmitted: ptr.To[int32](2), GPUs: 16,
-		Flavors: ClusterQueueFacts(parse(t, busyQueue)).Flavors}
+		Flavors: ClusterQueueFacts(parse(t, busyQueue)).Flavors, Stopped: []jobstatus.QueueStop{}}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("QueueFacts (-want +got):\n%s", diff)
 	}
@@ -70,5 +71,64 @@ status: {pendingWorkloads: 2}
 	got = QueueFacts(lq, nil, 16)
 	if got.ClusterQueue != "gpu-cq" || got.ClusterQueuePending != nil || got.ClusterQueueAdmitted != nil || len(got.Flavors) != 0 {
 		t.Errorf("unread ClusterQueue: %+v", got)
+	}
+}
+
+// What holds a queue whatever its quota: a stopPolicy an admin set on either queue (None is not
+// a stop), and the ClusterQueue's Active condition when False for another reason than the stop.
+func TestQueueFactsStoppedAndInactive(t *testing.T) {
+	const (
+		lq        = "metadata: {name: team-a, namespace: ml}\nspec: {clusterQueue: gpu-cq}\n"
+		lqDrain   = "metadata: {name: team-a, namespace: ml}\nspec: {clusterQueue: gpu-cq, stopPolicy: HoldAndDrain}\n"
+		cqRunning = `
+metadata: {name: gpu-cq}
+spec: {stopPolicy: None}
+status:
+  conditions: [{type: Active, status: "True", reason: Ready, message: Can admit new workloads}]
+`
+		cqHold = `
+metadata: {name: gpu-cq}
+spec: {stopPolicy: Hold}
+status:
+  conditions: [{type: Active, status: "False", reason: Stopped, message: "Can't admit new workloads: is stopped."}]
+`
+		cqNoFlavor = `
+metadata: {name: gpu-cq}
+spec: {}
+status:
+  conditions:
+  - {type: Active, status: "False", reason: FlavorNotFound, message: "Can't admit new workloads: references missing ResourceFlavor(s): gone."}
+`
+	)
+	cqStop := jobstatus.QueueStop{Kind: "ClusterQueue", Name: "gpu-cq", Policy: "Hold"}
+	lqStop := jobstatus.QueueStop{Kind: "LocalQueue", Name: "team-a", Policy: "HoldAndDrain"}
+	tests := []struct {
+		name     string
+		lq, cq   string
+		stopped  []jobstatus.QueueStop
+		inactive *jobstatus.QueueInactive
+	}{
+		{"active, stopPolicy None", lq, cqRunning, []jobstatus.QueueStop{}, nil},
+		{"ClusterQueue held: the stop, not the condition", lq, cqHold, []jobstatus.QueueStop{cqStop}, nil},
+		{"LocalQueue drained", lqDrain, cqRunning, []jobstatus.QueueStop{lqStop}, nil},
+		{"both stopped, the ClusterQueue first", lqDrain, cqHold, []jobstatus.QueueStop{cqStop, lqStop}, nil},
+		{"ClusterQueue names a missing flavor", lq, cqNoFlavor, []jobstatus.QueueStop{},
+			&jobstatus.QueueInactive{Reason: "FlavorNotFound", Message: "Can't admit new workloads: references missing ResourceFlavor(s): gone."}},
+		{"ClusterQueue unread: only the LocalQueue's stop is known", lqDrain, "", []jobstatus.QueueStop{lqStop}, nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var cq *unstructured.Unstructured
+			if tc.cq != "" {
+				cq = parse(t, tc.cq)
+			}
+			got := QueueFacts(parse(t, tc.lq), cq, 8)
+			if diff := cmp.Diff(tc.stopped, got.Stopped); diff != "" {
+				t.Errorf("Stopped (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tc.inactive, got.Inactive); diff != "" {
+				t.Errorf("Inactive (-want +got):\n%s", diff)
+			}
+		})
 	}
 }

@@ -271,7 +271,7 @@ func TestStatusKueueReasons(t *testing.T) {
 			}
 			// .queue is where it waits and for what, whatever the reason.
 			q, _ := json.Marshal(m["queue"])
-			const wantQueue = `{"clusterQueue":"gpu-cq","clusterQueueAdmitted":1,"clusterQueuePending":2,"flavors":[{"borrowingLimit":null,"flavor":"h100","nominal":%s,"used":8}],"gpus":16,"localQueue":"team-a","localQueuePending":1}`
+			const wantQueue = `{"clusterQueue":"gpu-cq","clusterQueueAdmitted":1,"clusterQueuePending":2,"flavors":[{"borrowingLimit":null,"flavor":"h100","nominal":%s,"used":8}],"gpus":16,"inactive":null,"localQueue":"team-a","localQueuePending":1,"stopped":[]}`
 			if got, want := string(q), fmt.Sprintf(wantQueue, tc.quota); got != want {
 				t.Errorf(".queue = %s\nwant     %s", got, want)
 			}

@@ -71,8 +71,8 @@ func queuedFinding(s *Snapshot) *NodeEvent {
 	look := fmt.Sprintf("See Kueue's view with `kubectl get workloads -n %s` and `kubectl describe localqueue %s -n %s`, "+
 		"and every queue's quota with `kubectl tao capacity --queues`.", job.Namespace, queue, job.Namespace)
 	f := &NodeEvent{NodeEventName: string(r.Reason), Rank: -1, Time: timePtr(at), ErrClass: ErrInfra}
-	switch r.Reason {
-	case jobstatus.Inadmissible:
+	switch {
+	case r.Reason == jobstatus.Inadmissible:
 		f.Message = "no pods: Kueue can never admit it from " + queue + ": the job " + r.Message
 		if says != "" {
 			f.Message += "; Kueue says: " + says
@@ -80,12 +80,27 @@ func queuedFinding(s *Snapshot) *NodeEvent {
 		f.Suggestion = fmt.Sprintf("Waiting will not help. Cancel it (`kubectl tao cancel %s -n %s`) and resubmit with fewer GPUs or "+
 			"nodes, or to a LocalQueue whose ClusterQueue holds %d %s in one flavor. %s",
 			job.Name, job.Namespace, jobstatus.GPUsPerNode(job)*int64(jobstatus.Nodes(job)), jobspec.GPUResource, look)
-	case jobstatus.Deactivated:
+	case r.Reason == jobstatus.Deactivated:
 		f.Message = "no pods: Kueue deactivated it in " + queue + ": " + r.Message
 		f.Suggestion = fmt.Sprintf("Kueue will not admit it again by itself (its Workload has spec.active false, e.g. after "+
 			"waitForPodsReady's requeue limit: its ranks did not all become ready in time). Find out why its pods did not start "+
 			"(`kubectl get events -n %s`), then cancel and resubmit, or ask the cluster admin to reactivate its Workload. %s",
 			job.Namespace, look)
+	case r.Held != "":
+		// Queued or Preempted behind a stopped or inactive queue: no quota frees it, an admin does.
+		f.Message = fmt.Sprintf("queued in %s, not admitted yet: %s", queue, r.Held)
+		if r.Reason == jobstatus.Preempted {
+			f.Message = fmt.Sprintf("preempted by Kueue and requeued in %s, not admitted again yet: %s", queue, r.Held)
+		}
+		if d := q.Describe(); d != "" {
+			f.Message += "; " + d
+		}
+		if says != "" {
+			f.Message += "; Kueue says: " + says
+		}
+		f.Suggestion = fmt.Sprintf("Nothing is admitted from LocalQueue %s until %s. Then Kueue admits the job in its turn, all %d "+
+			"ranks at once; until then it waits (it is not refused: `kubectl tao wait` goes on). %s",
+			queue, heldFixes(q, job.Namespace), jobstatus.Nodes(job), look)
 	default:
 		// Queued or Preempted: it waits for quota, and starts whole when there is room.
 		f.Message = fmt.Sprintf("queued in %s, not admitted yet: Kueue starts all %d ranks at once when the queue has room for them",
@@ -105,6 +120,27 @@ func queuedFinding(s *Snapshot) *NodeEvent {
 			"existing --queue (`kubectl tao preflight --queue NAME` checks it).", queue, admitsWhen(q), look, job.Name, job.Namespace)
 	}
 	return f
+}
+
+// heldFixes says what would let a stopped or inactive queue admit again: each stopped queue
+// resumed (the patch that does it), an inactive ClusterQueue fixed. Both are an admin's to do:
+// ClusterQueues are cluster-scoped, and stopping a queue is the admin's decision.
+func heldFixes(q *jobstatus.QueueState, ns string) string {
+	var fixes []string
+	for _, st := range q.Stopped {
+		target := "clusterqueue " + st.Name
+		if st.Kind == "LocalQueue" {
+			target = fmt.Sprintf("localqueue %s -n %s", st.Name, ns)
+		}
+		fixes = append(fixes, fmt.Sprintf("an admin resumes %s %s (its spec.stopPolicy is %s): "+
+			"`kubectl patch %s --type merge -p '{\"spec\":{\"stopPolicy\":\"None\"}}'`", st.Kind, st.Name, st.Policy, target))
+	}
+	if q.Inactive != nil {
+		fixes = append(fixes, fmt.Sprintf("an admin fixes ClusterQueue %s, which Kueue marks inactive (%s; e.g. create the "+
+			"ResourceFlavor or AdmissionCheck it names): `kubectl describe clusterqueue %s`", q.ClusterQueue,
+			jobstatus.ReasonMessage(q.Inactive.Reason, q.Inactive.Message), q.ClusterQueue))
+	}
+	return strings.Join(fixes, ", and ")
 }
 
 // admitsWhen says what would admit a job waiting for quota: the fewest GPUs that must be freed

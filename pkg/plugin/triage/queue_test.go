@@ -180,6 +180,13 @@ func TestQueuedFindingFromWorkload(t *testing.T) {
 		}
 		return &jobstatus.QueueState{LocalQueue: "team-a", ClusterQueue: "cq", LocalQueuePending: 1, GPUs: 16, Flavors: flavors}
 	}
+	held := func(stops ...jobstatus.QueueStop) *jobstatus.QueueState {
+		q := quota(0)
+		q.Stopped = stops
+		return q
+	}
+	inactive := quota(0)
+	inactive.Inactive = &jobstatus.QueueInactive{Reason: "FlavorNotFound", Message: "references missing ResourceFlavor(s): gone"}
 	tests := []struct {
 		name       string
 		wl         *jobstatus.Workload
@@ -203,6 +210,18 @@ func TestQueuedFindingFromWorkload(t *testing.T) {
 		{"inadmissible, with Kueue's words", &jobstatus.Workload{NeverFits: "needs 16 but at most 8", Pending: "maximum capacity (8)"}, "",
 			[]string{"no pods: Kueue can never admit it from team-a: the job needs 16 but at most 8; Kueue says: maximum capacity (8)"},
 			"Waiting will not help"},
+		{"ClusterQueue stopped: the stop holds it, resuming it admits it", &jobstatus.Workload{Pending: "ClusterQueue cq is stopped", Queue: held(
+			jobstatus.QueueStop{Kind: "ClusterQueue", Name: "cq", Policy: "Hold"})}, "",
+			[]string{"queued in team-a, not admitted yet: ClusterQueue cq is stopped (Hold): nothing is admitted until an admin resumes it; ClusterQueue cq: 0 of 16",
+				"Kueue says: ClusterQueue cq is stopped"},
+			`an admin resumes ClusterQueue cq (its spec.stopPolicy is Hold): ` + "`" + `kubectl patch clusterqueue cq --type merge -p '{"spec":{"stopPolicy":"None"}}'` + "`"},
+		{"LocalQueue drained", &jobstatus.Workload{Queue: held(jobstatus.QueueStop{Kind: "LocalQueue", Name: "team-a", Policy: "HoldAndDrain"})}, "",
+			[]string{"LocalQueue team-a is stopped (HoldAndDrain)"}, `kubectl patch localqueue team-a -n ml --type merge -p '{"spec":{"stopPolicy":"None"}}'`},
+		{"preempted, then the queue stopped", &jobstatus.Workload{EvictedReason: "Preempted", Queue: held(jobstatus.QueueStop{Kind: "ClusterQueue", Name: "cq", Policy: "HoldAndDrain"})}, "",
+			[]string{"preempted by Kueue and requeued in team-a, not admitted again yet: ClusterQueue cq is stopped (HoldAndDrain)"}, "kubectl patch clusterqueue cq"},
+		{"ClusterQueue inactive", &jobstatus.Workload{Queue: inactive}, "",
+			[]string{"ClusterQueue cq is inactive (FlavorNotFound: references missing ResourceFlavor(s): gone): nothing is admitted until an admin fixes it"},
+			"an admin fixes ClusterQueue cq, which Kueue marks inactive (FlavorNotFound: references missing ResourceFlavor(s): gone; e.g. create the ResourceFlavor"},
 		{"deactivated", &jobstatus.Workload{Inactive: true, EvictedMessage: "exceeded the requeue limit"}, "",
 			[]string{"no pods: Kueue deactivated it in team-a: exceeded the requeue limit"}, "will not admit it again by itself"},
 	}
