@@ -29,7 +29,12 @@ const example = `  # Why did my job fail, where first, and what to do
 
   # The TAO SDK's get_failure_analysis shape, for scripts
   kubectl tao diagnose ddp -o json
-  kubectl tao diagnose ddp -o jsonpath='{.err_class}'`
+  kubectl tao diagnose ddp -o jsonpath='{.err_class}'
+
+  # A Job that is gone (deleted, TTL'd): from its run's log archive in S3 (jobs run with
+  # --output-path), with the S3 credentials in the shell or in a Secret
+  kubectl tao diagnose ddp --s3-secret team-s3
+  kubectl tao diagnose ddp --uid 5f3c2a1e-0d4b-4c6e-9a8f-2b7d1e0c9a31`
 
 const long = `Explain why a training job failed or is stuck: what happened, on which rank and node it
 happened first, and what to do about it.
@@ -41,17 +46,27 @@ preemption, deadlines). The job's class and suggestion are those of the earliest
 likeliest root cause: when one rank dies, its peers usually fail after it.
 
 A job that is fine (Complete, or Running with every rank healthy) is reported as such.
-The exit code is 0 whenever the analysis could be made; a missing JOB exits with 3.
+The exit code is 0 whenever the analysis could be made; a missing JOB with no log archive to
+read exits with 3.
 
 -o json prints the TAO SDK's get_failure_analysis shape ({err_class, suggestion,
 job_failure_by_node_event: [...]}) plus fields of our own (status, job_failure,
-first_failure, notes).
+first_failure, notes, and archive when the findings come from a log archive).
 
 Reads: the Job, one pod list, one list of the namespace's Warning events, the nodes of pods
 that are not progressing, and the last 50 log lines of the first rank that exited non-zero.
 When a job submitted with --output-path failed and its pods are gone, the last 50 lines of each
-rank's last attempt come from its log archive in S3 instead (credentials from the shell or the
-job's Secret, as for 'kubectl tao logs'), and a note says so.`
+rank's last attempt come from its log archive in S3 instead (credentials from the shell,
+--s3-secret or the job's Secret, as for 'kubectl tao logs'), and a note says so.
+
+When the Job itself is gone (deleted, TTL'd, pruned), its run is diagnosed from the log archive
+alone: the run --uid names, or the only run of the name (a name with several runs and no --uid
+is an error that lists them, as 'kubectl tao results --all-runs' does). The report says that no
+Job, pod or event evidence is left, and gives the CUDA out of memory and NCCL errors of each
+rank's last attempt, the rank that stopped first, and each rank's last lines; in -o json,
+archive.job_gone is true and archive.uid names the run. The Job's own Secret went with it, so
+the S3 credentials come from the shell or --s3-secret. --uid of an older run also works while a
+newer Job of the same name exists.`
 
 // archiveTail is how many of each rank's last archived lines diagnose reads, as many as it
 // reads of a live pod.
