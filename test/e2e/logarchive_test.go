@@ -29,13 +29,7 @@ import (
 // lines; results lists both attempts; delete-artifacts removes them.
 func TestLogArchiveOfARetriedRank(t *testing.T) {
 	t.Parallel()
-	ns := namespace(t)
-	srv := s3server.Start(t)
-	srv.MakeBucket(t, "results")
-	job := srv.StagedJob(t, client, ns, "oomed", "exit", "results")
-	if err := pollErr(2*time.Minute, jobCondition(ns, "oomed", batchv1.JobFailed)); err != nil {
-		t.Fatal(err)
-	}
+	ns, srv, job := failedStagedJob(t, "oomed")
 	prefix, _ := s3layout.ResultsPrefix("oomed", string(job.UID))
 	first, second := s3layout.LogArchiveKey(prefix, 0, "oomed-first"), s3layout.LogArchiveKey(prefix, 0, "oomed-second")
 	oom := "torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB"
@@ -91,13 +85,7 @@ func TestLogArchiveOfARetriedRank(t *testing.T) {
 // Job is not found (exit 3).
 func TestLogArchiveOfADeletedJob(t *testing.T) {
 	t.Parallel()
-	ns := namespace(t)
-	srv := s3server.Start(t)
-	srv.MakeBucket(t, "results")
-	job := srv.StagedJob(t, client, ns, "deleted", "exit", "results")
-	if err := pollErr(2*time.Minute, jobCondition(ns, "deleted", batchv1.JobFailed)); err != nil {
-		t.Fatal(err)
-	}
+	ns, srv, job := failedStagedJob(t, "deleted")
 	uid := string(job.UID)
 	prefix, _ := s3layout.ResultsPrefix("deleted", uid)
 	oom := "torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB"
@@ -158,6 +146,20 @@ func TestLogArchiveOfADeletedJob(t *testing.T) {
 	if leaks := srv.Leaks(r.stdout, r.stderr); len(leaks) > 0 {
 		t.Errorf("credentials in the output: %q", leaks)
 	}
+}
+
+// failedStagedJob makes, in a namespace of its own, a staged Job name against an S3 test server
+// with a bucket "results", and waits until it failed, for the test to archive logs by hand.
+func failedStagedJob(t *testing.T, name string) (string, *s3server.Server, *batchv1.Job) {
+	t.Helper()
+	ns := namespace(t)
+	srv := s3server.Start(t)
+	srv.MakeBucket(t, "results")
+	job := srv.StagedJob(t, client, ns, name, "exit", "results")
+	if err := pollErr(2*time.Minute, jobCondition(ns, name, batchv1.JobFailed)); err != nil {
+		t.Fatal(err)
+	}
+	return ns, srv, job
 }
 
 // assertFiles checks that dir holds exactly the files of want, names to contents.
