@@ -132,13 +132,12 @@ func TestAnalyzeArchiveOfAGoneJob(t *testing.T) {
 			if ev == nil || !ev.JobGone || ev.UID != "run-1" || ev.URL != url || ev.Ranks == nil || len(ev.Ranks) != len(tc.ranks) {
 				t.Fatalf("archive evidence %+v", ev)
 			}
-			if stopped := -1; ev.FirstToStop != nil {
+			stopped := -1
+			if ev.FirstToStop != nil {
 				stopped = *ev.FirstToStop
-				if stopped != tc.wantStopped {
-					t.Errorf("first to stop: rank %d, want %d", stopped, tc.wantStopped)
-				}
-			} else if tc.wantStopped != -1 {
-				t.Errorf("first to stop: none, want rank %d", tc.wantStopped)
+			}
+			if stopped != tc.wantStopped {
+				t.Errorf("first to stop: rank %d (-1: none), want %d", stopped, tc.wantStopped)
 			}
 			if len(a.Notes) != 1 || !strings.Contains(a.Notes[0], tc.wantNote) {
 				t.Errorf("notes %q, want one with %q", a.Notes, tc.wantNote)
