@@ -4,14 +4,17 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/jobpods"
@@ -26,13 +29,7 @@ import (
 // lines; results lists both attempts; delete-artifacts removes them.
 func TestLogArchiveOfARetriedRank(t *testing.T) {
 	t.Parallel()
-	ns := namespace(t)
-	srv := s3server.Start(t)
-	srv.MakeBucket(t, "results")
-	job := srv.StagedJob(t, client, ns, "oomed", "exit", "results")
-	if err := pollErr(2*time.Minute, jobCondition(ns, "oomed", batchv1.JobFailed)); err != nil {
-		t.Fatal(err)
-	}
+	ns, srv, job := failedStagedJob(t, "oomed")
 	prefix, _ := s3layout.ResultsPrefix("oomed", string(job.UID))
 	first, second := s3layout.LogArchiveKey(prefix, 0, "oomed-first"), s3layout.LogArchiveKey(prefix, 0, "oomed-second")
 	oom := "torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB"
@@ -79,6 +76,90 @@ func TestLogArchiveOfARetriedRank(t *testing.T) {
 	if keys := srv.Keys(t, "results", prefix); len(keys) != 0 {
 		t.Errorf("left after delete-artifacts: %q", keys)
 	}
+}
+
+// TestLogArchiveOfADeletedJob, on the simulated cluster (the archive put in the S3 test server by
+// hand, as above): after `kubectl delete job`, its Secret gone with it, diagnose finds the run in
+// S3 (the only run of the name, or --uid) and reports the CUDA OOM its archive holds, from the
+// archive alone; -o json says so; without credentials, or with a --uid that has no archive, the
+// Job is not found (exit 3).
+func TestLogArchiveOfADeletedJob(t *testing.T) {
+	t.Parallel()
+	ns, srv, job := failedStagedJob(t, "deleted")
+	uid := string(job.UID)
+	prefix, _ := s3layout.ResultsPrefix("deleted", uid)
+	oom := "torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB"
+	srv.Put(t, "results", s3layout.LogArchiveKey(prefix, 1, "deleted-1-aaa"), []byte("epoch 1\n"+oom+"\n"))
+	// Rank 0 stops later, on the NCCL timeout rank 1's death causes: S3 stamps writes to the second.
+	time.Sleep(1100 * time.Millisecond)
+	srv.Put(t, "results", s3layout.LogArchiveKey(prefix, 0, "deleted-0-aaa"), []byte("epoch 1\nNCCL WARN peer lost\n"))
+
+	ctx := context.Background()
+	fg := metav1.DeletePropagationForeground
+	if err := client.BatchV1().Jobs(ns).Delete(ctx, "deleted", metav1.DeleteOptions{PropagationPolicy: &fg}); err != nil {
+		t.Fatal(err)
+	}
+	if err := pollErr(time.Minute, func(ctx context.Context) (bool, error) {
+		_, err := client.BatchV1().Jobs(ns).Get(ctx, "deleted", metav1.GetOptions{})
+		return apierrors.IsNotFound(err), ignoreNotFound(err)
+	}); err != nil {
+		t.Fatal(err)
+	}
+
+	// The Job's Secret is no source any more: without the shell's credentials, not found, and how.
+	contains(t, tao(t, nil, "diagnose", "deleted", "-n", ns), 3, `job "deleted" not found in namespace "`+ns+`"`, "or name a Secret with --s3-secret")
+	env := srv.Env("results")
+	for _, args := range [][]string{{"diagnose", "deleted", "-n", ns}, {"diagnose", "deleted", "-n", ns, "--uid", uid}} {
+		r := tao(t, env, args...)
+		contains(t, r, 0, "Job deleted in namespace "+ns+" is gone: this is the diagnosis of run "+uid+" from its log archive alone, with no Job, pod or event evidence left.",
+			"What happened: rank 1: CUDAOutOfMemory (the archived log says: "+oom+")", "Where first:   pod deleted-1-aaa",
+			"Rank 1 stopped first", "[rank 0] pod deleted-0-aaa", "    NCCL WARN peer lost")
+		if r.stderr != "" {
+			t.Errorf("%v: stderr %q", args, r.stderr)
+		}
+	}
+	r := tao(t, env, "diagnose", "deleted", "-n", ns, "-o", "json")
+	var got struct {
+		ErrClass     *string `json:"err_class"`
+		FirstFailure *struct {
+			Name string `json:"node_event_name"`
+			Rank int    `json:"rank"`
+		} `json:"first_failure"`
+		Archive *struct {
+			UID     string `json:"uid"`
+			JobGone bool   `json:"job_gone"`
+			Ranks   []struct {
+				Rank  int      `json:"rank"`
+				Lines []string `json:"last_lines"`
+			} `json:"ranks"`
+		} `json:"archive"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &got); err != nil || r.code != 0 {
+		t.Fatalf("-o json: %v\n%s", err, r)
+	}
+	if got.ErrClass == nil || *got.ErrClass != "ERR_PROGRAM" || got.FirstFailure == nil || got.FirstFailure.Name != "CUDAOutOfMemory" || got.FirstFailure.Rank != 1 ||
+		got.Archive == nil || got.Archive.UID != uid || !got.Archive.JobGone || len(got.Archive.Ranks) != 2 || !slices.Contains(got.Archive.Ranks[1].Lines, oom) {
+		t.Errorf("-o json: %s", r.stdout)
+	}
+	contains(t, tao(t, env, "diagnose", "deleted", "-n", ns, "--uid", "0c9e1d7a-0000-4000-8000-000000000000"), 3,
+		"no archived logs under s3://results/results/deleted/0c9e1d7a-0000-4000-8000-000000000000/")
+	if leaks := srv.Leaks(r.stdout, r.stderr); len(leaks) > 0 {
+		t.Errorf("credentials in the output: %q", leaks)
+	}
+}
+
+// failedStagedJob makes, in a namespace of its own, a staged Job name against an S3 test server
+// with a bucket "results", and waits until it failed, for the test to archive logs by hand.
+func failedStagedJob(t *testing.T, name string) (string, *s3server.Server, *batchv1.Job) {
+	t.Helper()
+	ns := namespace(t)
+	srv := s3server.Start(t)
+	srv.MakeBucket(t, "results")
+	job := srv.StagedJob(t, client, ns, name, "exit", "results")
+	if err := pollErr(2*time.Minute, jobCondition(ns, name, batchv1.JobFailed)); err != nil {
+		t.Fatal(err)
+	}
+	return ns, srv, job
 }
 
 // assertFiles checks that dir holds exactly the files of want, names to contents.

@@ -17,6 +17,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmdutil"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/exitcode"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/jobresults"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/jobstatus"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/s3layout"
@@ -28,7 +29,12 @@ const example = `  # Why did my job fail, where first, and what to do
 
   # The TAO SDK's get_failure_analysis shape, for scripts
   kubectl tao diagnose ddp -o json
-  kubectl tao diagnose ddp -o jsonpath='{.err_class}'`
+  kubectl tao diagnose ddp -o jsonpath='{.err_class}'
+
+  # A Job that is gone (deleted, TTL'd): from its run's log archive in S3 (jobs run with
+  # --output-path), with the S3 credentials in the shell or in a Secret
+  kubectl tao diagnose ddp --s3-secret team-s3
+  kubectl tao diagnose ddp --uid 5f3c2a1e-0d4b-4c6e-9a8f-2b7d1e0c9a31`
 
 const long = `Explain why a training job failed or is stuck: what happened, on which rank and node it
 happened first, and what to do about it.
@@ -40,17 +46,27 @@ preemption, deadlines). The job's class and suggestion are those of the earliest
 likeliest root cause: when one rank dies, its peers usually fail after it.
 
 A job that is fine (Complete, or Running with every rank healthy) is reported as such.
-The exit code is 0 whenever the analysis could be made; a missing JOB exits with 3.
+The exit code is 0 whenever the analysis could be made; a missing JOB with no log archive to
+read exits with 3.
 
 -o json prints the TAO SDK's get_failure_analysis shape ({err_class, suggestion,
 job_failure_by_node_event: [...]}) plus fields of our own (status, job_failure,
-first_failure, notes).
+first_failure, notes, and archive when the findings come from a log archive).
 
 Reads: the Job, one pod list, one list of the namespace's Warning events, the nodes of pods
 that are not progressing, and the last 50 log lines of the first rank that exited non-zero.
 When a job submitted with --output-path failed and its pods are gone, the last 50 lines of each
-rank's last attempt come from its log archive in S3 instead (credentials from the shell or the
-job's Secret, as for 'kubectl tao logs'), and a note says so.`
+rank's last attempt come from its log archive in S3 instead (credentials from the shell,
+--s3-secret or the job's Secret, as for 'kubectl tao logs'), and a note says so.
+
+When the Job itself is gone (deleted, TTL'd, pruned), its run is diagnosed from the log archive
+alone: the run --uid names, or the only run of the name (a name with several runs and no --uid
+is an error that lists them, as 'kubectl tao results --all-runs' does). The report says that no
+Job, pod or event evidence is left, and gives the CUDA out of memory and NCCL errors of each
+rank's last attempt, the rank that stopped first, and each rank's last lines; in -o json,
+archive.job_gone is true and archive.uid names the run. The Job's own Secret went with it, so
+the S3 credentials come from the shell or --s3-secret. --uid of an older run also works while a
+newer Job of the same name exists.`
 
 // archiveTail is how many of each rank's last archived lines diagnose reads, as many as it
 // reads of a live pod.
@@ -59,6 +75,10 @@ const archiveTail = 50
 // Options are the flags and arguments of `kubectl tao diagnose`.
 type Options struct {
 	jobCommand
+	// UID names the run to diagnose from its log archive once its Job is gone.
+	UID string
+	// S3Secret names a Secret with the archive's S3 credentials, when the shell has none.
+	S3Secret string
 	// getenv gives the S3 credentials of the log archive (os.Getenv outside tests).
 	getenv func(string) string
 }
@@ -66,18 +86,34 @@ type Options struct {
 // NewCmd builds `kubectl tao diagnose`.
 func NewCmd(f cmdutil.Factory, streams genericiooptions.IOStreams, clk clock.PassiveClock, getenv func(string) string) *cobra.Command {
 	o := &Options{jobCommand: newJobCommand(f, streams, clk), getenv: getenv}
-	return o.cobraCommand(o, "diagnose JOB [-o FORMAT]", "Explain why a job failed or is stuck, and what to do", long, example, "the report")
+	cmd := o.cobraCommand(o, "diagnose JOB [--uid UID] [-o FORMAT]", "Explain why a job failed or is stuck, and what to do", long, example, "the report")
+	cmd.Flags().StringVar(&o.UID, "uid", o.UID, "The run to diagnose from its log archive once its Job is gone, when the name has several runs (see 'kubectl tao results --all-runs').")
+	cmd.Flags().StringVar(&o.S3Secret, "s3-secret", o.S3Secret, "Secret with the S3 credentials of the log archive, when the shell has none and the Job (with its own Secret) is gone.")
+	return cmd
 }
 
-// Validate checks the output format without contacting the server.
-func (o *Options) Validate() error { return o.out.Validate() }
+// Validate checks the flags without contacting the server.
+func (o *Options) Validate() error {
+	if o.UID != "" {
+		if _, err := s3layout.ResultsPrefix(o.name, o.UID); err != nil {
+			return exitcode.Usagef("--uid: %w", err)
+		}
+	}
+	return o.out.Validate()
+}
 
-// Run collects the evidence, analyses it and prints the report.
+// Run collects the evidence, analyses it and prints the report. A Job that is gone, or a run
+// of its name other than the Job's (--uid), is diagnosed from the run's log archive alone.
 func (o *Options) Run(ctx context.Context) error {
 	now := o.clock.Now()
 	snap, err := o.collect(ctx, triage.CollectOptions{Logs: true, Now: now})
-	if err != nil {
+	switch {
+	case exitcode.Of(err) == exitcode.NotFound:
+		return o.runGone(ctx, nil, true, now)
+	case err != nil:
 		return err
+	case o.UID != "" && o.UID != string(snap.Job.UID):
+		return o.runGone(ctx, snap.Job, false, now)
 	}
 	if archived(snap) {
 		arch, err := o.readArchive(ctx, snap.Job)
@@ -86,7 +122,38 @@ func (o *Options) Run(ctx context.Context) error {
 		}
 		snap.Archive = arch
 	}
-	a := triage.Analyze(snap)
+	return o.print(triage.Analyze(snap), now)
+}
+
+// runGone diagnoses the run --uid names, or the only run of the name, from its log archive
+// alone: its Job is gone (jobGone), or live is a newer run of the same name, whose Secret may
+// give the credentials. A Job gone with no archive to read is NotFound, as it was before
+// archives.
+func (o *Options) runGone(ctx context.Context, live *batchv1.Job, jobGone bool, now time.Time) error {
+	missing := fmt.Sprintf("job %q not found in namespace %q", o.name, o.namespace)
+	store, err := o.connect(ctx, live)
+	if err != nil {
+		if jobGone && exitcode.Of(err) == exitcode.Usage {
+			return exitcode.WithCode(exitcode.NotFound, fmt.Errorf("%s; to diagnose it from its log archive instead: %w", missing, err))
+		}
+		return err
+	}
+	// The Job is gone: the run is the one --uid names, or the only one of the name.
+	uid, prefix, err := store.Run(ctx, o.name, nil, o.UID)
+	if err != nil {
+		return err
+	}
+	arch, err := readRun(ctx, store, uid, prefix)
+	if err != nil {
+		if jobGone && exitcode.Of(err) == exitcode.NotFound {
+			return fmt.Errorf("%s, and %w", missing, err)
+		}
+		return err
+	}
+	return o.print(triage.AnalyzeArchive(o.name, o.namespace, arch), now)
+}
+
+func (o *Options) print(a triage.Analysis, now time.Time) error {
 	if !o.out.Human() {
 		return o.out.Print(o.Out, a, "job.batch/"+a.Job)
 	}
@@ -105,23 +172,34 @@ func archived(snap triage.Snapshot) bool {
 
 // readArchive reads the last lines of each rank's last attempt from the Job's log archive.
 func (o *Options) readArchive(ctx context.Context, job *batchv1.Job) (*triage.Archive, error) {
+	store, err := o.connect(ctx, job)
+	if err != nil {
+		return nil, err
+	}
+	uid, prefix, err := store.Run(ctx, o.name, job, o.UID)
+	if err != nil {
+		return nil, err
+	}
+	return readRun(ctx, store, uid, prefix)
+}
+
+// connect resolves the archive's S3 credentials as logs does: the shell, --s3-secret, or the
+// Secret of job (nil when gone).
+func (o *Options) connect(ctx context.Context, job *batchv1.Job) (jobresults.Store, error) {
 	client, err := o.factory.KubernetesClient()
 	if err != nil {
-		return nil, err
+		return jobresults.Store{}, err
 	}
-	store, err := jobresults.Connect(ctx, client, o.namespace, o.name, job, jobresults.Source{Getenv: o.getenv})
-	if err != nil {
-		return nil, err
-	}
-	_, prefix, err := store.Run(ctx, o.name, job, "")
-	if err != nil {
-		return nil, err
-	}
+	return jobresults.Connect(ctx, client, o.namespace, o.name, job, jobresults.Source{Getenv: o.getenv, Secret: o.S3Secret})
+}
+
+// readRun reads the last lines of each rank's last attempt of run uid, under results prefix.
+func readRun(ctx context.Context, store jobresults.Store, uid, prefix string) (*triage.Archive, error) {
 	logs, err := jobresults.ReadLogArchive(ctx, store.Client, store.Bucket, prefix, nil, 0)
 	if err != nil {
 		return nil, err
 	}
-	arch := &triage.Archive{URL: store.URL(s3layout.LogArchivePrefix(prefix))}
+	arch := &triage.Archive{URL: store.URL(s3layout.LogArchivePrefix(prefix)), UID: uid}
 	for _, l := range logs {
 		lines := strings.Split(strings.TrimSuffix(string(l.Data), "\n"), "\n")
 		r := triage.ArchivedRank{Rank: l.Rank, Pod: l.Pod, Written: l.Written, Lines: lines[max(0, len(lines)-archiveTail):]}
@@ -135,21 +213,35 @@ func (o *Options) readArchive(ctx context.Context, job *batchv1.Job) (*triage.Ar
 	return arch, nil
 }
 
-// Report writes the human report: what happened, where first, what to do, then every finding.
+// reportLines is how many of each archived rank's last lines the human report shows; -o json
+// carries all that were read.
+const reportLines = 10
+
+// Report writes the human report: what happened, where first, what to do, then every finding,
+// then, when the findings come from a log archive, each rank's last archived lines.
 func Report(w io.Writer, a triage.Analysis, now time.Time) error {
+	gone := a.Archive != nil && a.Archive.JobGone
 	head := fmt.Sprintf("Job %s in namespace %s is %s", a.Job, a.Namespace, a.Status)
-	if a.JobFailure != "" {
+	switch {
+	case gone:
+		head = fmt.Sprintf("Job %s in namespace %s is gone: this is the diagnosis of run %s from its log archive alone, "+
+			"with no Job, pod or event evidence left", a.Job, a.Namespace, a.Archive.UID)
+	case a.JobFailure != "":
 		head += " (" + a.JobFailure + ")"
-	} else if a.Message != "" {
+	case a.Message != "":
 		head += ": " + a.Message
 	}
 	fmt.Fprintln(w, head+".")
 	if a.ErrClass == nil {
-		fmt.Fprintln(w, "No issue found.")
+		if gone {
+			fmt.Fprintln(w, "No known error in the archived logs.")
+		} else {
+			fmt.Fprintln(w, "No issue found.")
+		}
 		for _, n := range a.Notes {
 			fmt.Fprintf(w, "Note: %s.\n", n)
 		}
-		return nil
+		return archivedLines(w, a, now)
 	}
 	fmt.Fprintln(w)
 	if f := a.FirstFailure; f != nil {
@@ -178,11 +270,34 @@ func Report(w io.Writer, a triage.Analysis, now time.Time) error {
 	for _, n := range a.Notes {
 		fmt.Fprintf(w, "Note: %s.\n", n)
 	}
-	if len(a.JobFailureByNodeEvent) < 2 {
+	if len(a.JobFailureByNodeEvent) >= 2 {
+		fmt.Fprintf(w, "\nAll %d findings, earliest first:\n", len(a.JobFailureByNodeEvent))
+		if err := printers.NewTablePrinter(printers.PrintOptions{}).PrintObj(findingsTable(a.JobFailureByNodeEvent, now), w); err != nil {
+			return err
+		}
+	}
+	return archivedLines(w, a, now)
+}
+
+// archivedLines writes, when the analysis read a log archive, the rank that stopped first and
+// the last lines of each rank's last attempt.
+func archivedLines(w io.Writer, a triage.Analysis, now time.Time) error {
+	ev := a.Archive
+	if ev == nil || len(ev.Ranks) == 0 {
 		return nil
 	}
-	fmt.Fprintf(w, "\nAll %d findings, earliest first:\n", len(a.JobFailureByNodeEvent))
-	return printers.NewTablePrinter(printers.PrintOptions{}).PrintObj(findingsTable(a.JobFailureByNodeEvent, now), w)
+	fmt.Fprintln(w)
+	if ev.FirstToStop != nil {
+		fmt.Fprintf(w, "Rank %d stopped first: its archived log was the first to stop growing.\n", *ev.FirstToStop)
+	}
+	fmt.Fprintf(w, "The last lines of each rank's last attempt, from %s (all of them: kubectl tao logs %s --uid %s):\n", ev.URL, a.Job, ev.UID)
+	for _, r := range ev.Ranks {
+		fmt.Fprintf(w, "[rank %d] pod %s, last written %s:\n", r.Rank, r.Pod, when(r.Written, now))
+		for _, l := range r.Lines[max(0, len(r.Lines)-reportLines):] {
+			fmt.Fprintf(w, "    %s\n", l)
+		}
+	}
+	return nil
 }
 
 func when(t, now time.Time) string {

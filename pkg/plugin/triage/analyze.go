@@ -241,12 +241,7 @@ func Analyze(s Snapshot) Analysis {
 		events, root = archivedEvents(s.Archive), 0
 	}
 	if len(events) > 0 {
-		a.JobFailureByNodeEvent = events
-		first := events[root]
-		a.FirstFailure = &first
-		class := first.ErrClass
-		a.ErrClass = &class
-		a.Suggestion = first.Suggestion
+		a.setFindings(events, root)
 	} else if st.Status == jobstatus.Error {
 		// Failed, yet no pod tells why (pods already gone, e.g. deleted by a TTL or by hand).
 		class := ErrInfra
@@ -258,7 +253,8 @@ func Analyze(s Snapshot) Analysis {
 			"`kubectl tao diagnose` while the pods still exist."
 	}
 	if gone {
-		a.Notes = append(a.Notes, archiveNote(s.Archive, len(events) > 0))
+		a.Archive = evidence(s.Archive, false)
+		a.Notes = append(a.Notes, archiveNote(a.Archive, len(events) > 0))
 	}
 	if rule != nil {
 		a.Notes = append(a.Notes, policyNote(rule))
@@ -268,44 +264,15 @@ func Analyze(s Snapshot) Analysis {
 	return a
 }
 
-// archivedEvents are the known errors (CUDA out of memory, NCCL) in the archived last lines of
-// each rank, earliest written first: the rank that stopped first is the likeliest root cause,
-// as with live pods.
-func archivedEvents(arch *Archive) []NodeEvent {
-	var events []NodeEvent
-	for _, r := range arch.Ranks {
-		p, line := scanLogs(r.Lines)
-		if p == nil {
-			continue
-		}
-		events = append(events, NodeEvent{
-			NodeEventName: p.name, Pod: r.Pod, Rank: r.Rank, Message: "the archived log says: " + line,
-			Time: timePtr(r.Written), ErrClass: ErrProgram, Suggestion: p.suggestion,
-		})
-	}
-	sort.SliceStable(events, func(i, j int) bool { return before(events[i].Time, events[j].Time) })
-	return events
-}
-
-// archiveNote says where the findings of a Job without pods come from, or, when the archive
-// names no known error, what the rank that stopped first printed last.
-func archiveNote(arch *Archive, found bool) string {
-	if found {
-		return "the pods are gone: the log findings come from the archived logs in " + arch.URL
-	}
-	note := "the pods are gone, and the archived logs in " + arch.URL + " name no known error"
-	var first *ArchivedRank
-	for i := range arch.Ranks {
-		if r := &arch.Ranks[i]; first == nil || r.Written.Before(first.Written) {
-			first = r
-		}
-	}
-	if first != nil {
-		if l := lastLine(first.Lines); l != "" {
-			note += fmt.Sprintf("; the last line of rank %d, the first to stop: %s", first.Rank, l)
-		}
-	}
-	return note
+// setFindings makes events the findings, events[root] the first failure whose class and
+// suggestion are the job's.
+func (a *Analysis) setFindings(events []NodeEvent, root int) {
+	a.JobFailureByNodeEvent = events
+	first := events[root]
+	a.FirstFailure = &first
+	class := first.ErrClass
+	a.ErrClass = &class
+	a.Suggestion = first.Suggestion
 }
 
 // programReason reports whether a Job failed for this reason is the program's fault when no pod

@@ -39,20 +39,34 @@ type Snapshot struct {
 	Now time.Time
 }
 
-// Archive is the last lines of each rank's last attempt, read from the job's log archive.
+// Archive is the last lines of each rank's last attempt, read from the log archive of one run.
 type Archive struct {
 	// URL is where the archive was read, for the report.
-	URL   string
-	Ranks []ArchivedRank
+	URL string `json:"url"`
+	// UID is the run's: the UID its Job had.
+	UID   string         `json:"uid"`
+	Ranks []ArchivedRank `json:"ranks"`
 }
 
 // ArchivedRank is the last attempt of one rank, as archived.
 type ArchivedRank struct {
-	Rank int
-	Pod  string
+	Rank int    `json:"rank"`
+	Pod  string `json:"pod"`
 	// Written is the archive's last write: about when the rank stopped.
-	Written time.Time
-	Lines   []string
+	Written time.Time `json:"written"`
+	Lines   []string  `json:"last_lines"`
+}
+
+// ArchiveEvidence, in an Analysis, says that its findings come from a log archive because no
+// pod was left to read them from, or, JobGone, not even the Job.
+type ArchiveEvidence struct {
+	Archive
+	// JobGone: the run's Job no longer exists (deleted, TTL'd, or its name reused by a newer
+	// run): the archive is all the evidence, no Job, pod or event of the run is left.
+	JobGone bool `json:"job_gone"`
+	// FirstToStop is the rank whose archive was last written first, the likeliest to have
+	// failed first; nil when no rank was archived.
+	FirstToStop *int `json:"first_to_stop"`
 }
 
 // Issue is the SDK's readiness_issue: why a pod is not progressing.
@@ -122,4 +136,7 @@ type Analysis struct {
 	// Notes are job-level observations, such as a partial start, or a pod whose eviction the
 	// Job's pod failure policy ignored.
 	Notes []string `json:"notes"`
+	// Archive is the log archive the findings were read from when no pod was left; nil when
+	// the analysis did not read one.
+	Archive *ArchiveEvidence `json:"archive,omitempty"`
 }
