@@ -72,3 +72,24 @@ func Error(err error, secrets ...string) error {
 	}
 	return &scrubbed{msg: msg, err: inner}
 }
+
+// URL returns raw fit to quote in a message: the password of a user:password@ part replaced by
+// Value, as url.URL.Redacted does, but found in the text itself, so that a URL that does not
+// parse as its writer meant is masked too ("#s3://key:secret@host" parses as a bare fragment,
+// which Redacted leaves whole). Everything after the first ':' of what stands between "://"
+// (or the start) and the last '@' is taken for a password.
+func URL(raw string) string {
+	head, rest := "", raw
+	if i := strings.Index(raw, "://"); i >= 0 {
+		head, rest = raw[:i+3], raw[i+3:]
+	}
+	at := strings.LastIndex(rest, "@")
+	if at < 0 {
+		return raw
+	}
+	user, _, ok := strings.Cut(rest[:at], ":")
+	if !ok {
+		return raw
+	}
+	return head + user + ":" + Value + rest[at:]
+}

@@ -49,3 +49,22 @@ func TestErrorScrubsAndKeepsTheChain(t *testing.T) {
 		t.Errorf("leaf error = %q", got)
 	}
 }
+
+func TestURL(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{"https://s3.example.com", "https://s3.example.com"},
+		{"https://user@s3.example.com", "https://user@s3.example.com"},
+		{"https://user:hunter2@s3.example.com:9000/", "https://user:REDACTED@s3.example.com:9000/"},
+		{"https://user:pa:ss@word@host", "https://user:REDACTED@host"},
+		// Not a URL's userinfo to net/url, a password all the same (CI's fuzz-short found these).
+		{"#000://000:0@0", "#000://000:REDACTED@0"},
+		{"s3?://AKIA:secret@host", "s3?://AKIA:REDACTED@host"},
+		{"key:secret@host", "key:REDACTED@host"},
+		{"ftp://h", "ftp://h"},
+		{"", ""},
+	} {
+		if got := URL(c.in); got != c.want {
+			t.Errorf("URL(%q) = %q, want %q", c.in, got, c.want)
+		}
+	}
+}

@@ -17,6 +17,7 @@ import (
 	"github.com/minio/minio-go/v7/pkg/credentials"
 
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/exitcode"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/redact"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/s3layout"
 )
 
@@ -104,7 +105,9 @@ func ParseEndpoint(s string) (host string, secure bool, err error) {
 	if !strings.Contains(s, "://") {
 		s = "https://" + s
 	}
-	// Errors quote the URL only with its password masked (url.Redacted): it may carry one.
+	// Errors quote the URL only with its password masked: it may carry one, where url.Parse
+	// does not see it (url.Redacted masks only what parsed as userinfo).
+	quoted := redact.URL(s)
 	u, err := url.Parse(s)
 	if err != nil {
 		var uerr *url.Error
@@ -115,13 +118,13 @@ func ParseEndpoint(s string) (host string, secure bool, err error) {
 	}
 	switch {
 	case u.Scheme != "http" && u.Scheme != "https":
-		return "", false, fmt.Errorf("endpoint %q: the scheme must be http or https", u.Redacted())
+		return "", false, fmt.Errorf("endpoint %q: the scheme must be http or https", quoted)
 	case u.Host == "":
-		return "", false, fmt.Errorf("endpoint %q names no host", u.Redacted())
+		return "", false, fmt.Errorf("endpoint %q names no host", quoted)
 	case u.User != nil:
 		return "", false, errors.New("the endpoint URL may not carry credentials: use ACCESS_KEY and SECRET_KEY")
 	case u.Path != "" && u.Path != "/", u.RawQuery != "", u.Fragment != "":
-		return "", false, fmt.Errorf("endpoint %q: want only scheme://host[:port], without a path", u.Redacted())
+		return "", false, fmt.Errorf("endpoint %q: want only scheme://host[:port], without a path", quoted)
 	}
 	return u.Host, u.Scheme == "https", nil
 }
