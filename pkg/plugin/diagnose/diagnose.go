@@ -94,10 +94,8 @@ func NewCmd(f cmdutil.Factory, streams genericiooptions.IOStreams, clk clock.Pas
 
 // Validate checks the flags without contacting the server.
 func (o *Options) Validate() error {
-	if o.UID != "" {
-		if _, err := s3layout.ResultsPrefix(o.name, o.UID); err != nil {
-			return exitcode.Usagef("--uid: %w", err)
-		}
+	if err := jobresults.ValidateUID(o.name, o.UID); err != nil {
+		return err
 	}
 	return o.out.Validate()
 }

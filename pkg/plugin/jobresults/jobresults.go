@@ -1,5 +1,5 @@
 // Package jobresults finds a job's results in S3 for the commands that read or remove them
-// (`results`, `delete-artifacts`): the S3 credentials, resolved the same way for each, and
+// (`results`, `delete-artifacts`, and `logs` and `diagnose` for the log archive): the S3 credentials, resolved the same way for each, and
 // which run (UID) of a job name is meant, also once the Job itself is gone. It never imports
 // cobra; the key layout is s3layout's, the transfers s3's.
 package jobresults
@@ -194,6 +194,19 @@ func Connect(ctx context.Context, client kubernetes.Interface, namespace, name s
 
 // URL is the s3:// URL of key in the store's bucket.
 func (s Store) URL(key string) string { return "s3://" + s.Bucket + "/" + key }
+
+// ValidateUID checks a run named with --uid before anything is sent to the cluster: with job
+// name it must make a results prefix (s3layout.ResultsPrefix), so that it addresses exactly one
+// run of that name. "" (no --uid) passes. `logs`, `results` and `diagnose` take --uid.
+func ValidateUID(name, uid string) error {
+	if uid == "" {
+		return nil
+	}
+	if _, err := s3layout.ResultsPrefix(name, uid); err != nil {
+		return exitcode.Usagef("--uid: %w", err)
+	}
+	return nil
+}
 
 // Run resolves which run of job name is meant and returns its UID and results prefix: uid
 // when given (--uid), else the Job's own, else, when the Job is gone, the only run in S3

@@ -60,3 +60,32 @@ func TestHasResults(t *testing.T) {
 		}
 	}
 }
+
+// --uid must name exactly one run of the job name: anything that would make another prefix (or
+// none) is a usage error that names the flag and the value; no --uid passes.
+func TestValidateUID(t *testing.T) {
+	for _, tc := range []struct {
+		name, job, uid string
+		err            string // "" for no error
+	}{
+		{"no --uid", "train", "", ""},
+		{"a UID", "train", "0d6c2a5e-7f1b-4c7e-9a1d-3b2f4e5a6c7d", ""},
+		{"a slash", "train", "a/b", `--uid: invalid job UID "a/b" for a results prefix`},
+		{"parent", "train", "..", `--uid: invalid job UID ".." for a results prefix`},
+		{"dot", "train", ".", `--uid: invalid job UID "." for a results prefix`},
+		{"newline", "train", "a\nb", `--uid: invalid job UID "a\nb" for a results prefix`},
+		{"NUL", "train", "a\x00", `--uid: invalid job UID "a\x00" for a results prefix`},
+		{"bad job name", "a/b", "uid", `--uid: invalid job name "a/b" for a results prefix`},
+	} {
+		err := ValidateUID(tc.job, tc.uid)
+		if tc.err == "" {
+			if err != nil {
+				t.Errorf("%s: %v", tc.name, err)
+			}
+			continue
+		}
+		if err == nil || err.Error() != tc.err || exitcode.Of(err) != exitcode.Usage {
+			t.Errorf("%s: got %v (exit %d), want %q (exit %d)", tc.name, err, exitcode.Of(err), tc.err, exitcode.Usage)
+		}
+	}
+}

@@ -227,12 +227,7 @@ func (o *Options) Validate() error {
 			return exitcode.Usagef("--from-archive, --attempt and --uid take --rank, --tail, --prefix, --no-prefix: archived lines have no timestamps or containers")
 		}
 	}
-	if o.UID != "" {
-		if _, err := s3layout.ResultsPrefix(o.Job, o.UID); err != nil {
-			return exitcode.Usagef("--uid: %w", err)
-		}
-	}
-	return nil
+	return jobresults.ValidateUID(o.Job, o.UID)
 }
 
 // Run reads or follows the logs, to stdout or, with --save, into one file per rank.

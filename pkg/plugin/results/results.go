@@ -116,10 +116,8 @@ func (o *Options) Validate() error {
 	if err := s3.ValidateGlobs(o.Include); err != nil {
 		return exitcode.WithCode(exitcode.Usage, err)
 	}
-	if o.UID != "" {
-		if _, err := s3layout.ResultsPrefix(o.name, o.UID); err != nil {
-			return exitcode.Usagef("--uid: %w", err)
-		}
+	if err := jobresults.ValidateUID(o.name, o.UID); err != nil {
+		return err
 	}
 	return o.out.Validate()
 }
