@@ -90,6 +90,9 @@ func credentials(ctx context.Context, client kubernetes.Interface, namespace, na
 	}
 	sec, err := client.CoreV1().Secrets(namespace).Get(ctx, secret, metav1.GetOptions{})
 	switch {
+	case apierrors.IsNotFound(err) && src.Secret != "":
+		// Named by the user, perhaps never there (a typo, another namespace): not "gone".
+		return s3.Config{}, "", exitcode.WithCode(exitcode.NotFound, fmt.Errorf("--s3-secret: secret %q not found in namespace %q: %s, or name a Secret of that namespace", secret, namespace, envHint))
 	case apierrors.IsNotFound(err):
 		return s3.Config{}, "", exitcode.WithCode(exitcode.NotFound, fmt.Errorf("secret/%s with the S3 credentials of %s is gone: %s", secret, whose, envHint))
 	case apierrors.IsForbidden(err):

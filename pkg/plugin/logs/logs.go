@@ -292,7 +292,8 @@ func (o *Options) fromArchive() bool { return o.FromArchive || o.Attempt > 0 || 
 
 // archive prints the run's archived logs through e (to stdout or --save's files). Unless asked
 // for (--from-archive, --uid), a Job without S3 credentials or without an archive falls back to
-// what logs reports without one (false): not every job is staged.
+// what logs reports without one (false): not every job is staged. A --s3-secret that cannot be
+// read is an error either way.
 func (o *Options) archive(ctx context.Context, e *tail.Engine, client kubernetes.Interface, job *batchv1.Job, asked bool) (bool, error) {
 	if job != nil && !asked {
 		if _, staged := job.Annotations[s3layout.AnnotationOutputs]; !staged {
@@ -301,7 +302,9 @@ func (o *Options) archive(ctx context.Context, e *tail.Engine, client kubernetes
 	}
 	store, err := jobresults.Connect(ctx, client, o.cfg.Namespace, o.Job, job, jobresults.Source{Getenv: o.getenv, Secret: o.S3Secret})
 	if err != nil {
-		if !asked {
+		// Without credentials there is no archive to try; but a Secret the user named that
+		// cannot be read is an error to show, not a reason to fall back to "not found".
+		if !asked && o.S3Secret == "" {
 			return false, nil
 		}
 		return false, err

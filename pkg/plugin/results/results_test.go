@@ -200,7 +200,7 @@ func TestRefusals(t *testing.T) {
 		{[]string{"plain"}, shell, 1, "job.batch/plain was not submitted with --output-path"},
 		{[]string{"orphan"}, nil, 3, "secret/orphan-s3 with the S3 credentials of job.batch/orphan is gone: set ACCESS_KEY, SECRET_KEY, S3_BUCKET_NAME, S3_ENDPOINT_URL in the shell"},
 		{[]string{"gone"}, nil, 2, "job.batch/gone is gone, and its S3 Secret with it: set ACCESS_KEY, SECRET_KEY, S3_BUCKET_NAME, S3_ENDPOINT_URL in the shell, or name a Secret with --s3-secret"},
-		{[]string{"gone", "--s3-secret", "nope"}, nil, 3, "secret/nope with the S3 credentials of --s3-secret is gone"},
+		{[]string{"gone", "--s3-secret", "nope"}, nil, 3, `--s3-secret: secret "nope" not found in namespace "default"`},
 		{[]string{"gone"}, shell, 3, "job.batch/gone not found, and it has no results under s3://results-bucket/results/gone/"},
 		{[]string{"train", "--uid", "uid-404"}, shell, 3, "no results under s3://results-bucket/results/train/uid-404/"},
 		{[]string{"train", "--uid", "a/b"}, shell, 2, `--uid: invalid job UID "a/b"`},
