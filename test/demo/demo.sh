@@ -90,7 +90,8 @@ if [ -z "${TAO_REAL_NODE:-}" ] && [ -f "$real_env" ]; then
   . "$real_env"
 fi
 if [ -z "${TAO_REAL_NODE:-}" ]; then
-  step "Real containers: skipped, this cluster has no real node (${TAO_REAL_NODE_SKIP:-not started}; it needs root on Linux: make demo REAL_NODE=1)"
+  # The reason may be REAL_NODE=0, a host that cannot run it, or another holder of the node.
+  step "Real containers: skipped, this cluster has no real node: ${TAO_REAL_NODE_SKIP:-not started}. make demo REAL_NODE=1 asks for one (root on Linux)"
 else
   real=(--image "$TAO_TEST_IMAGE" --gpus 1 --nodes 2 --shm-size 64Mi
     --node-selector kubectl-tao.dev/real-node=true --toleration kubectl-tao.dev/real-node=true:NoSchedule)
