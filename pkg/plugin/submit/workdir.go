@@ -1,7 +1,6 @@
 package submit
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -25,7 +24,7 @@ import (
 // packedWorkdir is --workdir once packed: what submit prints and, for S3, uploads.
 type packedWorkdir struct {
 	dir     string
-	archive []byte
+	archive *workdir.Archive
 	summary workdir.Summary
 }
 
@@ -65,20 +64,21 @@ func (o *Options) completeWorkdir(cmd *cobra.Command) error {
 	if err != nil {
 		return err
 	}
-	var buf bytes.Buffer
-	// Room for the whole archive at once: growing by doubling would copy it several times and
-	// hold two copies at the peak. Pages never written are never resident.
-	buf.Grow(tree.ArchiveBound())
-	sum, err := tree.Pack(&buf, o.progress("packing "+o.Workdir, tree.Size))
+	archive := &workdir.Archive{}
+	sum, err := tree.Pack(archive, o.progress("packing "+o.Workdir, tree.Size))
 	if err != nil {
 		return err
 	}
-	o.workdir = &packedWorkdir{dir: o.Workdir, archive: buf.Bytes(), summary: sum}
-	w := &jobspec.Workdir{MountPath: o.WorkdirMount, SHA256: sum.SHA256, Archive: o.workdir.archive}
+	o.workdir = &packedWorkdir{dir: o.Workdir, archive: archive, summary: sum}
+	w := &jobspec.Workdir{MountPath: o.WorkdirMount, SHA256: sum.SHA256}
 	if st := o.spec.Staging; st != nil {
-		w.Archive, w.StagerImage = nil, st.StagerImage
-	} else if w.StagerImage, err = o.stagerImage(cmd); err != nil {
-		return err
+		w.StagerImage = st.StagerImage
+	} else {
+		// The ConfigMap's one slice (the spec refuses it when over a ConfigMap's limit).
+		w.Archive = archive.Bytes()
+		if w.StagerImage, err = o.stagerImage(cmd); err != nil {
+			return err
+		}
 	}
 	o.spec.Workdir = w
 	return nil
@@ -130,7 +130,7 @@ func (o *Options) workdirUpload(ctx context.Context, client kubernetes.Interface
 		return nil, err
 	}
 	archive := o.workdir.archive
-	progress := o.progress("uploading "+o.Workdir, int64(len(archive)))
+	progress := o.progress("uploading "+o.Workdir, archive.Size())
 	return func(ctx context.Context, job *batchv1.Job) (func(context.Context) error, error) {
 		return workdir.Upload(ctx, s3c, cfg.Bucket, job.Name, string(job.UID), archive, progress)
 	}, nil

@@ -1,7 +1,6 @@
 package workdir
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 
@@ -14,7 +13,7 @@ import (
 // Upload puts a run's archive at s3layout.WorkdirKey in bucket. remove deletes it again, for a
 // submit that fails after the upload: nothing of a failed submit stays behind. progress, when
 // not nil, is called with the bytes sent so far.
-func Upload(ctx context.Context, client *minio.Client, bucket, job, uid string, archive []byte, progress func(done int64)) (remove func(context.Context) error, err error) {
+func Upload(ctx context.Context, client *minio.Client, bucket, job, uid string, archive *Archive, progress func(done int64)) (remove func(context.Context) error, err error) {
 	key, err := s3layout.WorkdirKey(job, uid)
 	if err != nil {
 		return nil, err
@@ -24,7 +23,7 @@ func Upload(ctx context.Context, client *minio.Client, bucket, job, uid string, 
 	if progress != nil {
 		opts.Progress = &progressReader{report: progress}
 	}
-	_, err = client.PutObject(ctx, bucket, key, bytes.NewReader(archive), int64(len(archive)), opts)
+	_, err = client.PutObject(ctx, bucket, key, archive.Reader(), archive.Size(), opts)
 	if err != nil {
 		return nil, fmt.Errorf("uploading the --workdir archive: %w", s3.Describe(err, "upload", what))
 	}

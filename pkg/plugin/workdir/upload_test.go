@@ -29,8 +29,12 @@ func TestUploadProgressAndRemove(t *testing.T) {
 	if err := c.MakeBucket(ctx, "bucket", minio.MakeBucketOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	archive := make([]byte, 3<<20)
-	_, _ = rand.Read(archive)
+	data := make([]byte, 3<<20)
+	_, _ = rand.Read(data)
+	archive := &workdir.Archive{} // in three frames of uneven sizes, read back as one object
+	for _, frame := range [][]byte{data[:1<<20], data[1<<20 : 2<<20+5], data[2<<20+5:]} {
+		_, _ = archive.Write(frame)
+	}
 	var reports []int64
 	remove, err := workdir.Upload(ctx, c, "bucket", "train", "uid-1", archive, func(done int64) { reports = append(reports, done) })
 	if err != nil {
@@ -42,11 +46,11 @@ func TestUploadProgressAndRemove(t *testing.T) {
 		t.Fatal(err)
 	}
 	got, err := io.ReadAll(obj)
-	if err != nil || !bytes.Equal(got, archive) {
-		t.Fatalf("%s: %d bytes (%v), want the %d of the archive", key, len(got), err, len(archive))
+	if err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("%s: %d bytes (%v), want the %d of the archive", key, len(got), err, len(data))
 	}
-	if len(reports) == 0 || reports[len(reports)-1] != int64(len(archive)) {
-		t.Errorf("progress reports %v, want them to end at %d", reports, len(archive))
+	if len(reports) == 0 || reports[len(reports)-1] != int64(len(data)) {
+		t.Errorf("progress reports %v, want them to end at %d", reports, len(data))
 	}
 	for i := 1; i < len(reports); i++ {
 		if reports[i] < reports[i-1] {
