@@ -32,7 +32,7 @@ func newEncoder() (*zstd.Encoder, error) {
 // goroutines and writes the frames to out in order. At most 2*workers pieces are in flight, so
 // memory stays bounded whatever the tree's size. Close must be called, also after a failure.
 type frameWriter struct {
-	out  io.Writer
+	out  func(frame []byte) error
 	cur  []byte
 	jobs chan *frame   // to the encoders
 	next chan *frame   // to the writer, in order
@@ -52,7 +52,8 @@ type frame struct {
 	done chan struct{}
 }
 
-func newFrameWriter(out io.Writer) *frameWriter {
+// newFrameWriter gives each compressed frame to out, in order; out may keep it.
+func newFrameWriter(out func(frame []byte) error) *frameWriter {
 	workers := runtime.GOMAXPROCS(0)
 	f := &frameWriter{
 		out:  out,
@@ -97,7 +98,7 @@ func (f *frameWriter) write() {
 		}
 		f.err = fr.err
 		if f.err == nil {
-			_, f.err = f.out.Write(fr.out)
+			f.err = f.out(fr.out)
 		}
 		if f.err != nil {
 			f.mu.Lock()
@@ -162,11 +163,16 @@ type Archive struct {
 	size   int64
 }
 
-// Write keeps a copy of p: Pack writes one frame per call.
+// Write keeps a copy of p. (Pack gives an Archive its frames without copying them.)
 func (a *Archive) Write(p []byte) (int, error) {
-	a.frames = append(a.frames, bytes.Clone(p))
-	a.size += int64(len(p))
+	a.keep(bytes.Clone(p))
 	return len(p), nil
+}
+
+// keep appends frame, which the Archive now owns.
+func (a *Archive) keep(frame []byte) {
+	a.frames = append(a.frames, frame)
+	a.size += int64(len(frame))
 }
 
 // Size is the archive's length in bytes.

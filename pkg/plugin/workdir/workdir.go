@@ -265,8 +265,17 @@ func (s Summary) String() string {
 // slower on 2 cores: the encoder was the bottleneck and the handoff extra copying.)
 func (t *Tree) Pack(w io.Writer, progress func(done int64)) (Summary, error) {
 	h := sha256.New()
-	counted := &countWriter{w: io.MultiWriter(w, h)}
-	fw := newFrameWriter(counted)
+	var n int64
+	fw := newFrameWriter(func(frame []byte) error {
+		h.Write(frame)
+		n += int64(len(frame))
+		if a, ok := w.(*Archive); ok {
+			a.keep(frame) // a fresh slice of its own: no copy
+			return nil
+		}
+		_, err := w.Write(frame)
+		return err
+	})
 	err := t.writeTar(fw, progress)
 	if cerr := fw.Close(); err == nil {
 		err = cerr
@@ -274,7 +283,7 @@ func (t *Tree) Pack(w io.Writer, progress func(done int64)) (Summary, error) {
 	if err != nil {
 		return Summary{}, err
 	}
-	return Summary{Files: t.Files(), Size: t.Size, Compressed: counted.n, SHA256: hex.EncodeToString(h.Sum(nil))}, nil
+	return Summary{Files: t.Files(), Size: t.Size, Compressed: n, SHA256: hex.EncodeToString(h.Sum(nil))}, nil
 }
 
 // writeTar writes the tree's tar stream (uncompressed) to w.
@@ -328,15 +337,4 @@ func copyFile(w io.Writer, name string, e Entry) error {
 		return fmt.Errorf("--workdir: %s changed while it was packed: pack again", e.Path)
 	}
 	return nil
-}
-
-type countWriter struct {
-	w io.Writer
-	n int64
-}
-
-func (c *countWriter) Write(p []byte) (int, error) {
-	n, err := c.w.Write(p)
-	c.n += int64(n)
-	return n, err
 }
