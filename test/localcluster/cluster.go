@@ -549,6 +549,17 @@ func componentCommand(name, stateDir string, p Ports, bins map[string]string) (s
 			"--profiling=false",
 			// Nothing here competes for the apiserver, and its bootstrap costs start-up time.
 			"--enable-priority-and-fairness=false",
+			// The aggregation layer, for Kueue's visibility API (see FrontProxyCA). No
+			// --enable-aggregator-routing: the aggregator then resolves an APIService's
+			// Service itself, and an ExternalName Service reaches a host process on loopback
+			// without kube-proxy.
+			"--requestheader-client-ca-file=" + pki(fileFrontProxyCA),
+			"--requestheader-allowed-names=" + FrontProxyClientName,
+			"--requestheader-username-headers=X-Remote-User",
+			"--requestheader-group-headers=X-Remote-Group",
+			"--requestheader-extra-headers-prefix=X-Remote-Extra-",
+			"--proxy-client-cert-file=" + pki(fileFrontProxyCrt),
+			"--proxy-client-key-file=" + pki(fileFrontProxyKey),
 		}
 	case CompControllerManager:
 		kc := componentKubeconfig(stateDir, name)

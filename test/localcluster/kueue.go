@@ -57,11 +57,13 @@ func kueueCRDDir(cacheDir string) string {
 	return filepath.Join(cacheDir, KueueBinary().CacheKey, "crds")
 }
 
-// KueuePorts are the manager's three listeners, picked like the cluster's own ports.
+// KueuePorts are the manager's listeners, picked like the cluster's own ports. Visibility is
+// its visibility API server's, 0 when it runs without one (see VisibilityCertDir).
 type KueuePorts struct {
-	Health  int `json:"health"`
-	Metrics int `json:"metrics"`
-	Webhook int `json:"webhook"`
+	Health     int `json:"health"`
+	Metrics    int `json:"metrics"`
+	Webhook    int `json:"webhook"`
+	Visibility int `json:"visibility,omitempty"`
 }
 
 // EnsureKueue builds Kueue's manager into the cache if missing and copies the release's CRDs
@@ -138,8 +140,13 @@ func kueueConfigPath(stateDir string) string { return filepath.Join(kueueDir(sta
 // listener is on loopback at a port of its own (the defaults, :8081/:8443/:9443 on every
 // interface, would collide between two clusters); no leader election (one replica, and its
 // Lease would outlive a killed run); only the batch/Job integration; Jobs without a queue label
-// are left alone. VisibilityOnDemand would start a fourth server on a fixed port.
+// are left alone. With p.Visibility set, VisibilityOnDemand is on and its API server listens
+// there (on loopback; its default is :8082 on every interface); with it 0 the feature is off.
 func KueueConfiguration(p KueuePorts, certDir string) string {
+	visibility := "featureGates:\n  VisibilityOnDemand: false\n"
+	if p.Visibility != 0 {
+		visibility = fmt.Sprintf("visibilityServer:\n  bindAddress: 127.0.0.1\n  bindPort: %d\nfeatureGates:\n  VisibilityOnDemand: true\n", p.Visibility)
+	}
 	return fmt.Sprintf(`apiVersion: config.kueue.x-k8s.io/v1beta2
 kind: Configuration
 namespace: %s
@@ -158,9 +165,7 @@ internalCertManagement:
 manageJobsWithoutQueueName: false
 integrations:
   frameworks: ["batch/job"]
-featureGates:
-  VisibilityOnDemand: false
-`, kueueNamespace, p.Health, p.Metrics, p.Webhook, certDir)
+`, kueueNamespace, p.Health, p.Metrics, p.Webhook, certDir) + visibility
 }
 
 // kueueCerts are the webhook's CA and serving certificate. The manager's rotator keeps a
@@ -295,7 +300,7 @@ func (c *cluster) startKueueOnce(ctx context.Context, admin *clients, bin string
 	for _, port := range c.ports.all() {
 		taken[*port] = true
 	}
-	for _, dst := range []*int{&p.Health, &p.Metrics, &p.Webhook} {
+	for _, dst := range []*int{&p.Health, &p.Metrics, &p.Webhook, &p.Visibility} {
 		for attempt := 0; *dst == 0; attempt++ {
 			if attempt == 20 {
 				return p, errors.New("could not find distinct free loopback ports for Kueue after 20 attempts")
@@ -313,6 +318,13 @@ func (c *cluster) startKueueOnce(ctx context.Context, admin *clients, bin string
 	certs, err := newKueueCerts(time.Now())
 	if err != nil {
 		return p, err
+	}
+	visibilityCA, err := EnsureVisibilityCert(ctx, VisibilityCertDir, time.Now(), c.cfg.Progress)
+	if err != nil {
+		// Kueue itself would try the same directory and fail: run it without the API, whose
+		// only user (queue positions) falls back to the queues' counts.
+		c.cfg.logf("kueue runs without its visibility API (no queue positions): %v", err)
+		p.Visibility = 0
 	}
 	certDir := kueueCertDir(c.cfg.StateDir)
 	if err := os.MkdirAll(certDir, 0o700); err != nil {
@@ -334,7 +346,9 @@ func (c *cluster) startKueueOnce(ctx context.Context, admin *clients, bin string
 	}
 	c.cfg.logf("starting kueue %s (health port %d, webhook port %d)", KueueVersion, p.Health, p.Webhook)
 	proc, err := startProcessEnv(c.cfg.StateDir, CompKueue, bin,
-		[]string{"--config=" + kueueConfigPath(c.cfg.StateDir)},
+		// --kubeconfig, not only $KUBECONFIG: the visibility server authenticates and
+		// authorizes its callers through the kubeconfig that flag names.
+		[]string{"--config=" + kueueConfigPath(c.cfg.StateDir), "--kubeconfig=" + KubeconfigPath(c.cfg.StateDir)},
 		[]string{"KUBECONFIG=" + KubeconfigPath(c.cfg.StateDir)}, nil)
 	if err != nil {
 		return p, err
@@ -346,8 +360,48 @@ func (c *cluster) startKueueOnce(ctx context.Context, admin *clients, bin string
 	}, proc); err != nil {
 		return p, err
 	}
+	if p.Visibility != 0 {
+		// The manager only logs a visibility server that failed to start; so does this: the
+		// queues work without it.
+		if err := c.registerVisibility(ctx, admin, p.Visibility, visibilityCA); err != nil {
+			c.cfg.logf("kueue's visibility API is not available (no queue positions): %v", err)
+		}
+	}
 	c.cfg.logf("kueue ready (%s)", time.Since(begin).Round(10*time.Millisecond))
 	return p, nil
+}
+
+// registerVisibility creates the Service and APIService of the visibility API and waits until
+// the aggregator reports it Available (it reached the server with the caBundle).
+func (c *cluster) registerVisibility(ctx context.Context, admin *clients, port int, caBundle []byte) error {
+	svc, apiService := VisibilityObjects(port, caBundle)
+	if err := apply(ctx, admin.dyn, schema.GroupVersionResource{Version: "v1", Resource: "services"}, svc); err != nil {
+		return err
+	}
+	if err := apply(ctx, admin.dyn, apiServiceGVR, apiService); err != nil {
+		return err
+	}
+	var why string
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, componentStartupTimeout, true, func(ctx context.Context) (bool, error) {
+		cur, err := admin.dyn.Resource(apiServiceGVR).Get(ctx, VisibilityAPIServiceName, metav1.GetOptions{})
+		if err != nil {
+			why = err.Error()
+			return false, nil
+		}
+		conds, _, _ := unstructured.NestedSlice(cur.Object, "status", "conditions")
+		for _, cond := range conds {
+			m, _ := cond.(map[string]any)
+			if m["type"] == "Available" {
+				why = fmt.Sprintf("%v: %v", m["reason"], m["message"])
+				return m["status"] == "True", nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		return fmt.Errorf("APIService %s not Available (%s): %w", VisibilityAPIServiceName, why, err)
+	}
+	return nil
 }
 
 // installKueueCRDs applies every CRD of the release (server-side: a client-side last-applied
@@ -473,6 +527,11 @@ func KueueDown(ctx context.Context, cfg Config) error {
 
 func (c *cluster) kueueDown(ctx context.Context, admin *clients, st *State) error {
 	cfg := c.cfg
+	// The APIService first: once the manager is gone an APIService left behind is unavailable,
+	// and discovery of every client would report its group version as failing.
+	if err := admin.dyn.Resource(apiServiceGVR).Delete(ctx, VisibilityAPIServiceName, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("delete APIService %s: %w", VisibilityAPIServiceName, err)
+	}
 	stopRecorded(cfg, CompKueue)
 	st.Kueue = nil
 	if err := writeState(cfg.StateDir, *st); err != nil {

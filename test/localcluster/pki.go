@@ -134,6 +134,14 @@ type PKI struct {
 	ControllerManager *KeyPair
 	Scheduler         *KeyPair
 	Kwok              *KeyPair
+	// FrontProxyCA and FrontProxyClient enable the apiserver's aggregation layer: the
+	// apiserver proxies a request for an aggregated API (Kueue's visibility API) with the
+	// client certificate, and the aggregated server trusts the user named in its headers only
+	// from a certificate of this CA (published in kube-system/extension-apiserver-authentication).
+	// A CA of its own, as kubeadm does: a client certificate of the cluster CA must not be able
+	// to assert any user through those headers.
+	FrontProxyCA     *KeyPair
+	FrontProxyClient *KeyPair
 	// ServiceAccountKeyPEM signs service-account tokens; the apiserver verifies with its public
 	// half, which it can read from the same PKCS#8 file.
 	ServiceAccountKeyPEM []byte
@@ -174,6 +182,12 @@ func NewPKI(now time.Time) (*PKI, error) {
 		}
 		*l.dst = kp
 	}
+	if p.FrontProxyCA, err = NewCA("kubectl-tao-localcluster-front-proxy-ca", now); err != nil {
+		return nil, err
+	}
+	if p.FrontProxyClient, err = p.FrontProxyCA.Issue(CertSpec{CommonName: FrontProxyClientName, Client: true}, now); err != nil {
+		return nil, err
+	}
 	saKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, fmt.Errorf("generate service-account key: %w", err)
@@ -201,7 +215,14 @@ const (
 	fileKubeletKey    = "apiserver-kubelet-client.key"
 	fileSAKey         = "sa.key"
 	fileSAPub         = "sa.pub"
+	fileFrontProxyCA  = "front-proxy-ca.crt"
+	fileFrontProxyCrt = "front-proxy-client.crt"
+	fileFrontProxyKey = "front-proxy-client.key"
 )
+
+// FrontProxyClientName is the front-proxy client certificate's CN, the one name the apiserver
+// allows (--requestheader-allowed-names) to assert users through request headers.
+const FrontProxyClientName = "front-proxy-client"
 
 // WriteFiles writes the files the control-plane flags point at. Client certificates are not
 // written separately: they are embedded in the kubeconfigs.
@@ -218,6 +239,9 @@ func (p *PKI) WriteFiles(dir string) error {
 		fileKubeletKey:    p.APIServerKubelet.KeyPEM,
 		fileSAKey:         p.ServiceAccountKeyPEM,
 		fileSAPub:         p.ServiceAccountPubPEM,
+		fileFrontProxyCA:  p.FrontProxyCA.CertPEM,
+		fileFrontProxyCrt: p.FrontProxyClient.CertPEM,
+		fileFrontProxyKey: p.FrontProxyClient.KeyPEM,
 	}
 	for name, data := range files {
 		if err := os.WriteFile(filepath.Join(dir, name), data, 0o600); err != nil {

@@ -69,7 +69,8 @@ func TestPKIWriteFiles(t *testing.T) {
 	if err := p.WriteFiles(dir); err != nil {
 		t.Fatal(err)
 	}
-	for _, f := range []string{fileCACert, fileCAKey, fileAPIServerCert, fileAPIServerKey, fileKubeletCert, fileKubeletKey, fileSAKey, fileSAPub} {
+	for _, f := range []string{fileCACert, fileCAKey, fileAPIServerCert, fileAPIServerKey, fileKubeletCert, fileKubeletKey, fileSAKey, fileSAPub,
+		fileFrontProxyCA, fileFrontProxyCrt, fileFrontProxyKey} {
 		fi, err := os.Stat(filepath.Join(dir, f))
 		if err != nil {
 			t.Errorf("missing %s: %v", f, err)
@@ -78,5 +79,31 @@ func TestPKIWriteFiles(t *testing.T) {
 		if fi.Mode().Perm()&0o077 != 0 {
 			t.Errorf("%s is readable by others: %v", f, fi.Mode())
 		}
+	}
+}
+
+// The aggregation layer's client certificate: a client of its own CA (not the cluster CA, whose
+// client certificates must not be able to assert users through request headers), with the
+// one CN the apiserver allows.
+func TestPKIFrontProxy(t *testing.T) {
+	p, err := NewPKI(time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	front := x509.NewCertPool()
+	front.AddCert(p.FrontProxyCA.Cert)
+	if _, err := p.FrontProxyClient.Cert.Verify(x509.VerifyOptions{Roots: front, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}); err != nil {
+		t.Errorf("front-proxy client does not verify against the front-proxy CA: %v", err)
+	}
+	if p.FrontProxyClient.Cert.Subject.CommonName != FrontProxyClientName {
+		t.Errorf("front-proxy client CN = %q, want %q", p.FrontProxyClient.Cert.Subject.CommonName, FrontProxyClientName)
+	}
+	cluster := x509.NewCertPool()
+	cluster.AddCert(p.CA.Cert)
+	if _, err := p.FrontProxyClient.Cert.Verify(x509.VerifyOptions{Roots: cluster, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}); err == nil {
+		t.Error("front-proxy client verifies against the cluster CA; want a CA of its own")
+	}
+	if _, err := p.Admin.Cert.Verify(x509.VerifyOptions{Roots: front, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}); err == nil {
+		t.Error("the admin certificate verifies against the front-proxy CA")
 	}
 }
