@@ -44,6 +44,9 @@ type Result struct {
 	// admin stopped it, or Kueue marks it inactive); "" when nothing holds it. The job stays
 	// Queued, and Message says it too; a wait says it once per change.
 	Held string
+	// Position is a Queued or Preempted job's place in its queues, when Kueue's visibility
+	// API told it (Workload.Position); nil otherwise.
+	Position *Position
 	// Nodes is the number of ranks the Job wants (spec.completions, or parallelism).
 	Nodes int32
 	// Running counts pods in phase Running, when pods were given; else the Job's ready count.

@@ -11,12 +11,11 @@ import (
 // it and that ClusterQueue's GPU quota, as Kueue's own objects show them (the kueue engine reads
 // them). It is part of `status -o json` (key "queue"), so its keys are a contract too.
 //
-// There is no queue position here: Kueue tells a workload's position only through its
-// visibility API (visibility.kueue.x-k8s.io, the VisibilityOnDemand feature), a separate API
-// server inside the manager reached through an APIService. A manager run without it (the local
-// cluster's is, see test/localcluster/kueue.go) serves no such API, and neither the Workload
-// nor the queues' status carries a position; the pending counts below are what every Kueue
-// shows.
+// The positions come from Kueue's visibility API (visibility.kueue.x-k8s.io, the
+// VisibilityOnDemand feature), a separate API server inside the manager reached through an
+// APIService: neither the Workload nor the queues' status carries a position. A cluster whose
+// Kueue runs without it, or a user its RBAC does not let read it, gets null positions; the
+// pending counts are what every Kueue shows.
 type QueueState struct {
 	LocalQueue string `json:"localQueue"`
 	// ClusterQueue is the LocalQueue's spec.clusterQueue.
@@ -27,6 +26,11 @@ type QueueState struct {
 	// it could not be read (ClusterQueues are cluster-scoped: a user may not be allowed to).
 	ClusterQueuePending  *int32 `json:"clusterQueuePending"`
 	ClusterQueueAdmitted *int32 `json:"clusterQueueAdmitted"`
+	// PositionInLocalQueue and PositionInClusterQueue are the job's place among the workloads
+	// pending in each queue, 0-based as Kueue counts them (0: the next it considers); null
+	// when unknown (see above). Human output says them 1-based (Position.String).
+	PositionInLocalQueue   *int32 `json:"positionInLocalQueue"`
+	PositionInClusterQueue *int32 `json:"positionInClusterQueue"`
 	// GPUs is what the job asks for in all, the amount Kueue must find in one flavor.
 	GPUs int64 `json:"gpus"`
 	// Flavors is the ClusterQueue's GPU quota per ResourceFlavor (empty when it could not be
@@ -40,6 +44,24 @@ type QueueState struct {
 	// (its Active condition False: a ResourceFlavor or AdmissionCheck it names does not exist,
 	// ...), with Kueue's reason and message; null when it is active or could not be read.
 	Inactive *QueueInactive `json:"inactive"`
+}
+
+// Position is a pending workload's place in its LocalQueue and in its ClusterQueue, 0-based
+// as Kueue's visibility API gives them (its PendingWorkload's positionInLocalQueue and
+// positionInClusterQueue).
+type Position struct {
+	LocalQueue, ClusterQueue int32
+}
+
+// Human is the 1-based position a person reads: 1 is the next Kueue considers.
+func Human(p int32) int32 { return p + 1 }
+
+// SetPosition records p in q (nothing when either is nil).
+func (q *QueueState) SetPosition(p *Position) {
+	if q == nil || p == nil {
+		return
+	}
+	q.PositionInLocalQueue, q.PositionInClusterQueue = &p.LocalQueue, &p.ClusterQueue
 }
 
 // QueueStop is one stopped queue: its kind (ClusterQueue or LocalQueue), name and stopPolicy.
@@ -109,7 +131,8 @@ func (q *QueueState) Held() string {
 }
 
 // Describe says in one clause what the queued job waits for: "ClusterQueue cq: 16 of 16
-// nvidia.com/gpu used in flavor h100, the job needs 16; 2 pending in team-a, 3 in cq".
+// nvidia.com/gpu used in flavor h100, the job needs 16; 2 pending in team-a, 3 in cq", and
+// with its position known "...; position 2 of 2 pending in team-a, 3 of 3 in cq" (1-based).
 func (q *QueueState) Describe() string {
 	if q == nil || q.ClusterQueue == "" {
 		return ""
@@ -123,9 +146,18 @@ func (q *QueueState) Describe() string {
 		}
 		fmt.Fprintf(&b, ": %s, the job needs %d", strings.Join(parts, ", "), q.GPUs)
 	}
-	fmt.Fprintf(&b, "; %d pending in %s", q.LocalQueuePending, q.LocalQueue)
-	if q.ClusterQueuePending != nil {
+	b.WriteString("; ")
+	if q.PositionInLocalQueue != nil {
+		fmt.Fprintf(&b, "position %d of ", Human(*q.PositionInLocalQueue))
+	}
+	fmt.Fprintf(&b, "%d pending in %s", q.LocalQueuePending, q.LocalQueue)
+	switch cqPos := q.PositionInClusterQueue; {
+	case q.ClusterQueuePending != nil && cqPos != nil:
+		fmt.Fprintf(&b, ", %d of %d in %s", Human(*cqPos), *q.ClusterQueuePending, q.ClusterQueue)
+	case q.ClusterQueuePending != nil:
 		fmt.Fprintf(&b, ", %d in %s", *q.ClusterQueuePending, q.ClusterQueue)
+	case cqPos != nil:
+		fmt.Fprintf(&b, ", position %d in %s", Human(*cqPos), q.ClusterQueue)
 	}
 	if q.ClusterQueueAdmitted != nil {
 		fmt.Fprintf(&b, ", %d admitted", *q.ClusterQueueAdmitted)

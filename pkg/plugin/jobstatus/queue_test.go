@@ -20,6 +20,11 @@ func TestQueueStateDescribe(t *testing.T) {
 			"the job needs 16; 2 pending in team-a, 3 in cq, 1 admitted"},
 		{"ClusterQueue not readable", &QueueState{LocalQueue: "team-a", ClusterQueue: "cq", LocalQueuePending: 1, GPUs: 8},
 			"ClusterQueue cq; 1 pending in team-a"},
+		// Kueue's positions are 0-based; people read them 1-based.
+		{"with its position", positioned(full, 1, 2), "ClusterQueue cq: 0 of 8 nvidia.com/gpu used in flavor a100, 16 of 16 nvidia.com/gpu used in flavor h100, " +
+			"the job needs 16; position 2 of 2 pending in team-a, 3 of 3 in cq, 1 admitted"},
+		{"position, ClusterQueue not readable", positioned(&QueueState{LocalQueue: "team-a", ClusterQueue: "cq", LocalQueuePending: 1, GPUs: 8}, 0, 4),
+			"ClusterQueue cq; position 1 of 1 pending in team-a, position 5 in cq"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -31,6 +36,13 @@ func TestQueueStateDescribe(t *testing.T) {
 	if f := (FlavorQuota{Nominal: 16, Used: 24}); f.Free() != 0 {
 		t.Errorf("Free() of a borrowing flavor = %d, want 0", f.Free())
 	}
+}
+
+// positioned is a copy of q with its positions set (0-based, as Kueue gives them).
+func positioned(q *QueueState, inLocal, inCluster int32) *QueueState {
+	c := *q
+	c.SetPosition(&Position{LocalQueue: inLocal, ClusterQueue: inCluster})
+	return &c
 }
 
 func TestQueueStateHeld(t *testing.T) {

@@ -1,6 +1,8 @@
 package jobstatus
 
 import (
+	"fmt"
+
 	batchv1 "k8s.io/api/batch/v1"
 )
 
@@ -25,6 +27,11 @@ const (
 
 // Workload is what Kueue's Workload of a queued Job says, as the kueue engine reads it.
 type Workload struct {
+	// Name is the Workload's name (Kueue's visibility API names pending workloads by it).
+	Name string
+	// Position is its place in its queues while it is pending, from Kueue's visibility API;
+	// nil when unknown (no such API, not allowed to read it, or not pending).
+	Position *Position
 	// Inactive is spec.active false: Kueue deactivated the Workload.
 	Inactive bool
 	// Pending is the message of the False QuotaReserved condition ("couldn't assign flavors
@@ -84,6 +91,9 @@ func WithWorkload(r Result, job *batchv1.Job, wl *Workload) Result {
 		r.Held = wl.Queue.Held()
 		r.Message += "; " + r.Held
 	}
+	if r.Reason == Queued || r.Reason == Preempted {
+		r.Position = wl.Position
+	}
 	if d := wl.Queue.Describe(); d != "" && (r.Reason == Queued || r.Reason == Preempted) {
 		// What it waits for, from the quota itself: Kueue's message names only the shortfall.
 		r.Message += "; " + d
@@ -93,7 +103,12 @@ func WithWorkload(r Result, job *batchv1.Job, wl *Workload) Result {
 
 // Shown is how the status reads in a table's STATUS column: the reason where there is one, as
 // kubectl shows a pod's reason in place of its phase.
+// A queued job whose position is known shows it, 1-based, after a colon as kubectl shows a
+// pod's init progress ("Init:0/1"): "Queued:2" is second in its LocalQueue.
 func (r Result) Shown() string {
+	if r.Position != nil && (r.Reason == Queued || r.Reason == Preempted) {
+		return fmt.Sprintf("%s:%d", r.Reason, Human(r.Position.LocalQueue))
+	}
 	if r.Reason != "" {
 		return string(r.Reason)
 	}

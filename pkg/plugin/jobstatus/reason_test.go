@@ -67,3 +67,33 @@ func TestWithWorkload(t *testing.T) {
 		})
 	}
 }
+
+// A queued job's LocalQueue position (Kueue's, 0-based) shows 1-based in STATUS; a job that is
+// not waiting its turn shows none, whatever its Workload says.
+func TestShownWithPosition(t *testing.T) {
+	queued := fixture.Job("train").Nodes(2).Label(QueueLabel, "team-a").Suspend(true).Obj()
+	admitted := fixture.Job("train").Nodes(2).Label(QueueLabel, "team-a").Suspend(false).Obj()
+	second := &Position{LocalQueue: 1, ClusterQueue: 3}
+	tests := []struct {
+		name string
+		job  *batchv1.Job
+		wl   *Workload
+		want string
+	}{
+		{"queued, position known", queued, &Workload{Pending: "16 more needed", Position: second}, "Queued:2"},
+		{"queued first", queued, &Workload{Position: &Position{}}, "Queued:1"},
+		{"queued, position unknown", queued, &Workload{Pending: "16 more needed"}, "Queued"},
+		{"preempted and requeued", queued, &Workload{EvictedReason: "Preempted", Position: second}, "Preempted:2"},
+		{"never fits: no turn to wait for", queued, &Workload{NeverFits: "needs 24", Position: second}, "Inadmissible"},
+		{"deactivated", queued, &Workload{Inactive: true, Position: second}, "Deactivated"},
+		{"admitted", admitted, &Workload{Position: second}, "Pending"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r := WithWorkload(Of(tc.job, nil), tc.job, tc.wl)
+			if got := r.Shown(); got != tc.want {
+				t.Errorf("Shown() = %s, want %s", got, tc.want)
+			}
+		})
+	}
+}

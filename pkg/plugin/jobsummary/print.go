@@ -40,7 +40,7 @@ func Table(s Summary, now time.Time) *metav1.Table {
 			{Name: "Message", Type: "string"},
 		},
 		Rows: []metav1.TableRow{{Cells: []any{
-			s.Name, jobstatus.Result{Status: s.Status, Reason: s.Reason}.Shown(), gpus, fmt.Sprintf("%d/%d", s.Ready, s.Nodes), s.Succeeded, s.Failed, age, s.Message,
+			s.Name, jobstatus.Result{Status: s.Status, Reason: s.Reason, Position: s.position}.Shown(), gpus, fmt.Sprintf("%d/%d", s.Ready, s.Nodes), s.Succeeded, s.Failed, age, s.Message,
 		}}},
 	}
 }

@@ -39,8 +39,10 @@ type Summary struct {
 	// any other job, or when Kueue's objects could not be read).
 	Queue *jobstatus.QueueState `json:"queue"`
 
-	// created is for AGE in the table; not part of the JSON contract.
-	created time.Time
+	// created is for AGE in the table, position for its STATUS (Queue carries it in the
+	// JSON); not part of the JSON contract.
+	created  time.Time
+	position *jobstatus.Position
 }
 
 // Summarize turns a Job, its pods (nil when not listed) and, for a job waiting in a Kueue
@@ -64,7 +66,7 @@ func Summarize(namespace, name string, job *batchv1.Job, pods []corev1.Pod, wl *
 	// Job's own ready counter.
 	s.Ready = r.Running
 	s.StartTime, s.CompletionTime = job.Status.StartTime, job.Status.CompletionTime
-	s.created = job.CreationTimestamp.Time
+	s.created, s.position = job.CreationTimestamp.Time, r.Position
 	if r.Reason != "" && wl != nil {
 		s.Queue = wl.Queue
 	}

@@ -49,6 +49,8 @@ type Stuckness struct {
 	since  time.Time // when the job became stuck (zero: it is not)
 	queued string    // the LocalQueue last said
 	held   string    // what held it when last said (jobstatus.Result.Held)
+	// position is its LocalQueue position last said (1-based), 0 when none was.
+	position int32
 }
 
 // Observe records what the job looks like at now: r its status (with Kueue's reason where there
@@ -59,25 +61,40 @@ func (st *Stuckness) Observe(now time.Time, r jobstatus.Result, s *triage.Stuck)
 		// come and go, the queue does not. A stopped or inactive queue is said once when it
 		// stops, and once more if it admits again before the job starts (the wait goes on in
 		// between: an admin's stop is not a refusal).
+		// Its position is said with the first line, then once per change (Kueue's visibility
+		// API, read with the Workload): a position that cannot be read says nothing.
 		q, words := queued(r.Message)
+		var pos int32
+		if r.Position != nil {
+			pos = jobstatus.Human(r.Position.LocalQueue)
+		}
+		at := ""
+		if pos != 0 {
+			at = fmt.Sprintf(" at position %d", pos)
+		}
 		line := ""
 		switch {
 		case r.Held != "" && (q != st.queued || r.Held != st.held):
-			line = fmt.Sprintf("queued in LocalQueue %s: %s; still waiting", q, r.Held)
+			line = fmt.Sprintf("queued in LocalQueue %s%s: %s; still waiting", q, at, r.Held)
 		case q != st.queued:
-			line = fmt.Sprintf("queued in LocalQueue %s: waiting for Kueue to admit it", q)
+			line = fmt.Sprintf("queued in LocalQueue %s%s: waiting for Kueue to admit it", q, at)
 			if words != "" {
 				line += "; Kueue says: " + words
 			}
 		case r.Held == "" && st.held != "":
-			line = fmt.Sprintf("queued in LocalQueue %s: its queue admits again; waiting for Kueue to admit it", q)
+			line = fmt.Sprintf("queued in LocalQueue %s%s: its queue admits again; waiting for Kueue to admit it", q, at)
+		case pos != 0 && pos != st.position:
+			line = fmt.Sprintf("queued in LocalQueue %s: now at position %d", q, pos)
 		}
 		if line != "" {
 			fmt.Fprintln(st.Progress, line)
 		}
 		st.queued, st.held = q, r.Held
+		if pos != 0 && line != "" {
+			st.position = pos
+		}
 	} else if r.Reason != jobstatus.Queued {
-		st.queued, st.held = "", ""
+		st.queued, st.held, st.position = "", "", 0
 	}
 	if s == nil {
 		st.said, st.since = nil, time.Time{}

@@ -151,3 +151,30 @@ func TestStucknessStoppedQueue(t *testing.T) {
 		t.Errorf("progress:\n%s\nwant:\n%s", progress.String(), want)
 	}
 }
+
+// A queued job's position is said with the first line and then once per change, never per
+// poll; a poll that could not read it (nil) says nothing.
+func TestStucknessQueuePosition(t *testing.T) {
+	var progress bytes.Buffer
+	st := &Stuckness{Job: "train", Namespace: "ml", Progress: &progress}
+	at := func(p int32) *jobstatus.Position { return &jobstatus.Position{LocalQueue: p, ClusterQueue: p + 1} }
+	for i, pos := range []*jobstatus.Position{at(2), at(2), nil, at(2), at(1), at(1), at(0)} {
+		r := jobstatus.Result{Status: jobstatus.Pending, Reason: jobstatus.Queued, Message: "queued in team-a: 16 more needed", Position: pos}
+		if err := st.Observe(time.Unix(int64(i), 0), r, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := "queued in LocalQueue team-a at position 3: waiting for Kueue to admit it; Kueue says: 16 more needed\n" +
+		"queued in LocalQueue team-a: now at position 2\n" +
+		"queued in LocalQueue team-a: now at position 1\n"
+	if got := progress.String(); got != want {
+		t.Errorf("progress =\n%s\nwant\n%s", got, want)
+	}
+	// Admitted, then queued again (preempted and requeued): said anew.
+	progress.Reset()
+	_ = st.Observe(time.Unix(10, 0), jobstatus.Result{Status: jobstatus.Running}, nil)
+	_ = st.Observe(time.Unix(11, 0), jobstatus.Result{Status: jobstatus.Pending, Reason: jobstatus.Queued, Message: "queued in team-a", Position: at(0)}, nil)
+	if got, want := progress.String(), "queued in LocalQueue team-a at position 1: waiting for Kueue to admit it\n"; got != want {
+		t.Errorf("after a requeue: %q, want %q", got, want)
+	}
+}

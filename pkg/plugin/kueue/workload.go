@@ -41,34 +41,45 @@ func Waiting(job *batchv1.Job) bool {
 // WorkloadOf reads what Kueue says of a waiting job: its Workload (found by the Job's UID) and
 // whether its ClusterQueue's quota can ever hold it. nil, nil when the job does not wait in a
 // queue, Kueue is not installed, or it has made no Workload yet. A queue the user may not read
-// (ClusterQueues are cluster-scoped) only leaves NeverFits unknown.
+// (ClusterQueues are cluster-scoped) only leaves NeverFits unknown, and one without Kueue's
+// visibility API (see Positions) the position.
 func WorkloadOf(ctx context.Context, d discovery.DiscoveryInterface, dyn dynamic.Interface, job *batchv1.Job) (*jobstatus.Workload, error) {
+	wl, _, err := workloadOf(ctx, d, dyn, job)
+	return wl, err
+}
+
+// workloadOf is WorkloadOf that also returns why the position could not be read (the API is
+// served but failed), which costs only the position.
+func workloadOf(ctx context.Context, d discovery.DiscoveryInterface, dyn dynamic.Interface, job *batchv1.Job) (wl *jobstatus.Workload, posErr, err error) {
 	if !Waiting(job) {
-		return nil, nil
+		return nil, nil, nil
 	}
 	version, err := Discover(ctx, d)
 	if err != nil || version == "" {
-		return nil, err
+		return nil, nil, err
 	}
 	list, err := dyn.Resource(gvr(version, WorkloadsResource)).Namespace(job.Namespace).List(ctx,
 		metav1.ListOptions{LabelSelector: JobUIDLabel + "=" + string(job.UID)})
 	if err != nil {
-		return nil, fmt.Errorf("reading the Kueue Workload of job.batch/%s: %w", job.Name, err)
+		return nil, nil, fmt.Errorf("reading the Kueue Workload of job.batch/%s: %w", job.Name, err)
 	}
 	if len(list.Items) == 0 {
-		return nil, nil
+		return nil, nil, nil
 	}
-	wl := WorkloadFacts(&list.Items[0])
+	facts := WorkloadFacts(&list.Items[0])
+	wl = &facts
+	posErr = AddPositions(ctx, d, dyn, []batchv1.Job{*job}, map[types.UID]*jobstatus.Workload{job.UID: wl})
 	gpus := jobstatus.GPUsPerNode(job) * int64(jobstatus.Nodes(job))
 	lq, err := dyn.Resource(GVR(version)).Namespace(job.Namespace).Get(ctx, jobstatus.Queue(job), metav1.GetOptions{})
 	if err != nil {
 		// The LocalQueue alone leaves the reason at what the Workload says.
-		return &wl, nil
+		return wl, posErr, nil
 	}
 	cq, never, _ := clusterQueueOf(ctx, dyn, version, lq, gpus)
 	wl.NeverFits = never
 	wl.Queue = QueueFacts(lq, cq, gpus)
-	return &wl, nil
+	wl.Queue.SetPosition(wl.Position)
+	return wl, posErr, nil
 }
 
 // WorkloadFor is WorkloadOf for a command that only adds Kueue's detail to what it shows: a
@@ -81,7 +92,11 @@ func WorkloadFor(ctx context.Context, d discovery.DiscoveryInterface, dynamicCli
 	dyn, err := dynamicClient()
 	if err == nil {
 		var wl *jobstatus.Workload
-		if wl, err = WorkloadOf(ctx, d, dyn, job); err == nil {
+		var posErr error
+		if wl, posErr, err = workloadOf(ctx, d, dyn, job); err == nil {
+			if posErr != nil {
+				fmt.Fprintf(warn, "Warning: could not read job.batch/%s's position in its queue: %v\n", job.Name, posErr)
+			}
 			return wl
 		}
 	}
@@ -110,7 +125,7 @@ func WorkloadsIn(ctx context.Context, d discovery.DiscoveryInterface, dyn dynami
 
 // WorkloadFacts reads the conditions that tell a waiting Workload's situations apart.
 func WorkloadFacts(u *unstructured.Unstructured) jobstatus.Workload {
-	var wl jobstatus.Workload
+	wl := jobstatus.Workload{Name: u.GetName()}
 	if active, found, _ := unstructured.NestedBool(u.Object, "spec", "active"); found && !active {
 		wl.Inactive = true
 	}

@@ -166,7 +166,8 @@ func (o *Options) noneFound() {
 }
 
 // workloads reads Kueue's Workloads (one list) when a job waits in a Kueue queue, so the table
-// says why; a failure only costs that detail.
+// says why, and their positions (one read per LocalQueue, where Kueue's visibility API is
+// served); a failure only costs that detail.
 func (o *Options) workloads(ctx context.Context, client kubernetes.Interface, jobs []batchv1.Job) map[types.UID]*jobstatus.Workload {
 	if !slices.ContainsFunc(jobs, func(j batchv1.Job) bool { return kueue.Waiting(&j) }) {
 		return nil
@@ -175,6 +176,10 @@ func (o *Options) workloads(ctx context.Context, client kubernetes.Interface, jo
 	if err == nil {
 		var wls map[types.UID]*jobstatus.Workload
 		if wls, err = kueue.WorkloadsIn(ctx, client.Discovery(), dyn, o.namespace); err == nil {
+			// Positions are a detail of their own: failing to read them keeps the rest.
+			if err := kueue.AddPositions(ctx, client.Discovery(), dyn, jobs, wls); err != nil {
+				fmt.Fprintf(o.ErrOut, "Warning: could not read the queued jobs' positions: %v\n", err)
+			}
 			return wls
 		}
 	}

@@ -65,6 +65,9 @@ var Needed = []Access{
 	{Verb: "get", Group: "kueue.x-k8s.io", Resource: "localqueues", Optional: true, For: "submit --queue, preflight --queue (the LocalQueue exists), status and diagnose of a queued job (its ClusterQueue)"},
 	{Verb: "list", Group: "kueue.x-k8s.io", Resource: "localqueues", Optional: true, For: "preflight, and submit --queue naming the queues there"},
 	{Verb: "list", Group: "kueue.x-k8s.io", Resource: "workloads", Optional: true, For: "status, list, replicas and diagnose of a job waiting in a queue (why: Queued, Preempted, ...)"},
+	// Kueue's visibility API (an aggregated API of the manager, where its VisibilityOnDemand
+	// feature serves it): the only source of a queued job's position; without it none is shown.
+	{Verb: "get", Group: "visibility.kueue.x-k8s.io", Resource: "localqueues", Subresource: "pendingworkloads", Optional: true, For: "status, list and wait of a queued job (its position in the queue)"},
 	{Verb: "get", Resource: "namespaces", Optional: true, For: "preflight's namespace check"},
 	{Verb: "get", Resource: "nodes", Cluster: true, Optional: true, For: "diagnose (node conditions)"},
 	{Verb: "list", Resource: "nodes", Cluster: true, Optional: true, For: "the capacity guard, preflight, capacity"},

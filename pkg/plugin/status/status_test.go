@@ -271,7 +271,7 @@ func TestStatusKueueReasons(t *testing.T) {
 			}
 			// .queue is where it waits and for what, whatever the reason.
 			q, _ := json.Marshal(m["queue"])
-			const wantQueue = `{"clusterQueue":"gpu-cq","clusterQueueAdmitted":1,"clusterQueuePending":2,"flavors":[{"borrowingLimit":null,"flavor":"h100","nominal":%s,"used":8}],"gpus":16,"inactive":null,"localQueue":"team-a","localQueuePending":1,"stopped":[]}`
+			const wantQueue = `{"clusterQueue":"gpu-cq","clusterQueueAdmitted":1,"clusterQueuePending":2,"flavors":[{"borrowingLimit":null,"flavor":"h100","nominal":%s,"used":8}],"gpus":16,"inactive":null,"localQueue":"team-a","localQueuePending":1,"positionInClusterQueue":null,"positionInLocalQueue":null,"stopped":[]}`
 			if got, want := string(q), fmt.Sprintf(wantQueue, tc.quota); got != want {
 				t.Errorf(".queue = %s\nwant     %s", got, want)
 			}
@@ -280,6 +280,38 @@ func TestStatusKueueReasons(t *testing.T) {
 				t.Errorf("table does not show %s in STATUS:\n%s", tc.reason, table.Stdout)
 			}
 		})
+	}
+}
+
+// Where Kueue's visibility API is served, a queued job shows its position: 1-based in STATUS
+// and the message, 0-based (Kueue's) in .queue.
+func TestStatusKueuePosition(t *testing.T) {
+	j := train().Obj()
+	j.Labels = map[string]string{"kueue.x-k8s.io/queue-name": "team-a"}
+	j.Spec.Suspend = ptr.To(true)
+	j.Status = batchv1.JobStatus{}
+	c, dyn := cmdtest.KueueQueued(j, "16", map[string]any{"type": "QuotaReserved", "status": "False", "reason": "Pending", "message": "16 more needed"})
+	cmdtest.KueueVisibility(c, dyn,
+		map[string]any{"metadata": map[string]any{"name": "job-other-1", "namespace": "ml"}, "positionInLocalQueue": int64(0), "positionInClusterQueue": int64(0)},
+		map[string]any{"metadata": map[string]any{"name": "job-train-1", "namespace": "ml"}, "positionInLocalQueue": int64(0), "positionInClusterQueue": int64(1)})
+	cmd := cmdtest.Cmd{NS: "ml", Client: c, Dynamic: dyn, Now: now}
+	r := cmd.Run(context.Background(), "status", "train", "-o", "json")
+	var m struct {
+		Message string
+		Queue   map[string]any
+	}
+	if err := json.Unmarshal([]byte(r.Stdout), &m); err != nil || r.Code != 0 || r.Stderr != "" {
+		t.Fatalf("%v: %+v", err, r)
+	}
+	if m.Queue["positionInLocalQueue"] != float64(0) || m.Queue["positionInClusterQueue"] != float64(1) {
+		t.Errorf(".queue positions = %v, %v; want 0, 1", m.Queue["positionInLocalQueue"], m.Queue["positionInClusterQueue"])
+	}
+	if want := "; position 1 of 1 pending in team-a, 2 of 2 in gpu-cq, 1 admitted"; !strings.HasSuffix(m.Message, want) {
+		t.Errorf("message %q, want it to end %q", m.Message, want)
+	}
+	table := cmd.Run(context.Background(), "status", "train")
+	if !strings.Contains(table.Stdout, "train   Queued:1 ") {
+		t.Errorf("table does not show Queued:1 in STATUS:\n%s", table.Stdout)
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	fakedynamic "k8s.io/client-go/dynamic/fake"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/kueue"
 )
@@ -56,4 +57,24 @@ func KueueQueued(job *batchv1.Job, gpus string, conditions ...any) (*fake.Client
 	}}}, "status": map[string]any{"pendingWorkloads": int64(2), "admittedWorkloads": int64(1),
 		"flavorsReservation": []any{map[string]any{"name": "h100", "resources": []any{map[string]any{"name": "nvidia.com/gpu", "total": "8"}}}}}})
 	return c, Kueue(c, wl, lq, cq)
+}
+
+// KueueVisibility adds Kueue's visibility API to a fake Kueue (c and dyn as Kueue made them):
+// discovery serves it, and every LocalQueue's pending workloads are pending (each a
+// PendingWorkload's fields: metadata.name, positionInLocalQueue, ...).
+func KueueVisibility(c *fake.Clientset, dyn *fakedynamic.FakeDynamicClient, pending ...map[string]any) {
+	c.Resources = append(c.Resources, &metav1.APIResourceList{GroupVersion: kueue.VisibilityGroup + "/" + kueue.VisibilityVersion,
+		APIResources: []metav1.APIResource{{Name: kueue.LocalQueues + "/" + kueue.PendingWorkloads, Namespaced: true, Kind: "PendingWorkloadsSummary", Verbs: []string{"get"}}}})
+	items := make([]any, len(pending))
+	for i, p := range pending {
+		items[i] = p
+	}
+	dyn.PrependReactor("get", kueue.LocalQueues, func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if a.GetResource() != kueue.VisibilityGVR || a.GetSubresource() != kueue.PendingWorkloads {
+			return false, nil, nil
+		}
+		return true, &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": kueue.VisibilityGroup + "/" + kueue.VisibilityVersion, "kind": "PendingWorkloadsSummary", "items": items,
+		}}, nil
+	})
 }
