@@ -147,13 +147,18 @@ func (q *QueueState) Describe() string {
 		fmt.Fprintf(&b, ": %s, the job needs %d", strings.Join(parts, ", "), q.GPUs)
 	}
 	b.WriteString("; ")
+	// The counts are the queues' status, which Kueue writes a moment after its queues change
+	// (and not at all for a stopped ClusterQueue), the positions its live view: a job at
+	// position n means at least n pending, never "position 1 of 0".
+	lqPending := q.LocalQueuePending
 	if q.PositionInLocalQueue != nil {
+		lqPending = max(lqPending, Human(*q.PositionInLocalQueue))
 		fmt.Fprintf(&b, "position %d of ", Human(*q.PositionInLocalQueue))
 	}
-	fmt.Fprintf(&b, "%d pending in %s", q.LocalQueuePending, q.LocalQueue)
+	fmt.Fprintf(&b, "%d pending in %s", lqPending, q.LocalQueue)
 	switch cqPos := q.PositionInClusterQueue; {
 	case q.ClusterQueuePending != nil && cqPos != nil:
-		fmt.Fprintf(&b, ", %d of %d in %s", Human(*cqPos), *q.ClusterQueuePending, q.ClusterQueue)
+		fmt.Fprintf(&b, ", %d of %d in %s", Human(*cqPos), max(*q.ClusterQueuePending, Human(*cqPos)), q.ClusterQueue)
 	case q.ClusterQueuePending != nil:
 		fmt.Fprintf(&b, ", %d in %s", *q.ClusterQueuePending, q.ClusterQueue)
 	case cqPos != nil:

@@ -25,6 +25,10 @@ func TestQueueStateDescribe(t *testing.T) {
 			"the job needs 16; position 2 of 2 pending in team-a, 3 of 3 in cq, 1 admitted"},
 		{"position, ClusterQueue not readable", positioned(&QueueState{LocalQueue: "team-a", ClusterQueue: "cq", LocalQueuePending: 1, GPUs: 8}, 0, 4),
 			"ClusterQueue cq; position 1 of 1 pending in team-a, position 5 in cq"},
+		// The queues' status lags (a stopped ClusterQueue's counts stay 0): the job itself is
+		// pending, so its position bounds the count from below.
+		{"counts behind the positions", positioned(&QueueState{LocalQueue: "team-a", ClusterQueue: "cq", ClusterQueuePending: ptr.To[int32](0),
+			ClusterQueueAdmitted: ptr.To[int32](0), GPUs: 16}, 0, 1), "ClusterQueue cq; position 1 of 1 pending in team-a, 2 of 2 in cq, 0 admitted"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
