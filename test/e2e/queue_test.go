@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -368,7 +369,9 @@ func TestQueue(t *testing.T) {
 		// waits.
 		r = tao(t, nil, "wait", "ddp", "-n", ns, "--timeout", "3s", "--stuck-timeout", "1s")
 		contains(t, r, 8)
-		if n := strings.Count(r.stderr, "queued in LocalQueue team-a: waiting for Kueue to admit it"); n != 1 {
+		// ddp is the one workload pending in team-a (first's is admitted): position 1, 1-based,
+		// as Kueue's visibility API says.
+		if n := strings.Count(r.stderr, "queued in LocalQueue team-a at position 1: waiting for Kueue to admit it"); n != 1 {
 			t.Errorf("the queue said %d times, want once:\n%s", n, r)
 		}
 
@@ -406,6 +409,107 @@ func TestQueue(t *testing.T) {
 			t.Fatalf("ddp started at %v, first completed at %v: ddp must start only once first's quota is free",
 				ddp.Status.StartTime, firstJob.Status.CompletionTime)
 		}
+	})
+
+	t.Run("queued jobs show their position, and move up as the jobs ahead are admitted", func(t *testing.T) {
+		ctx := context.Background()
+		// A 16-GPU ClusterQueue of its own behind two LocalQueues, so a job's place in its
+		// LocalQueue and in the ClusterQueue differ: pa takes the quota, pb (team-p), pc (team-q)
+		// and pd (team-p) queue behind it in that order.
+		createClusterQueue(t, dyn, "pos-queue", 16)
+		for _, lq := range []string{"team-p", "team-q"} {
+			createKueueObject(t, dyn, "localqueues", ns, map[string]any{
+				"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue",
+				"metadata": map[string]any{"name": lq, "namespace": ns},
+				"spec":     map[string]any{"clusterQueue": "pos-queue"},
+			})
+		}
+		t.Cleanup(func() {
+			removeQueued(t, dyn, ns, []string{"pa", "pb", "pc", "pd"}, []kueueObject{{"localqueues", ns, "team-p"}, {"localqueues", ns, "team-q"},
+				{"clusterqueues", "", "pos-queue"}, {"resourceflavors", "", "pos-queue-gpu"}})
+		})
+		submit := func(name, queue string) {
+			t.Helper()
+			contains(t, tao(t, nil, "submit", name, "-n", ns, "--image", "img", "--gpus", "8", "--nodes", "2", "--queue", queue,
+				"--annotation", "sim.kubectl-tao.dev/fate=run-forever", "--", "torchrun train.py"), 0, "job.batch/"+name+" created")
+			waitWorkload(t, dyn, ns, name)
+		}
+		submit("pa", "team-p")
+		poll(t, 30*time.Second, "Kueue to admit pa", runningPods(ns, "pa", 2))
+		// Kueue orders a queue by creation time, in whole seconds: a second apart, the order is
+		// the submits'.
+		for _, j := range [][2]string{{"pb", "team-p"}, {"pc", "team-q"}, {"pd", "team-p"}} {
+			time.Sleep(1100 * time.Millisecond)
+			submit(j[0], j[1])
+		}
+		type positions struct{ local, cluster int32 }
+		position := func(name string) (positions, bool) {
+			var s struct {
+				Reason string
+				Queue  *struct {
+					PositionInLocalQueue   *int32 `json:"positionInLocalQueue"`
+					PositionInClusterQueue *int32 `json:"positionInClusterQueue"`
+				}
+			}
+			r := tao(t, nil, "status", name, "-n", ns, "-o", "json")
+			if err := json.Unmarshal([]byte(r.stdout), &s); err != nil || r.code != 0 {
+				t.Fatalf("status %s -o json: %v\n%s", name, err, r)
+			}
+			if s.Reason != "Queued" || s.Queue == nil || s.Queue.PositionInLocalQueue == nil || s.Queue.PositionInClusterQueue == nil {
+				return positions{}, false
+			}
+			return positions{*s.Queue.PositionInLocalQueue, *s.Queue.PositionInClusterQueue}, true
+		}
+		// Kueue's positions, 0-based: pb is next in both queues, pc first in team-q but second
+		// in pos-queue, pd second in team-p and third in pos-queue.
+		expect := func(want map[string]positions) {
+			t.Helper()
+			poll(t, 30*time.Second, fmt.Sprintf("the positions %v", want), func(context.Context) (bool, error) {
+				for name, w := range want {
+					if got, ok := position(name); !ok || got != w {
+						return false, nil
+					}
+				}
+				return true, nil
+			})
+		}
+		expect(map[string]positions{"pb": {0, 0}, "pc": {0, 1}, "pd": {1, 2}})
+		// Human output says them 1-based: STATUS in status and list, the counts in the message.
+		var st result
+		poll(t, 30*time.Second, "status to show pd's position among the pending counts", func(context.Context) (bool, error) {
+			st = tao(t, nil, "status", "pd", "-n", ns)
+			return strings.Contains(st.stdout, "position 2 of 2 pending in team-p, 3 of 3 in pos-queue, 1 admitted"), nil
+		})
+		contains(t, st, 0, "Queued:2")
+		ls := tao(t, nil, "list", "-n", ns)
+		for _, want := range []string{`(?m)^pa\s+Running\s`, `(?m)^pb\s+Queued:1\s`, `(?m)^pc\s+Queued:1\s`, `(?m)^pd\s+Queued:2\s`} {
+			if !regexp.MustCompile(want).MatchString(ls.stdout) {
+				t.Errorf("list: no line matching %s:\n%s", want, ls)
+			}
+		}
+		t.Logf("\n%s%s\n%s%s", st.stdout, st.stderr, ls.stdout, ls.stderr)
+
+		// pa ends (deleted here while wait runs): Kueue admits pb, and the two left move up.
+		// wait says pd's position once, then once when it changes (its Workload is read again
+		// at least every 30 s).
+		deleted := make(chan error, 1)
+		go func() {
+			time.Sleep(3 * time.Second)
+			bg := metav1.DeletePropagationBackground
+			deleted <- client.BatchV1().Jobs(ns).Delete(ctx, "pa", metav1.DeleteOptions{PropagationPolicy: &bg})
+		}()
+		w := tao(t, nil, "wait", "pd", "-n", ns, "--timeout", "45s")
+		if err := <-deleted; err != nil {
+			t.Fatal(err)
+		}
+		contains(t, w, 8)
+		if !strings.Contains(w.stderr, "queued in LocalQueue team-p at position 2: waiting for Kueue to admit it") ||
+			strings.Count(w.stderr, "queued in LocalQueue team-p: now at position 1\n") != 1 || strings.Count(w.stderr, "queued in LocalQueue") != 2 {
+			t.Errorf("wait's lines on pd's position:\n%s", w.stderr)
+		}
+		poll(t, 30*time.Second, "Kueue to admit pb", runningPods(ns, "pb", 2))
+		expect(map[string]positions{"pc": {0, 0}, "pd": {0, 1}})
+		t.Logf("\n%s", w.stderr)
 	})
 
 	t.Run("a job Kueue can never admit ends wait at once with exit code 13", func(t *testing.T) {
@@ -500,7 +604,7 @@ func TestQueue(t *testing.T) {
 		// wait goes on (no NotAdmitted: only its --timeout ends it) and says the stop once.
 		r = tao(t, nil, "wait", "held", "-n", ns, "--timeout", "3s", "--stuck-timeout", "1s")
 		contains(t, r, int(exitcode.Timeout), "timed out")
-		if n := strings.Count(r.stderr, "queued in LocalQueue team-a: "+stopped+"; still waiting"); n != 1 || strings.Count(r.stderr, "is stopped") != 1 {
+		if n := strings.Count(r.stderr, "queued in LocalQueue team-a at position 1: "+stopped+"; still waiting"); n != 1 || strings.Count(r.stderr, "is stopped") != 1 {
 			t.Errorf("the stop said %d times, want once:\n%s", n, r)
 		}
 		if pods, err := client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "job-name=held"}); err != nil || len(pods.Items) != 0 {
