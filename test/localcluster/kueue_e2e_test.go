@@ -6,8 +6,12 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/client-go/kubernetes"
 )
 
 // TestKueue: two clusters with Kueue side by side (each Kueue on ports of its own), the
@@ -34,7 +38,7 @@ func TestKueue(t *testing.T) {
 		if st.Kueue == nil {
 			t.Fatalf("state of %s records no Kueue", cfg.StateDir)
 		}
-		for _, p := range []int{st.Kueue.Health, st.Kueue.Metrics, st.Kueue.Webhook} {
+		for _, p := range []int{st.Kueue.Health, st.Kueue.Metrics, st.Kueue.Webhook, st.Kueue.Visibility} {
 			if seen[p] {
 				t.Errorf("port %d used twice across the two clusters' Kueues", p)
 			}
@@ -42,6 +46,11 @@ func TestKueue(t *testing.T) {
 		}
 		if !httpOK(ctx, fmt.Sprintf("http://127.0.0.1:%d/readyz", st.Kueue.Health)) {
 			t.Errorf("Kueue of %s not ready", cfg.StateDir)
+		}
+		if st.Kueue.Visibility == 0 {
+			t.Errorf("Kueue of %s runs without its visibility API (is /visibility writable?)", cfg.StateDir)
+		} else if err := visibilityAnswers(ctx, cfg); err != nil {
+			t.Errorf("visibility API of %s: %v", cfg.StateDir, err)
 		}
 		var out bytes.Buffer
 		if err := Status(ctx, cfg, &out); err != nil {
@@ -59,8 +68,15 @@ func TestKueue(t *testing.T) {
 	if componentRunning(cfgs[0].StateDir, CompKueue) {
 		t.Error("Kueue still runs after kueue-down")
 	}
+	// Its APIService goes too: left behind, every client's discovery would report it failing.
+	if err := visibilityAnswers(ctx, cfgs[0]); !apierrors.IsNotFound(err) {
+		t.Errorf("visibility API after kueue-down: %v, want it not served (NotFound)", err)
+	}
 	if err := KueueUp(ctx, cfgs[0]); err != nil {
 		t.Fatalf("kueue-up: %v", err)
+	}
+	if err := visibilityAnswers(ctx, cfgs[0]); err != nil {
+		t.Errorf("visibility API after kueue-up: %v", err)
 	}
 
 	kueueExe := KueueBinary().Path(cfgs[0].CacheDir)
@@ -72,4 +88,33 @@ func TestKueue(t *testing.T) {
 			t.Errorf("Kueue processes %v still run against %s after down", left, cfg.StateDir)
 		}
 	}
+}
+
+// visibilityAnswers checks that the cluster's apiserver serves Kueue's visibility API and routes
+// it to this cluster's Kueue: discovery lists the pending workloads of LocalQueues, and a
+// LocalQueue the manager does not know is its own NotFound. nil when both hold; the discovery
+// error (NotFound: not served) otherwise.
+func visibilityAnswers(ctx context.Context, cfg Config) error {
+	rc, err := RESTConfig(KubeconfigPath(cfg.StateDir))
+	if err != nil {
+		return err
+	}
+	rc.ContentType, rc.AcceptContentTypes = "application/json", "application/json"
+	cs := kubernetes.NewForConfigOrDie(rc)
+	list, err := cs.Discovery().ServerResourcesForGroupVersion(visibilityGroup + "/" + visibilityVersion)
+	if err != nil {
+		return err
+	}
+	served := false
+	for _, r := range list.APIResources {
+		served = served || r.Name == "localqueues/pendingworkloads"
+	}
+	if !served {
+		return fmt.Errorf("discovery of %s/%s lists no localqueues/pendingworkloads: %v", visibilityGroup, visibilityVersion, list.APIResources)
+	}
+	err = cs.Discovery().RESTClient().Get().AbsPath("/apis", visibilityGroup, visibilityVersion, "namespaces", "default", "localqueues", "none", "pendingworkloads").Do(ctx).Error()
+	if !apierrors.IsNotFound(err) || !strings.Contains(err.Error(), `localqueue.visibility.kueue.x-k8s.io "none" not found`) {
+		return fmt.Errorf("pending workloads of an unknown LocalQueue: %v, want Kueue's NotFound", err)
+	}
+	return nil
 }
