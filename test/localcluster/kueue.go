@@ -364,6 +364,10 @@ func (c *cluster) startKueueOnce(ctx context.Context, admin *clients, bin string
 		// The manager only logs a visibility server that failed to start; so does this: the
 		// queues work without it.
 		if err := c.registerVisibility(ctx, admin, p.Visibility, visibilityCA); err != nil {
+			var pe *portInUseError
+			if errors.As(err, &pe) {
+				return p, err // startKueue starts it again on new ports
+			}
 			c.cfg.logf("kueue's visibility API is not available (no queue positions): %v", err)
 		}
 	}
@@ -382,7 +386,11 @@ func (c *cluster) registerVisibility(ctx context.Context, admin *clients, port i
 		return err
 	}
 	var why string
+	logPath := filepath.Join(c.cfg.StateDir, "logs", CompKueue+".log")
 	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, componentStartupTimeout, true, func(ctx context.Context) (bool, error) {
+		if err := visibilityFailure(tailFile(logPath, 200)); err != nil {
+			return false, err
+		}
 		cur, err := admin.dyn.Resource(apiServiceGVR).Get(ctx, VisibilityAPIServiceName, metav1.GetOptions{})
 		if err != nil {
 			why = err.Error()
@@ -398,8 +406,33 @@ func (c *cluster) registerVisibility(ctx context.Context, admin *clients, port i
 		}
 		return false, nil
 	})
+	var pe *portInUseError
+	if errors.As(err, &pe) {
+		return err
+	}
 	if err != nil {
 		return fmt.Errorf("APIService %s not Available (%s): %w", VisibilityAPIServiceName, why, err)
+	}
+	return nil
+}
+
+// visibilityFailureLog is what the manager logs when its visibility server does not start; it
+// goes on running without it.
+const visibilityFailureLog = "Unable to create and start visibility server"
+
+// visibilityFailure reads the end of the manager's log for a visibility server that did not
+// start: its port taken between picking and binding (a portInUseError: start again on new
+// ports, as for the other listeners), or another reason. nil when the log says neither.
+func visibilityFailure(logTail string) error {
+	for _, line := range strings.Split(logTail, "\n") {
+		if !strings.Contains(line, visibilityFailureLog) {
+			continue
+		}
+		err := fmt.Errorf("the manager's visibility server did not start: %s", strings.TrimSpace(line))
+		if strings.Contains(line, "address already in use") {
+			return &portInUseError{component: CompKueue, err: err}
+		}
+		return err
 	}
 	return nil
 }

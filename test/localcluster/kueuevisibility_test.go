@@ -7,6 +7,7 @@ import (
 	"crypto/x509"
 	"encoding/base64"
 	"encoding/pem"
+	"errors"
 	"io"
 	"os"
 	"path/filepath"
@@ -205,5 +206,33 @@ func TestEnsureVisibilityCertUnwritable(t *testing.T) {
 	_, err := EnsureVisibilityCert(context.Background(), filepath.Join(parent, "visibility"), time.Now(), os.Stderr)
 	if err == nil || !strings.Contains(err.Error(), "create") {
 		t.Fatalf("err = %v, want a create error", err)
+	}
+}
+
+// The manager only logs a visibility server that did not start: a port lost between picking
+// and binding is a portInUseError (the launcher starts Kueue again on new ports), another
+// failure an error, a log without it nil.
+func TestVisibilityFailure(t *testing.T) {
+	inUse := `{"level":"error","ts":"2026-12-02T03:14:41Z","logger":"setup","msg":"Unable to create and start visibility server","error":"failed to create listener: failed to listen on 127.0.0.1:41004: listen tcp 127.0.0.1:41004: bind: address already in use"}`
+	other := `{"level":"error","logger":"setup","msg":"Unable to create and start visibility server","error":"unable to apply VisibilityServerOptions: error creating self-signed certificates: mkdir /visibility: permission denied"}`
+	ready := `I1202 03:14:41.910026    8243 dynamic_serving_content.go:135] "Starting controller" name="serving-cert::/visibility/apiserver.crt::/visibility/apiserver.key"`
+	for _, tc := range []struct {
+		name      string
+		log       string
+		wantErr   bool
+		wantInUse bool
+	}{
+		{"started", "a\n" + ready + "\n", false, false},
+		{"port taken", ready + "\n" + inUse + "\nmore\n", true, true},
+		{"other failure", other, true, false},
+		{"empty log", "", false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := visibilityFailure(tc.log)
+			var pe *portInUseError
+			if (err != nil) != tc.wantErr || errors.As(err, &pe) != tc.wantInUse {
+				t.Errorf("visibilityFailure() = %v (port in use: %v), want error %v, port in use %v", err, errors.As(err, &pe), tc.wantErr, tc.wantInUse)
+			}
+		})
 	}
 }
