@@ -132,6 +132,9 @@ func TestValidateRejectsBadInput(t *testing.T) {
 		{"files share a key", func(s *Spec) {
 			s.Files = []File{{ContainerPath: "/a/spec.yaml"}, {ContainerPath: "/b/spec.yaml"}}
 		}, `would share the ConfigMap key "spec.yaml"`},
+		{"long file names cut to one key", func(s *Spec) {
+			s.Files = []File{{ContainerPath: "/a/" + strings.Repeat("x", 253) + "1"}, {ContainerPath: "/a/" + strings.Repeat("x", 253) + "2"}}
+		}, `would share the ConfigMap key "` + strings.Repeat("x", 253) + `"`},
 		{"files too big", func(s *Spec) {
 			s.Files = []File{{ContainerPath: "/a", Data: make([]byte, 600<<10)}, {ContainerPath: "/b", Data: make([]byte, 600<<10)}}
 		}, "more than the 1048576 a ConfigMap can hold"},
@@ -218,6 +221,9 @@ func TestParseVolumeAndFile(t *testing.T) {
 		// Found by FuzzParseFileFlag: the API server refuses ConfigMap keys starting with "..".
 		"/specs/..data": "_..data",
 		"/specs/...":    "_...",
+		// Found by FuzzParseFileFlag: a file name may have 255 bytes, a key 253.
+		"/specs/" + strings.Repeat("a", 255):   strings.Repeat("a", 253),
+		"/specs/.." + strings.Repeat("b", 253): "_.." + strings.Repeat("b", 250),
 	} {
 		if k := fileKey(in); k != want {
 			t.Errorf("fileKey(%q) = %q, want %q", in, k, want)

@@ -43,7 +43,10 @@ var keyUnsafe = regexp.MustCompile(`[^-._a-zA-Z0-9]+`)
 
 // fileKey maps a container path to a ConfigMap key ([-._a-zA-Z0-9]+): its base name, with
 // every other character replaced. The API server refuses keys starting with ".." (the kubelet
-// keeps its own ..data links there), so such a name gets a leading "_".
+// keeps its own ..data links there), so such a name gets a leading "_"; and keys longer than
+// 253 characters, while a file name may have 255 bytes: a longer one is cut (the key only
+// names the file inside the ConfigMap; the pod sees the container path). Two files that end up
+// with one key are refused by validateMounts.
 func fileKey(containerPath string) string {
 	k := keyUnsafe.ReplaceAllString(path.Base(containerPath), "_")
 	switch {
@@ -51,6 +54,9 @@ func fileKey(containerPath string) string {
 		k = "file"
 	case strings.HasPrefix(k, ".."):
 		k = "_" + k
+	}
+	if len(k) > validation.DNS1123SubdomainMaxLength {
+		k = k[:validation.DNS1123SubdomainMaxLength]
 	}
 	return k
 }
