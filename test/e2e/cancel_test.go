@@ -73,7 +73,7 @@ func TestCancelWaitsForAStuckPodAndStatusSaysCanceled(t *testing.T) {
 	defer release()
 
 	r := tao(t, nil, "cancel", "stuck", "-n", ns, "--timeout", "3s")
-	contains(t, r, 8, "still deleting after 3s", "1 pods remain: "+pod+" (Terminating on ")
+	contains(t, r, 8, "still deleting after 3s", "1 pod remains: "+pod+" (Terminating on ")
 	if r.stdout != "" {
 		t.Fatalf("a timed-out cancel printed success: %s", r)
 	}

@@ -63,7 +63,7 @@ func TestLogArchiveOfARetriedRank(t *testing.T) {
 	// A file per attempt of the retried rank, each what --attempt A prints of it.
 	dir := filepath.Join(t.TempDir(), "saved")
 	r = tao(t, nil, "logs", "oomed", "-n", ns, "--save", dir)
-	if r.code != 0 || r.stdout != "" || !strings.HasSuffix(r.stderr, "Saved 5 lines of 1 ranks in "+dir+
+	if r.code != 0 || r.stdout != "" || !strings.HasSuffix(r.stderr, "Saved 5 lines of 1 rank in "+dir+
 		" (rank 0 had 2 attempts: rank-0.attempt-1.log, rank-0.attempt-2.log).\n") {
 		t.Fatalf("logs --save: %s", r)
 	}

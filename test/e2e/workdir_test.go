@@ -201,7 +201,7 @@ func TestWorkdirResultsDownload(t *testing.T) {
 		t.Fatalf("results lists %s, want only the snapshot %s", ls, key)
 	}
 	dl := t.TempDir()
-	contains(t, tao(t, env, "results", "code", "-n", ns, "--download", dl), 0, "1 objects")
+	contains(t, tao(t, env, "results", "code", "-n", ns, "--download", dl), 0, "1 object (")
 	archive := filepath.Join(dl, key)
 	data, err := os.ReadFile(archive)
 	if err != nil {

@@ -170,7 +170,7 @@ func faultCase(t *testing.T, f fault) {
 		followedSubmit: regexp.MustCompile(`created$|^Following |^rank \d+ \(pod followed-submit-[^)]*\): (no log yet|log stream failed), retrying: no logs found`),
 		waiter:         waitProgress, watcher: nil, canceler: regexp.MustCompile(`^job\.batch/canceled|[Cc]ancel|[Ww]aiting`),
 		submitted: regexp.MustCompile(`created$|^Waiting|` + waitProgress.String()),
-		artifacts: regexp.MustCompile(`^Waiting for the pods of job\.batch/staged to stop|^Deleting \d+ objects under s3://results/results/staged/`),
+		artifacts: regexp.MustCompile(`^Waiting for the pods of job\.batch/staged to stop|^Deleting \d+ objects? under s3://results/results/staged/`),
 	}
 	if keys := s3.Keys(t, "results", "results/staged/"); len(keys) != 0 {
 		t.Errorf("delete-artifacts returned, but left %v", keys)

@@ -18,6 +18,7 @@ import (
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/jobresults"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/jobstatus"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/outage"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/plural"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/printer"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/s3"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/s3layout"
@@ -162,12 +163,12 @@ func (o *Options) Run(ctx context.Context) error {
 	if err := jobdelete.WaitGone(ctx, client, job, o.Timeout, outage.New(o.ErrOut, "waiting for job.batch/"+job.Name+" to be gone", nil)); err != nil {
 		return fmt.Errorf("%w; its results were not deleted", err)
 	}
-	fmt.Fprintf(o.ErrOut, "Deleting %d objects under %s...\n", len(objs), r.Prefix)
+	fmt.Fprintf(o.ErrOut, "Deleting %s under %s...\n", plural.N(len(objs), "object"), r.Prefix)
 	rm, err := s3.DeletePrefix(ctx, store, cfg.Bucket, prefix)
 	r.Objects, r.Bytes = rm.Objects, rm.Bytes
 	if err != nil {
-		return fmt.Errorf("job.batch/%s deleted, but its results were not all removed (%d objects removed): %w\n"+
-			"Remove what is left of %s with any S3 client", job.Name, rm.Objects, err, r.Prefix)
+		return fmt.Errorf("job.batch/%s deleted, but its results were not all removed (%s removed): %w\n"+
+			"Remove what is left of %s with any S3 client", job.Name, plural.N(rm.Objects, "object"), err, r.Prefix)
 	}
 	return o.print(r)
 }
@@ -205,6 +206,6 @@ func printText(w io.Writer, r Report) error {
 			fmt.Fprintf(w, "s3://%s/%s (%s)\n", r.Bucket, k.Key, s3.HumanBytes(k.Size))
 		}
 	}
-	_, err := fmt.Fprintf(w, "job.batch/%s deleted; %d objects (%s) removed from %s%s\n", r.Job, r.Objects, s3.HumanBytes(r.Bytes), r.Prefix, suffix)
+	_, err := fmt.Fprintf(w, "job.batch/%s deleted; %s (%s) removed from %s%s\n", r.Job, plural.N(r.Objects, "object"), s3.HumanBytes(r.Bytes), r.Prefix, suffix)
 	return err
 }

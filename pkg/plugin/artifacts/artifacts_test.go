@@ -205,7 +205,7 @@ func TestDeletesARunWithOnlyItsWorkdirSnapshot(t *testing.T) {
 		t.Fatal(err)
 	}
 	code, out, errOut := e.run(nil, "delete-artifacts", "code")
-	if code != 0 || out != "job.batch/code deleted; 1 objects (4 B) removed from s3://results-bucket/results/code/uid-7/\n" {
+	if code != 0 || out != "job.batch/code deleted; 1 object (4 B) removed from s3://results-bucket/results/code/uid-7/\n" {
 		t.Fatalf("exit %d\nstdout %q\nstderr %s", code, out, errOut)
 	}
 	for _, k := range e.keys() {

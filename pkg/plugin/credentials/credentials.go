@@ -9,6 +9,8 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/plural"
 )
 
 // Known are variables that always hold a credential: TAO containers' own (NGC, Hugging Face,
@@ -116,14 +118,7 @@ func Resolve(flag string, getenv func(string) string, refs []Ref) ([]Value, erro
 	}
 	if len(missing) > 0 {
 		return nil, fmt.Errorf("--%s: %s %s unset or empty in this shell: export %s first (nothing was created)",
-			flag, strings.Join(missing, ", "), plural(len(missing), "is", "are"), plural(len(missing), "it", "them"))
+			flag, strings.Join(missing, ", "), plural.Word(len(missing), "is", "are"), plural.Word(len(missing), "it", "them"))
 	}
 	return out, nil
-}
-
-func plural(n int, one, many string) string {
-	if n == 1 {
-		return one
-	}
-	return many
 }

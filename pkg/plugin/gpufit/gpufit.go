@@ -13,6 +13,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/jobspec"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/plural"
 )
 
 // ErrNoGPUs is the contract's message when no node advertises any GPU.
@@ -188,8 +189,8 @@ func Check(s Summary, r Request) error {
 	where := "the cluster"
 	if r.Selector != nil && !r.Selector.Empty() {
 		if s.SelectedNodes == 0 {
-			return fmt.Errorf("no node with nvidia.com/gpu matches --node-selector %s (%d GPU nodes with %d GPUs in total exist)",
-				r.Selector, s.GPUNodes, s.TotalGPUs)
+			return fmt.Errorf("no node with nvidia.com/gpu matches --node-selector %s (the cluster has %s with %s in all)",
+				r.Selector, plural.N(s.GPUNodes, "GPU node"), plural.N(s.TotalGPUs, "GPU"))
 		}
 		where = fmt.Sprintf("the nodes matching --node-selector %s", r.Selector)
 	}
@@ -198,18 +199,19 @@ func Check(s Summary, r Request) error {
 			s.Untolerated, where, s.FirstTaint)
 	}
 	if s.Untolerated > 0 {
-		where += fmt.Sprintf(" (leaving out %d nodes with untolerated taints such as %s)", s.Untolerated, s.FirstTaint)
+		where += fmt.Sprintf(" (leaving out %s with untolerated taints such as %s)", plural.N(s.Untolerated, "node"), s.FirstTaint)
 	}
 	if s.MatchingGPUs < need {
-		return fmt.Errorf("the job needs %d nvidia.com/gpu (%d per node x %d nodes) but only %d are allocatable on %s",
-			need, gpus, r.Pods, s.MatchingGPUs, where)
+		return fmt.Errorf("the job needs %d nvidia.com/gpu (%d per node x %s) but only %d %s allocatable on %s",
+			need, gpus, plural.N(r.Pods, "node"), s.MatchingGPUs, plural.Word(s.MatchingGPUs, "is", "are"), where)
 	}
-	msg := fmt.Sprintf("the job needs %d ranks of %d nvidia.com/gpu each, but a rank cannot span nodes and %s can hold only %d such ranks "+
-		"(%d GPUs in all, at most %d on one node)", r.Pods, gpus, where, s.PodsThatFit, s.MatchingGPUs, s.LargestNode)
+	msg := fmt.Sprintf("the job needs %s of %d nvidia.com/gpu each, but a rank cannot span nodes and %s can hold only %d such %s "+
+		"(%s in all, at most %d on one node)", plural.N(r.Pods, "rank"), gpus, where, s.PodsThatFit, plural.Word(s.PodsThatFit, "rank", "ranks"),
+		plural.N(s.MatchingGPUs, "GPU"), s.LargestNode)
 	var limits []string
 	for name, n := range s.Bound {
 		if name != jobspec.GPUResource {
-			limits = append(limits, fmt.Sprintf("on %d nodes the %s a rank asks for is the limit (%s)", n, name, flagFor(name)))
+			limits = append(limits, fmt.Sprintf("on %s the %s a rank asks for is the limit (%s)", plural.N(n, "node"), name, flagFor(name)))
 		}
 	}
 	sort.Strings(limits)

@@ -47,10 +47,14 @@ func TestCheck(t *testing.T) {
 		{"no nodes", nil, req(1, 1), "No nvidia.com/gpu resources allocatable on the cluster"},
 		{"cpu-only nodes", []corev1.Node{fixture.Node("c").Allocatable(corev1.ResourceCPU, "96").Val(), fixture.Node("d").Allocatable(corev1.ResourceCPU, "96").Allocatable(jobspec.GPUResource, "0").Val()}, req(1, 1), "GPU Operator"},
 		{"too few in total", twoByEight, req(8, 3), "needs 24 nvidia.com/gpu (8 per node x 3 nodes) but only 16 are allocatable on the cluster"},
-		{"a rank cannot span nodes", twoByEight, req(16, 1), "a rank cannot span nodes and the cluster can hold only 0 such ranks (16 GPUs in all, at most 8 on one node)"},
+		{"a rank cannot span nodes", twoByEight, req(16, 1), "the job needs 1 rank of 16 nvidia.com/gpu each, but a rank cannot span nodes and the cluster can hold only 0 such ranks (16 GPUs in all, at most 8 on one node)"},
+		{"one rank fits", []corev1.Node{fixture.Node("a").Allocatable(corev1.ResourceCPU, "96").Allocatable(jobspec.GPUResource, "8").Val()}, req(8, 2), "needs 16 nvidia.com/gpu (8 per node x 2 nodes) but only 8 are allocatable"},
+		{"one GPU per node", []corev1.Node{fixture.Node("a").Allocatable(corev1.ResourceCPU, "96").Allocatable(jobspec.GPUResource, "1").Val(), fixture.Node("b").Allocatable(corev1.ResourceCPU, "96").Allocatable(jobspec.GPUResource, "1").Val()}, req(2, 1), "the job needs 1 rank of 2 nvidia.com/gpu each, but a rank cannot span nodes and the cluster can hold only 0 such ranks (2 GPUs in all, at most 1 on one node)"},
+		{"one node asked for", []corev1.Node{fixture.Node("a").Allocatable(corev1.ResourceCPU, "96").Allocatable(jobspec.GPUResource, "1").Val()}, req(2, 1), "the job needs 2 nvidia.com/gpu (2 per node x 1 node) but only 1 is allocatable on the cluster"},
+		{"one GPU allocatable", []corev1.Node{fixture.Node("a").Allocatable(corev1.ResourceCPU, "96").Allocatable(jobspec.GPUResource, "1").Val()}, req(1, 2), "needs 2 nvidia.com/gpu (1 per node x 2 nodes) but only 1 is allocatable"},
 		{"fragmented", []corev1.Node{fixture.Node("a").Allocatable(corev1.ResourceCPU, "96").Allocatable(jobspec.GPUResource, "6").Val(), fixture.Node("b").Allocatable(corev1.ResourceCPU, "96").Allocatable(jobspec.GPUResource, "6").Val()}, req(4, 3), "can hold only 2 such ranks"},
 		{"selector matches", append(twoByEight, fixture.Node("x").Allocatable(corev1.ResourceCPU, "96").Allocatable(jobspec.GPUResource, "8").Label("gpu", "a100").Val()), sel(req(8, 2), h100), ""},
-		{"selector matches none", []corev1.Node{fixture.Node("x").Allocatable(corev1.ResourceCPU, "96").Allocatable(jobspec.GPUResource, "8").Label("gpu", "a100").Val()}, sel(req(1, 1), h100), "no node with nvidia.com/gpu matches --node-selector gpu=h100 (1 GPU nodes with 8 GPUs in total exist)"},
+		{"selector matches none", []corev1.Node{fixture.Node("x").Allocatable(corev1.ResourceCPU, "96").Allocatable(jobspec.GPUResource, "8").Label("gpu", "a100").Val()}, sel(req(1, 1), h100), "no node with nvidia.com/gpu matches --node-selector gpu=h100 (the cluster has 1 GPU node with 8 GPUs in all)"},
 		{"selector too small", append(twoByEight, fixture.Node("x").Allocatable(corev1.ResourceCPU, "96").Allocatable(jobspec.GPUResource, "8").Label("gpu", "a100").Val()), sel(req(8, 3), h100), "but only 16 are allocatable on the nodes matching --node-selector gpu=h100"},
 	}
 	checkCases(t, tests)
@@ -80,10 +84,10 @@ func TestCheckHonoursTaintsAndResources(t *testing.T) {
 	tests := []checkCase{
 		{"tolerated taint", []corev1.Node{fixture.Node("a").Allocatable(corev1.ResourceCPU, "96").Allocatable(jobspec.GPUResource, "8").Taints(gpuTaint).Val()}, func() Request { r := req(8, 1); r.Tolerations = []corev1.Toleration{gpuTol}; return r }(), ""},
 		{"untolerated taint everywhere", []corev1.Node{fixture.Node("a").Allocatable(corev1.ResourceCPU, "96").Allocatable(jobspec.GPUResource, "8").Taints(dedicated).Val()}, req(8, 1), "carry taints the pods do not tolerate (for example dedicated=ml:NoExecute): add --toleration"},
-		{"untolerated taint on some", []corev1.Node{fixture.Node("a").Allocatable(corev1.ResourceCPU, "96").Allocatable(jobspec.GPUResource, "8").Taints(dedicated).Val(), fixture.Node("b").Allocatable(corev1.ResourceCPU, "96").Allocatable(jobspec.GPUResource, "8").Val()}, req(8, 2), "leaving out 1 nodes with untolerated taints such as dedicated=ml:NoExecute"},
+		{"untolerated taint on some", []corev1.Node{fixture.Node("a").Allocatable(corev1.ResourceCPU, "96").Allocatable(jobspec.GPUResource, "8").Taints(dedicated).Val(), fixture.Node("b").Allocatable(corev1.ResourceCPU, "96").Allocatable(jobspec.GPUResource, "8").Val()}, req(8, 2), "leaving out 1 node with untolerated taints such as dedicated=ml:NoExecute"},
 		{"PreferNoSchedule does not block", []corev1.Node{fixture.Node("a").Allocatable(corev1.ResourceCPU, "96").Allocatable(jobspec.GPUResource, "8").Taints(soft).Val()}, req(8, 1), ""},
 		{"cpu bounds ranks", []corev1.Node{big("a"), big("b")}, withMem(req(4, 4), "64", "1Gi"), "can hold only 2 such ranks (16 GPUs in all, at most 8 on one node): on 2 nodes the cpu a rank asks for is the limit (lower --cpu)"},
-		{"memory missing", []corev1.Node{fixture.Node("a").Allocatable(corev1.ResourceCPU, "96").Allocatable(jobspec.GPUResource, "8").Val()}, withMem(req(1, 1), "1", "1Gi"), "on 1 nodes the memory a rank asks for is the limit (lower --memory or --shm-size)"},
+		{"memory missing", []corev1.Node{fixture.Node("a").Allocatable(corev1.ResourceCPU, "96").Allocatable(jobspec.GPUResource, "8").Val()}, withMem(req(1, 1), "1", "1Gi"), "on 1 node the memory a rank asks for is the limit (lower --memory or --shm-size)"},
 		{"everything fits", []corev1.Node{big("a"), big("b")}, withMem(req(4, 4), "48", "500Gi"), ""},
 	}
 	checkCases(t, tests)

@@ -27,6 +27,7 @@ import (
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/jobpods"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/outage"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/pages"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/plural"
 )
 
 // DefaultTimeout bounds how long cancel and delete wait for the pods to go. Pods get 30 s to
@@ -223,7 +224,7 @@ func Remaining(pods []corev1.Pod) string {
 		}
 		parts = append(parts, fmt.Sprintf("%s (%s on %s)", p.Name, state, where))
 	}
-	return fmt.Sprintf("%d pods remain: %s", len(pods), strings.Join(parts, ", "))
+	return fmt.Sprintf("%s %s: %s", plural.N(len(pods), "pod"), plural.Word(len(pods), "remains", "remain"), strings.Join(parts, ", "))
 }
 
 // GetJob reads a Job, turning NotFound into a clear message with the NotFound exit code.

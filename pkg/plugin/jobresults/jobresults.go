@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/exitcode"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/plural"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/s3"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/s3layout"
 )
@@ -171,7 +172,7 @@ func PickRun(name, where string, runs []Run) (string, error) {
 	var b strings.Builder
 	fmt.Fprintf(&b, "job.batch/%s is gone and has %d runs under %s: pick one with --uid:", name, len(runs), where)
 	for _, r := range runs {
-		fmt.Fprintf(&b, "\n  --uid %s  (%d objects, %s, last written %s)", r.UID, r.Objects, s3.HumanBytes(r.Bytes), r.LastModified.UTC().Format(time.RFC3339))
+		fmt.Fprintf(&b, "\n  --uid %s  (%s, %s, last written %s)", r.UID, plural.N(r.Objects, "object"), s3.HumanBytes(r.Bytes), r.LastModified.UTC().Format(time.RFC3339))
 	}
 	return "", exitcode.WithCode(exitcode.Usage, fmt.Errorf("%s", b.String()))
 }

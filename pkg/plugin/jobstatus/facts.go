@@ -17,6 +17,15 @@ func Queue(job *batchv1.Job) string { return job.Labels[QueueLabel] }
 // Nodes is the number of ranks the Job wants: spec.completions, else parallelism, else 1.
 func Nodes(job *batchv1.Job) int32 { return wanted(job) }
 
+// Gang words the ranks Kueue starts together when it admits a job of n ranks: "all 2 ranks
+// together", or "its one rank" (a one-rank job has no gang, and "all 1 ranks" reads as a bug).
+func Gang[T int | int32](n T) string {
+	if n == 1 {
+		return "its one rank"
+	}
+	return fmt.Sprintf("all %d ranks together", n)
+}
+
 // GPUsPerNode is the nvidia.com/gpu limit of the Job's first container (the training
 // container), or its request when no limit is set; 0 when neither is.
 func GPUsPerNode(job *batchv1.Job) int64 {

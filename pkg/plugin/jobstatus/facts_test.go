@@ -48,3 +48,12 @@ func TestGPUFacts(t *testing.T) {
 		})
 	}
 }
+
+func TestGang(t *testing.T) {
+	if got := Gang(1); got != "its one rank" {
+		t.Errorf("Gang(1) = %q", got)
+	}
+	if got := Gang(int32(4)); got != "all 4 ranks together" {
+		t.Errorf("Gang(4) = %q", got)
+	}
+}

@@ -19,6 +19,7 @@ import (
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/exitcode"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/jobdelete"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/jobresults"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/plural"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/printer"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/s3"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/s3layout"
@@ -234,14 +235,14 @@ func (o *Options) download(ctx context.Context, store *minio.Client, l Listing, 
 		bar.finish(err == nil)
 	}
 	if err != nil {
-		return fmt.Errorf("%d of %d objects of %s in %s (%d were already there); run the command again to finish: %w",
-			res.Downloaded+res.Skipped, len(objs), l.Prefix, o.Download, res.Skipped, err)
+		return fmt.Errorf("%d of %s of %s in %s (%d already there); run the command again to finish: %w",
+			res.Downloaded+res.Skipped, plural.N(len(objs), "object"), l.Prefix, o.Download, res.Skipped, err)
 	}
 	f := Fetched{Job: l.Job, Namespace: l.Namespace, UID: l.UID, Prefix: l.Prefix, Dir: o.Download, Fetched: res}
 	if !o.out.Human() {
 		return o.out.Print(o.Out, f)
 	}
-	fmt.Fprintf(o.Out, "%d objects (%s) downloaded from %s to %s; %d already complete\n", res.Downloaded, s3.HumanBytes(res.Bytes), l.Prefix, o.Download, res.Skipped)
+	fmt.Fprintf(o.Out, "%s (%s) downloaded from %s to %s; %d already complete\n", plural.N(res.Downloaded, "object"), s3.HumanBytes(res.Bytes), l.Prefix, o.Download, res.Skipped)
 	return nil
 }
 

@@ -153,7 +153,7 @@ func TestJobGone(t *testing.T) {
 	// Several runs and no --uid: an error that lists them, oldest first.
 	r = e.run(e.shell(), "train")
 	want := "error: job.batch/train is gone and has 2 runs under s3://results-bucket/results/train/: pick one with --uid:\n" +
-		"  --uid uid-0  (1 objects, 10 B, last written 2026-11-30T09:01:00Z)\n" +
+		"  --uid uid-0  (1 object, 10 B, last written 2026-11-30T09:01:00Z)\n" +
 		"  --uid uid-1  (3 objects, 30 B, last written 2026-11-30T09:04:00Z)\n"
 	if r.Code != 2 || r.Stdout != "" || !strings.HasPrefix(r.Stderr, want) {
 		t.Errorf("several runs: exit %d, stdout %q, stderr:\n%s", r.Code, r.Stdout, r.Stderr)
@@ -248,7 +248,7 @@ func TestDownload(t *testing.T) {
 	only := filepath.Join(t.TempDir(), "pth")
 	r = e.run(e.shell(), "train", "--download", only, "--include", "*.pth")
 	entries, _ := os.ReadDir(filepath.Join(only, "results"))
-	if r.Code != 0 || !strings.HasPrefix(r.Stdout, "1 objects (10 B) downloaded") || len(entries) != 1 || entries[0].Name() != "model.pth" {
+	if r.Code != 0 || !strings.HasPrefix(r.Stdout, "1 object (10 B) downloaded") || len(entries) != 1 || entries[0].Name() != "model.pth" {
 		t.Errorf("--include: exit %d %s %v", r.Code, r.Stdout, entries)
 	}
 	if _, err := os.Stat(filepath.Join(only, ".kubectl-tao")); !os.IsNotExist(err) {

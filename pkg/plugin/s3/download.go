@@ -14,6 +14,7 @@ import (
 	"github.com/minio/minio-go/v7"
 
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/exitcode"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/plural"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/s3layout"
 )
 
@@ -110,7 +111,7 @@ func (s *Stager) Download(ctx context.Context, inputs []s3layout.Input) error {
 			}
 		}
 	}
-	s.logf("stage in: %d of %d inputs in place; %d objects, %s", len(inputs)-len(failed), len(inputs), count, rate(total, time.Since(start)))
+	s.logf("stage in: %d of %s in place; %s, %s", len(inputs)-len(failed), plural.N(len(inputs), "input"), plural.N(count, "object"), rate(total, time.Since(start)))
 	return joinCoded(failed)
 }
 

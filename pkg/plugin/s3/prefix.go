@@ -7,6 +7,8 @@ import (
 	"sync"
 
 	"github.com/minio/minio-go/v7"
+
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/plural"
 )
 
 // List returns every object whose key starts with prefix (recursively), in key order.
@@ -95,7 +97,7 @@ func DeletePrefix(ctx context.Context, client *minio.Client, bucket, prefix stri
 		return rm, Describe(listErr, "listing", what)
 	}
 	if firstErr != nil {
-		return rm, Describe(fmt.Errorf("%d objects not removed (%s): %w", len(failed), sample(failed), firstErr), "deleting", what)
+		return rm, Describe(fmt.Errorf("%s not removed (%s): %w", plural.N(len(failed), "object"), sample(failed), firstErr), "deleting", what)
 	}
 	left, err := List(ctx, client, bucket, prefix)
 	if err != nil {
@@ -106,7 +108,7 @@ func DeletePrefix(ctx context.Context, client *minio.Client, bucket, prefix stri
 		for i, o := range left {
 			keys[i] = o.Key
 		}
-		return rm, fmt.Errorf("deleting %s: %d objects remain after the delete (%s)", what, len(left), sample(keys))
+		return rm, fmt.Errorf("deleting %s: %s %s after the delete (%s)", what, plural.N(len(left), "object"), plural.Word(len(left), "remains", "remain"), sample(keys))
 	}
 	return rm, nil
 }

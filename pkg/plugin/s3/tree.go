@@ -18,6 +18,7 @@ import (
 	"github.com/minio/minio-go/v7"
 
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/exitcode"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/plural"
 )
 
 // partPrefix starts the names of the temporary files a tree download writes next to their
@@ -83,7 +84,7 @@ func planTree(prefix string, objs []Object, dir string) ([]treeFile, error) {
 		files = append(files, treeFile{obj: o, rel: rel, dest: filepath.Join(dir, filepath.FromSlash(rel))})
 	}
 	if len(refused) > 0 {
-		return nil, fmt.Errorf("refusing to download into %s: %d keys would land outside it (%s); nothing was written", dir, len(refused), sample(refused))
+		return nil, fmt.Errorf("refusing to download into %s: %s would land outside it (%s); nothing was written", dir, plural.N(len(refused), "key"), sample(refused))
 	}
 	return files, nil
 }

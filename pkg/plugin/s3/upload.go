@@ -13,6 +13,7 @@ import (
 	"github.com/minio/minio-go/v7"
 
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/exitcode"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/plural"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/s3layout"
 )
 
@@ -73,8 +74,8 @@ func (s *Stager) Upload(ctx context.Context, run Run, outputs []string) error {
 		}
 	}
 	prefix, _ := s3layout.ResultsPrefix(run.JobID, run.JobUID)
-	s.logf("stage out: %d of %d outputs uploaded to s3://%s/%s; %d files, %s",
-		len(outputs)-len(failed), len(outputs), run.Bucket, prefix, count, rate(total, time.Since(start)))
+	s.logf("stage out: %d of %s uploaded to s3://%s/%s; %s, %s",
+		len(outputs)-len(failed), plural.N(len(outputs), "output"), run.Bucket, prefix, plural.N(count, "file"), rate(total, time.Since(start)))
 	return joinCoded(failed)
 }
 

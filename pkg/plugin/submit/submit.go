@@ -24,6 +24,7 @@ import (
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/exitcode"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/jobflags"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/jobspec"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/jobstatus"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/jobwait"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/kueue"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/redact"
@@ -457,8 +458,8 @@ func (o *Options) Run(ctx context.Context) error {
 	// touches only spec.suspend): a field it dropped on create is missing here too.
 	warnDroppedRetryFields(o.ErrOut, objs.Job, created.Job)
 	if o.spec.Queue != "" && o.dryRun == cmdutil.DryRunNone {
-		fmt.Fprintf(o.ErrOut, "job %s is queued in LocalQueue %s: Kueue starts all %d ranks when it admits the job (`kubectl tao status %s -n %s` shows it)\n",
-			created.Job.Name, o.spec.Queue, o.spec.Nodes, created.Job.Name, created.Job.Namespace)
+		fmt.Fprintf(o.ErrOut, "job %s is queued in LocalQueue %s: Kueue starts %s when it admits the job (`kubectl tao status %s -n %s` shows it)\n",
+			created.Job.Name, o.spec.Queue, jobstatus.Gang(o.spec.Nodes), created.Job.Name, created.Job.Namespace)
 	}
 	if o.Follow {
 		logStreams := o.IOStreams

@@ -13,6 +13,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/plural"
 )
 
 // SaveFiles is the Split of `logs --save DIR`: it keeps each attempt's lines, which the engine
@@ -218,7 +220,7 @@ func (s *SaveFiles) Close(failed error) (string, error) {
 		s.removeDir()
 		return "", nil
 	}
-	return fmt.Sprintf("Saved %d lines of %d ranks in %s (%s).", s.lines, len(ranks), s.dir, s.names(ranks)), nil
+	return fmt.Sprintf("Saved %s of %s in %s (%s).", plural.N(s.lines, "line"), plural.N(len(ranks), "rank"), s.dir, s.names(ranks)), nil
 }
 
 // names says which files the save wrote, for the summary: rank-<N>.log for the ranks that had

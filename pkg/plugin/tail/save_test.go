@@ -149,7 +149,7 @@ func TestSaveFilesSummaryOfRetriedRanks(t *testing.T) {
 		lines []string
 		want  string
 	}{
-		{[]string{"3/1 a", "3/2 b", "3/10 c"}, "Saved 3 lines of 1 ranks in DIR (rank 3 had 3 attempts: rank-3.attempt-1.log, rank-3.attempt-2.log, rank-3.attempt-10.log)."},
+		{[]string{"3/1 a", "3/2 b", "3/10 c"}, "Saved 3 lines of 1 rank in DIR (rank 3 had 3 attempts: rank-3.attempt-1.log, rank-3.attempt-2.log, rank-3.attempt-10.log)."},
 		{[]string{"0/1 a", "0/2 b", "2/1 c", "2/2 d", "5/1 e"}, "Saved 5 lines of 3 ranks in DIR (rank-<N>.log; ranks 0, 2 had several attempts: rank-<N>.attempt-<A>.log)."},
 		{[]string{"0/1 a", "0/2 a", "1/1 a", "1/2 a", "2/1 a", "2/2 a", "3/1 a", "3/2 a", "4/1 a", "4/2 a", "5/1 a", "5/2 a", "6/1 a", "6/2 a"},
 			"Saved 14 lines of 7 ranks in DIR (ranks 0, 1, 2, 3, 4 and 2 more had several attempts: rank-<N>.attempt-<A>.log)."},

@@ -98,16 +98,16 @@ func queuedFinding(s *Snapshot) *NodeEvent {
 		if says != "" {
 			f.Message += "; Kueue says: " + says
 		}
-		f.Suggestion = fmt.Sprintf("Nothing is admitted from LocalQueue %s until %s. Then Kueue admits the job in its turn, all %d "+
-			"ranks at once; until then it waits (it is not refused: `kubectl tao wait` goes on). %s",
-			queue, heldFixes(q, job.Namespace), jobstatus.Nodes(job), look)
+		f.Suggestion = fmt.Sprintf("Nothing is admitted from LocalQueue %s until %s. Then Kueue admits the job in its turn and starts %s; "+
+			"until then it waits (it is not refused: `kubectl tao wait` goes on). %s",
+			queue, heldFixes(q, job.Namespace), jobstatus.Gang(jobstatus.Nodes(job)), look)
 	default:
 		// Queued or Preempted: it waits for quota, and starts whole when there is room.
-		f.Message = fmt.Sprintf("queued in %s, not admitted yet: Kueue starts all %d ranks at once when the queue has room for them",
-			queue, jobstatus.Nodes(job))
+		f.Message = fmt.Sprintf("queued in %s, not admitted yet: Kueue starts %s when the queue has room for the job",
+			queue, jobstatus.Gang(jobstatus.Nodes(job)))
 		if r.Reason == jobstatus.Preempted {
-			f.Message = fmt.Sprintf("preempted by Kueue and requeued in %s, not admitted again yet: Kueue restarts all %d ranks at "+
-				"once when the queue has room for them", queue, jobstatus.Nodes(job))
+			f.Message = fmt.Sprintf("preempted by Kueue and requeued in %s, not admitted again yet: Kueue restarts %s "+
+				"when the queue has room for the job", queue, jobstatus.Gang(jobstatus.Nodes(job)))
 		}
 		if d := q.Describe(); d != "" {
 			f.Message += "; " + d

@@ -34,7 +34,7 @@ func TestDiagnoseQueued(t *testing.T) {
 		notWant string
 	}{
 		{"queued, Kueue silent", queuedJob("ddp", "team-a", 2), nil,
-			[]string{"queued in team-a, not admitted yet", "all 2 ranks at once"}, "Kueue says"},
+			[]string{"queued in team-a, not admitted yet", "all 2 ranks together"}, "Kueue says"},
 		{"queued, Kueue's reason from its Workload event", queuedJob("ddp", "team-a", 2),
 			[]corev1.Event{workloadEvent("job-ddp-3f9a1", quota, time.Minute)},
 			[]string{"queued in team-a, not admitted yet", "Kueue says: " + quota}, ""},

@@ -33,6 +33,7 @@ import (
 
 	ignore "github.com/sabhiram/go-gitignore"
 
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/plural"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/s3"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/s3layout"
 )
@@ -254,7 +255,7 @@ type Summary struct {
 }
 
 func (s Summary) String() string {
-	return fmt.Sprintf("%d files, %s (%s compressed), sha256 %s", s.Files, s3.HumanBytes(s.Size), s3.HumanBytes(s.Compressed), s.SHA256)
+	return fmt.Sprintf("%s, %s (%s compressed), sha256 %s", plural.N(s.Files, "file"), s3.HumanBytes(s.Size), s3.HumanBytes(s.Compressed), s.SHA256)
 }
 
 // Pack writes the tree's archive to w, one Write per zstd frame (see frameSize). progress,
