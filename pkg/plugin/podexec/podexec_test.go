@@ -179,7 +179,7 @@ func TestPortForward(t *testing.T) {
 		wantCode exitcode.Code
 		wantMsg  string
 	}{
-		{[]string{"ddp"}, exitcode.Usage, "at least one [LOCAL_PORT:]REMOTE_PORT"},
+		{[]string{"ddp"}, exitcode.Usage, "at least one [LOCAL_PORT:]REMOTE_PORT, got 1 argument"},
 		{[]string{"ddp", "tensorboard"}, exitcode.Usage, `invalid port "tensorboard"`},
 		{[]string{"ddp", "--rank", "1", "6006"}, exitcode.Error, "rank 1 of job.batch/ddp is not running"},
 		{[]string{"ddp", "--rank", "5", "6006"}, exitcode.NotFound, "has no rank 5"},

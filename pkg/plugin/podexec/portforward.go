@@ -13,6 +13,7 @@ import (
 
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmdutil"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/exitcode"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/plural"
 )
 
 const portForwardLong = `Forward local ports to one rank's pod of a job, as kubectl port-forward does: TensorBoard,
@@ -68,7 +69,7 @@ func (o *PortForwardOptions) cobraCommand(f cmdutil.Factory) *cobra.Command {
 // Complete reads JOB and the ports and resolves the namespace.
 func (o *PortForwardOptions) Complete(_ *cobra.Command, args []string) error {
 	if len(args) < 2 {
-		return exitcode.Usagef("expected JOB and at least one [LOCAL_PORT:]REMOTE_PORT, got %d arguments", len(args))
+		return exitcode.Usagef("expected JOB and at least one [LOCAL_PORT:]REMOTE_PORT, got %s", plural.N(len(args), "argument"))
 	}
 	o.ports = args[1:]
 	var err error
