@@ -202,7 +202,12 @@ func printProcessStates(out io.Writer, stateDir string, names []string) int {
 type ProcInfo struct {
 	Exe     string
 	Cmdline []string
-	Zombie  bool
+	// Zombie: every thread has exited, only the exit status waits to be reaped, and the
+	// process holds nothing any more. A Go program's main thread can show as a zombie while its
+	// other threads are still exiting and still hold its files, the listening socket among
+	// them; that process is not a zombie here (a restart that took it for gone started the new
+	// kube-apiserver on a port still bound, in CI).
+	Zombie bool
 }
 
 // ProcReader reads process information; injected so ownership rules can be tested without
@@ -216,11 +221,7 @@ func ReadProc(pid int) (ProcInfo, bool) {
 	if err != nil {
 		return ProcInfo{}, false
 	}
-	var info ProcInfo
-	// The state letter follows the parenthesised command name, which may itself hold spaces.
-	if i := bytes.LastIndexByte(stat, ')'); i >= 0 && i+2 < len(stat) {
-		info.Zombie = stat[i+2] == 'Z' || stat[i+2] == 'X'
-	}
+	info := ProcInfo{Zombie: exitedWhole(stat)}
 	if exe, err := os.Readlink(filepath.Join(dir, "exe")); err == nil {
 		// A binary replaced by a rebuild while running shows up as "path (deleted)"; it is
 		// still the same component.
@@ -230,6 +231,22 @@ func ReadProc(pid int) (ProcInfo, bool) {
 		info.Cmdline = strings.Split(strings.TrimRight(string(cmdline), "\x00"), "\x00")
 	}
 	return info, true
+}
+
+// exitedWhole reads /proc/<pid>/stat: the state is zombie (or dead) and no thread but the
+// leader's exit record is left (num_threads, field 20, counts the threads still running).
+func exitedWhole(stat []byte) bool {
+	// The fields follow the parenthesised command name, which may itself hold spaces.
+	i := bytes.LastIndexByte(stat, ')')
+	if i < 0 {
+		return false
+	}
+	fields := strings.Fields(string(stat[i+1:]))
+	if len(fields) < 18 || (fields[0] != "Z" && fields[0] != "X") {
+		return false
+	}
+	threads, err := strconv.Atoi(fields[17])
+	return err == nil && threads <= 1
 }
 
 // IsOurs reports whether info describes a live process running exe with stateDir somewhere in

@@ -190,3 +190,26 @@ func TestClassifyDir(t *testing.T) {
 		t.Errorf("marked = %v", k)
 	}
 }
+
+// TestExitedWhole: a process counts as gone only once every thread has exited. Read off
+// /proc/PID/stat of a C program whose main thread called pthread_exit with two threads still
+// running (Z, 3 threads), then of the same once they had ended (Z, 1).
+func TestExitedWhole(t *testing.T) {
+	const tail = " 1 1 1 0 -1 4194560 30 0 0 0 0 0 0 0 20 0 %s 0 783669 0 0 18446744073709551615"
+	for _, tc := range []struct {
+		name, stat string
+		want       bool
+	}{
+		{"running", "42 (kube-apiserver) S" + strings.Replace(tail, "%s", "12", 1), false},
+		{"main thread gone, others still exiting", "42 (kube-apiserver) Z" + strings.Replace(tail, "%s", "3", 1), false},
+		{"every thread gone", "42 (kube-apiserver) Z" + strings.Replace(tail, "%s", "1", 1), true},
+		{"dead", "42 (etcd) X" + strings.Replace(tail, "%s", "0", 1), true},
+		{"a name with spaces and parentheses", "42 (a (b) c) Z" + strings.Replace(tail, "%s", "1", 1), true},
+		{"cut short", "42 (etcd) Z 1 1", false},
+		{"no name", "garbage", false},
+	} {
+		if got := exitedWhole([]byte(tc.stat)); got != tc.want {
+			t.Errorf("%s: exitedWhole = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
