@@ -7,6 +7,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"net"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -358,6 +359,52 @@ func TestLocalClusterEndToEnd(t *testing.T) {
 				t.Errorf("the stream opened at %s, after all four lines (last stamped %s): nothing was followed live", opened.Format(time.RFC3339Nano), written[3].Format(time.RFC3339Nano))
 			}
 		})
+	})
+
+	// A component's port is in the ephemeral range, so while it is down a dial can hold it for a
+	// moment (a client that connects to itself); starting it again must wait that out, not fail.
+	t.Run("start waits out a port held for a moment", func(t *testing.T) {
+		st, err := ReadState(cfg.StateDir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		stopping := time.Now()
+		if err := ControlComponent(ctx, cfg, ActionStop, CompAPIServer); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("kube-apiserver stopped in %s", time.Since(stopping).Round(time.Millisecond))
+		// Held by a listener (the stopped server's sockets linger in TIME_WAIT on the port, so
+		// only a socket with SO_REUSEADDR may bind it, and only a listening one keeps another
+		// out); it hangs up on every connection, so the launcher's readiness probes fail at once
+		// instead of waiting for an answer.
+		held, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", st.Ports.APIServer))
+		if err != nil {
+			t.Fatalf("hold the stopped kube-apiserver's port: %v", err)
+		}
+		go func() {
+			for {
+				conn, err := held.Accept()
+				if err != nil {
+					return
+				}
+				_ = conn.Close()
+			}
+		}()
+		const hold = 2 * time.Second
+		defer time.AfterFunc(hold, func() { _ = held.Close() }).Stop()
+		defer held.Close()
+		began := time.Now()
+		if err := ControlComponent(ctx, cfg, ActionStart, CompAPIServer); err != nil {
+			t.Fatalf("start with its port held for %s: %v", hold, err)
+		}
+		took := time.Since(began)
+		t.Logf("started again in %s, its port held for the first %s", took.Round(time.Millisecond), hold)
+		if took < hold {
+			t.Errorf("started in %s, before the port was free (%s): the test held nothing", took, hold)
+		}
+		if _, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{}); err != nil {
+			t.Errorf("the API after the start: %v", err)
+		}
 	})
 
 	stopped = true

@@ -2,9 +2,11 @@ package localcluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -108,6 +110,38 @@ func (c *cluster) startComponent(ctx context.Context, name string) error {
 			}
 		}
 	}
+	// The component comes back on the port it had (kubeconfigs and the other components' flags
+	// name it), and that port is in the kernel's ephemeral range (PickPorts takes what listen
+	// on :0 gives). While the component is down, its clients keep dialing that port, and one
+	// dial can be handed the very port as its source and connect to itself (TCP simultaneous
+	// open) until Go's dialer notices and closes the socket: a start in that moment fails to
+	// bind (seen once in CI's fault set, a restart of kube-apiserver under 64 following ranks).
+	// The hold lasts a moment, so start again rather than fail.
+	for attempt := 1; ; attempt++ {
+		err := c.startOnce(ctx, name, admin)
+		var inUse *portInUseError
+		if err == nil || !errors.As(err, &inUse) || attempt == restartPortAttempts {
+			return err
+		}
+		c.cfg.logf("%s could not bind its port (in use for a moment); starting it again", name)
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(restartPortPause):
+		}
+	}
+}
+
+// restartPortAttempts and restartPortPause bound startComponent's retries when the component's
+// own port is held: 10 tries over about 5 s.
+const (
+	restartPortAttempts = 10
+	restartPortPause    = 500 * time.Millisecond
+)
+
+// startOnce starts name once and waits until it is healthy; a portInUseError when it died
+// because its port was taken.
+func (c *cluster) startOnce(ctx context.Context, name string, admin *clients) error {
 	c.cfg.logf("starting %s", name)
 	p, err := c.start(name)
 	if err != nil {
