@@ -112,11 +112,11 @@ func (c *cluster) startComponent(ctx context.Context, name string) error {
 	}
 	// The component comes back on the port it had (kubeconfigs and the other components' flags
 	// name it), and that port is in the kernel's ephemeral range (PickPorts takes what listen
-	// on :0 gives). While the component is down, its clients keep dialing that port, and one
-	// dial can be handed the very port as its source and connect to itself (TCP simultaneous
-	// open) until Go's dialer notices and closes the socket: a start in that moment fails to
-	// bind (seen once in CI's fault set, a restart of kube-apiserver under 64 following ranks).
-	// The hold lasts a moment, so start again rather than fail.
+	// on :0 gives), so while the component is down another socket can hold it for a moment: a
+	// client redialing it may be handed the very port as its source and connect to itself
+	// until Go's dialer notices. Start again rather than fail. (The restart failure CI showed
+	// was another cause, a stop that returned before the old process had let go of its
+	// sockets; stopPid now waits for that, see exitedWhole.)
 	for attempt := 1; ; attempt++ {
 		err := c.startOnce(ctx, name, admin)
 		var inUse *portInUseError
