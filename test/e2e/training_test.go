@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 )
 
 // taintAll puts taint on every node for the duration of the test.
@@ -23,23 +24,31 @@ func taintAll(t *testing.T, taint corev1.Taint) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A real kubelet writes its Node's status every few seconds, and each
+	// write moves the resourceVersion this Update is bound to; a conflict is
+	// retried on a fresh read. A taint left behind would keep every later
+	// test's pods off the real node.
 	update := func(add bool) error {
 		for _, n := range nodes.Items {
-			cur, err := client.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{})
-			if err != nil {
-				return err
-			}
-			var kept []corev1.Taint
-			for _, tt := range cur.Spec.Taints {
-				if tt.Key != taint.Key {
-					kept = append(kept, tt)
+			err := retry.RetryOnConflict(retry.DefaultBackoff, func() error {
+				cur, err := client.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{})
+				if err != nil {
+					return err
 				}
-			}
-			if add {
-				kept = append(kept, taint)
-			}
-			cur.Spec.Taints = kept
-			if _, err := client.CoreV1().Nodes().Update(ctx, cur, metav1.UpdateOptions{}); err != nil {
+				var kept []corev1.Taint
+				for _, tt := range cur.Spec.Taints {
+					if tt.Key != taint.Key {
+						kept = append(kept, tt)
+					}
+				}
+				if add {
+					kept = append(kept, taint)
+				}
+				cur.Spec.Taints = kept
+				_, err = client.CoreV1().Nodes().Update(ctx, cur, metav1.UpdateOptions{})
+				return err
+			})
+			if err != nil {
 				return err
 			}
 		}
