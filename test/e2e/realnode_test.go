@@ -68,6 +68,17 @@ func realNode(t *testing.T) realNodeEnv {
 	if n.Image == "" {
 		t.Fatalf("TAO_REAL_NODE=%s but TAO_TEST_IMAGE is not set", n.Name)
 	}
+	// A taint an earlier test failed to take off would keep this test's pods Pending until its
+	// timeout; say so now, once per test, instead of after minutes of waiting.
+	node, err := client.CoreV1().Nodes().Get(context.Background(), n.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("reading the real node %s: %v", n.Name, err)
+	}
+	for _, taint := range node.Spec.Taints {
+		if taint.Key != strings.SplitN(realNodeToleration, "=", 2)[0] && !strings.HasPrefix(taint.Key, "node.kubernetes.io/") {
+			t.Fatalf("the real node %s carries taint %s, which its pods do not tolerate (left by an earlier test?)", n.Name, taint.ToString())
+		}
+	}
 	return n
 }
 
