@@ -6,6 +6,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/jobspec"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/plural"
 )
 
 // QueueLabel names the Kueue LocalQueue of a Job (jobspec owns the original).
@@ -19,7 +20,7 @@ func Nodes(job *batchv1.Job) int32 { return wanted(job) }
 
 // Gang words the ranks Kueue starts together when it admits a job of n ranks: "all 2 ranks
 // together", or "its one rank" (a one-rank job has no gang, and "all 1 ranks" reads as a bug).
-func Gang[T int | int32](n T) string {
+func Gang[T plural.Count](n T) string {
 	if n == 1 {
 		return "its one rank"
 	}
