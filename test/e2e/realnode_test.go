@@ -28,8 +28,10 @@ import (
 
 // The real node's label and taint: only pods that ask for it land there.
 const (
-	realNodeSelector   = "kubectl-tao.dev/real-node=true"
-	realNodeToleration = "kubectl-tao.dev/real-node=true:NoSchedule"
+	// realNodeKey is the key of both.
+	realNodeKey        = "kubectl-tao.dev/real-node"
+	realNodeSelector   = realNodeKey + "=true"
+	realNodeToleration = realNodeKey + "=true:NoSchedule"
 	// trainerPath is where the test image carries the trainer.
 	trainerPath = "/bin/trainer"
 )
@@ -75,7 +77,7 @@ func realNode(t *testing.T) realNodeEnv {
 		t.Fatalf("reading the real node %s: %v", n.Name, err)
 	}
 	for _, taint := range node.Spec.Taints {
-		if taint.Key != strings.SplitN(realNodeToleration, "=", 2)[0] && !strings.HasPrefix(taint.Key, "node.kubernetes.io/") {
+		if taint.Key != realNodeKey && !strings.HasPrefix(taint.Key, "node.kubernetes.io/") {
 			t.Fatalf("the real node %s carries taint %s, which its pods do not tolerate (left by an earlier test?)", n.Name, taint.ToString())
 		}
 	}

@@ -24,31 +24,9 @@ func taintAll(t *testing.T, taint corev1.Taint) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// A real kubelet writes its Node's status every few seconds, and each
-	// write moves the resourceVersion this Update is bound to; a conflict is
-	// retried on a fresh read. A taint left behind would keep every later
-	// test's pods off the real node.
 	update := func(add bool) error {
 		for _, n := range nodes.Items {
-			err := retry.RetryOnConflict(retry.DefaultBackoff, func() error {
-				cur, err := client.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{})
-				if err != nil {
-					return err
-				}
-				var kept []corev1.Taint
-				for _, tt := range cur.Spec.Taints {
-					if tt.Key != taint.Key {
-						kept = append(kept, tt)
-					}
-				}
-				if add {
-					kept = append(kept, taint)
-				}
-				cur.Spec.Taints = kept
-				_, err = client.CoreV1().Nodes().Update(ctx, cur, metav1.UpdateOptions{})
-				return err
-			})
-			if err != nil {
+			if err := setTaint(ctx, n.Name, taint, add); err != nil {
 				return err
 			}
 		}
@@ -61,6 +39,31 @@ func taintAll(t *testing.T, taint corev1.Taint) {
 		if err := update(false); err != nil {
 			t.Errorf("removing taint %s: %v", taint.Key, err)
 		}
+	})
+}
+
+// setTaint puts taint on the node (replacing one with its key), or takes it off. A real kubelet
+// writes its Node's status every few seconds, moving the resourceVersion the Update is bound to,
+// so a conflict is retried on a fresh read: a taint left behind would keep every later test's
+// pods off the real node.
+func setTaint(ctx context.Context, node string, taint corev1.Taint, add bool) error {
+	return retry.RetryOnConflict(retry.DefaultBackoff, func() error {
+		cur, err := client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		var kept []corev1.Taint
+		for _, tt := range cur.Spec.Taints {
+			if tt.Key != taint.Key {
+				kept = append(kept, tt)
+			}
+		}
+		if add {
+			kept = append(kept, taint)
+		}
+		cur.Spec.Taints = kept
+		_, err = client.CoreV1().Nodes().Update(ctx, cur, metav1.UpdateOptions{})
+		return err
 	})
 }
 
