@@ -61,14 +61,16 @@ build: ## Build bin/kubectl-tao
 test: unit e2e e2e-faults-ci ## Run the unit tests, then the end-to-end suite on the local cluster, then the fault tests on their own (what CI runs)
 
 # The plugin's unit tests run under the race detector wherever cgo can build it, with the very
-# command of `make race`: in CI, which runs that first as a gate, they then come from go test's
-# cache instead of being built and run a second time without it (minutes on a cold machine).
-# Evaluated only when used: `go env` may fetch the toolchain.
-RACE_ON = $(filter 1,$(shell $(GO) env CGO_ENABLED 2>/dev/null))
+# command of `make race` (RACE_TEST): in CI, which runs that first as a gate, they then come from
+# go test's cache instead of being built and run a second time without it (minutes on a cold
+# machine). Evaluated only when used: `go env` may fetch the toolchain.
+PLUGIN_PKGS := ./pkg/... ./internal/... ./hack/...
+RACE_TEST    = CGO_ENABLED=1 $(GO) test -race $(PLUGIN_PKGS)
+RACE_ON      = $(filter 1,$(shell $(GO) env CGO_ENABLED 2>/dev/null))
 
 .PHONY: unit
 unit: ## Run the unit tests (the plugin's under the race detector where cgo is available)
-	$(if $(RACE_ON),CGO_ENABLED=1 $(GO) test -race,$(GO) test) ./pkg/... ./internal/... ./hack/...
+	$(if $(RACE_ON),$(RACE_TEST),$(GO) test $(PLUGIN_PKGS))
 	$(GO) test ./cmd/... ./test/...
 
 .PHONY: e2e
@@ -311,7 +313,7 @@ vulncheck: $(GOVULNCHECK) $(VULNDB_DIR)/index/db.json ## govulncheck (offline da
 
 .PHONY: race
 race: ## Run the unit tests with the race detector
-	CGO_ENABLED=1 $(GO) test -race ./pkg/... ./internal/... ./hack/...
+	$(RACE_TEST)
 
 # The README is for users; the rest is in docs/ (hack/readme-check.sh).
 README_MAX_BYTES ?= 16384
@@ -337,4 +339,5 @@ ci-checks: lint golangci-lint tidy-check vulncheck race fuzz-short krew-manifest
 
 .PHONY: ci-warm
 ci-warm: ## Fill the caches later CI steps need (cluster binaries, release platforms, krew's tools); .ci/run runs it in the background
-	GO='$(GO)' DIST_PLATFORMS='$(DIST_PLATFORMS)' KREW_VERSION='$(KREW_VERSION)' REAL_NODE='$(if $(REAL_NODE_ON),1,0)' hack/ci-warm.sh
+	$(RELEASE_ENV) REAL_NODE='$(if $(REAL_NODE_ON),1,0)' hack/ci-warm.sh
+	$(MAKE) --no-print-directory $(KREW) $(VALIDATE_KREW_MANIFEST)

@@ -1,21 +1,23 @@
 #!/usr/bin/env bash
 # Fills, in the background, the caches that CI's later steps would otherwise fill one after the
-# other: the local cluster's binaries (control plane, the real node's parts, Kueue's manager), the
-# Go build cache for every release platform and for krew's tools. `.ci/run` starts it at the
-# lowest CPU priority right after fetching the toolchain, so it takes only CPU the steps in front
-# leave idle (module downloads, tests that wait on a cluster): on a brand-new 2-core machine the
-# cold builds are most of the run, and the e2e suite leaves a core idle for minutes.
+# other: the local cluster's binaries (control plane, the real node's parts, Kueue's manager) and
+# the Go build cache for every release platform (the Makefile's ci-warm target then installs
+# krew's tools). `.ci/run` starts it at the lowest CPU priority right after fetching the
+# toolchain, so it takes only CPU the steps in front leave idle (module downloads, tests that wait
+# on a cluster): on a brand-new 2-core machine the cold builds are most of the run, and the e2e
+# suite leaves a core idle for minutes.
 #
 # It writes only where sharing is safe: the cluster's binary cache (each build holds the cache's
 # lock, so a step that needs a binary waits for it instead of building it twice), Go's build and
 # module caches, and its own temporary directory. A step that fails here is only reported: the
 # step in front that needs it builds it again and fails there if it must.
 #
-# Environment (set by the Makefile's ci-warm target): GO, DIST_PLATFORMS, KREW_VERSION,
-# REAL_NODE (1 to build the real node's parts too).
+# Environment (set by the Makefile's ci-warm target): hack/dist.sh's, and REAL_NODE (1 to build
+# the real node's parts too).
 set -uo pipefail
 
-: "${GO:=go}" "${DIST_PLATFORMS:?}" "${KREW_VERSION:?}" "${REAL_NODE:=0}"
+: "${GO:=go}" "${REAL_NODE:=0}"
+here=$(dirname "$0")
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 failed=0
@@ -33,16 +35,15 @@ step() {
   fi
 }
 
+# Own copies of the launcher and the release tool: the steps in front rebuild bin/ each time.
 step "localcluster" "$GO" build -o "$tmp/localcluster" ./test/localcluster/cmd/localcluster
 if [ -x "$tmp/localcluster" ]; then
   step "the cluster's binaries" "$tmp/localcluster" build --real-node="$REAL_NODE" --kueue
 fi
-# The release build's compile flags (hack/dist.sh): the link is redone there, the packages not.
-for p in $DIST_PLATFORMS; do
-  step "compile for $p" env CGO_ENABLED=0 GOOS="${p%/*}" GOARCH="${p#*/}" "$GO" build -trimpath -o /dev/null ./cmd/kubectl-tao
-done
-for tool in krew validate-krew-manifest; do
-  step "compile $tool" env GOBIN="$tmp/bin" CGO_ENABLED=0 "$GO" install "sigs.k8s.io/krew/cmd/$tool@$KREW_VERSION"
-done
+step "release tool" "$GO" build -o "$tmp/release" ./hack/release/cmd/release
+if [ -x "$tmp/release" ]; then
+  # The release build itself, into a directory of its own: dist-check then links only.
+  step "release archives" env DIST_DIR="$tmp/dist" RELEASE_TOOL="$tmp/release" "$here/dist.sh"
+fi
 echo "ci-warm: done in $((SECONDS - start))s"
 exit "$failed"
