@@ -31,12 +31,12 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin"
-	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmdutil"
-	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/exitcode"
-	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/internal/cmdtest"
-	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/internal/fixture"
-	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/s3"
-	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/s3layout"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/storage/s3"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/storage/s3layout"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/util/exitcode"
+	"github.com/kubectl-tao/kubectl-tao/test/testutil/cmdtest"
+	"github.com/kubectl-tao/kubectl-tao/test/testutil/fakefactory"
+	"github.com/kubectl-tao/kubectl-tao/test/testutil/fixture"
 )
 
 var outputNow = time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
@@ -99,7 +99,7 @@ func TestEveryOutputFlagAcceptsTheSharedFormats(t *testing.T) {
 	cases := outputCases()
 	found := map[string]bool{}
 	root := plugin.NewRootCmd(plugin.Deps{
-		Streams: genericiooptions.NewTestIOStreamsDiscard(), Getenv: func(string) string { return "" }, Factory: &cmdutil.FakeFactory{},
+		Streams: genericiooptions.NewTestIOStreamsDiscard(), Getenv: func(string) string { return "" }, Factory: &fakefactory.Factory{},
 	})
 	var walk func(*cobra.Command)
 	walk = func(c *cobra.Command) {

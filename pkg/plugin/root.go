@@ -17,28 +17,28 @@ import (
 	_ "k8s.io/client-go/plugin/pkg/client/auth"
 
 	// Before kubectl's get printing initialises: keeps its translation catalogue unloaded.
-	_ "github.com/kubectl-tao/kubectl-tao/internal/noi18n"
+	_ "github.com/kubectl-tao/kubectl-tao/pkg/plugin/util/noi18n"
 
-	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/artifacts"
-	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cancel"
-	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/capacity"
-	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmdutil"
-	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/completion"
-	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/configcmd"
-	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/diagnose"
-	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/exitcode"
-	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/list"
-	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/logs"
-	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/podexec"
-	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/preflight"
-	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/pullsecret"
-	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/rbac"
-	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/results"
-	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/stage"
-	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/status"
-	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/submit"
-	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/version"
-	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/wait"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmd/cancel"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmd/capacity"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmd/completion"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmd/config"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmd/createpullsecret"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmd/deleteartifacts"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmd/diagnose"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmd/exec"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmd/list"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmd/logs"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmd/preflight"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmd/rbac"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmd/results"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmd/stage"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmd/status"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmd/submit"
+	cmdutil "github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmd/util"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmd/version"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmd/wait"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/util/exitcode"
 )
 
 // Deps are what the command tree needs from the outside world, injected so tests can replace
@@ -103,13 +103,13 @@ func NewRootCmd(d Deps) *cobra.Command {
 		cancel.NewCmd(f, d.Streams),
 		cancel.NewDeleteCmd(f, d.Streams, clk),
 		cancel.NewPruneCmd(f, d.Streams, clk),
-		artifacts.NewCmd(f, d.Streams, d.Getenv),
+		deleteartifacts.NewCmd(f, d.Streams, d.Getenv),
 		results.NewCmd(f, d.Streams, d.Getenv),
 		capacity.NewCmd(f, d.Streams),
 		preflight.NewCmd(f, d.Streams, d.Getenv),
 		rbac.NewCmd(f, d.Streams),
-		pullsecret.NewCmd(f, d.Streams, d.Getenv),
-		configcmd.NewCmd(d.Streams, d.Getenv),
+		createpullsecret.NewCmd(f, d.Streams, d.Getenv),
+		config.NewCmd(d.Streams, d.Getenv),
 		version.NewCmd(d.Streams),
 		completion.NewCmd(d.Streams),
 		stage.NewCmd(d.Streams, d.Getenv),

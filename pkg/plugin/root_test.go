@@ -9,8 +9,8 @@ import (
 
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 
-	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmdutil"
-	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/version"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmd/version"
+	"github.com/kubectl-tao/kubectl-tao/test/testutil/fakefactory"
 )
 
 func execute(args ...string) (int, string, string) {
@@ -18,7 +18,7 @@ func execute(args ...string) (int, string, string) {
 	code := Execute(context.Background(), Deps{
 		Streams:    genericiooptions.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut},
 		Getenv:     func(string) string { return "" },
-		Factory:    &cmdutil.FakeFactory{},
+		Factory:    &fakefactory.Factory{},
 		RandomName: func() string { return "abcde" },
 	}, args)
 	return code, out.String(), errOut.String()

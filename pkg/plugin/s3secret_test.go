@@ -8,10 +8,10 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	"k8s.io/client-go/kubernetes/fake"
 
-	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/exitcode"
-	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/internal/cmdtest"
-	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/internal/fixture"
-	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/s3layout"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/storage/s3layout"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/util/exitcode"
+	"github.com/kubectl-tao/kubectl-tao/test/testutil/cmdtest"
+	"github.com/kubectl-tao/kubectl-tao/test/testutil/fixture"
 )
 
 // A --s3-secret that does not exist in the command's namespace (here it exists in another one)

@@ -17,7 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
-	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/completion"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmd/completion"
 )
 
 // pluginPath is a PATH on which kubectl finds the built plugin and its kubectl_complete-tao

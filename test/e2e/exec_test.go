@@ -29,7 +29,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/kubectl-tao/kubectl-tao/test/testbuf"
+	"github.com/kubectl-tao/kubectl-tao/test/testutil/testbuf"
 )
 
 // rankPod waits until the job's rank has a pod in phase and returns its name.

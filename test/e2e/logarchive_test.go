@@ -17,8 +17,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/jobpods"
-	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/s3layout"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/job/jobpods"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/storage/s3layout"
 	"github.com/kubectl-tao/kubectl-tao/test/s3server"
 )
 

@@ -18,7 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/kubectl-tao/kubectl-tao/test/testbuf"
+	"github.com/kubectl-tao/kubectl-tao/test/testutil/testbuf"
 )
 
 const sim = "sim.kubectl-tao.dev/"

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/kubectl-tao/kubectl-tao/test/trickyargs"
+	"github.com/kubectl-tao/kubectl-tao/test/testutil/trickyargs"
 )
 
 // literalEnv is an --env value the kubelet would expand if submit did not escape it.

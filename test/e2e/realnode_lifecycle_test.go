@@ -18,7 +18,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/kubectl-tao/kubectl-tao/test/testbuf"
+	"github.com/kubectl-tao/kubectl-tao/test/testutil/testbuf"
 )
 
 // TestRealNodeCancelDeliversSIGTERM cancels a running 2-rank trainer job while its log is

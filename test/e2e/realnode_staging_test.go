@@ -16,10 +16,10 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/jobpods"
-	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/s3layout"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/job/jobpods"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/storage/s3layout"
 	"github.com/kubectl-tao/kubectl-tao/test/s3server"
-	"github.com/kubectl-tao/kubectl-tao/test/trickyargs"
+	"github.com/kubectl-tao/kubectl-tao/test/testutil/trickyargs"
 )
 
 // TestRealNodeStaging runs staged jobs on the real node against the S3 test server, which

@@ -30,7 +30,7 @@ import (
 
 	"github.com/kubectl-tao/kubectl-tao/test/faultproxy"
 	"github.com/kubectl-tao/kubectl-tao/test/localcluster"
-	"github.com/kubectl-tao/kubectl-tao/test/testbuf"
+	"github.com/kubectl-tao/kubectl-tao/test/testutil/testbuf"
 )
 
 var (

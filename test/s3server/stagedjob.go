@@ -12,7 +12,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
-	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/s3layout"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/storage/s3layout"
 )
 
 // StagedJob creates, on the local (KWOK) cluster, a Job as submit wires one for S3 staging

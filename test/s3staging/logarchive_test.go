@@ -16,8 +16,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/jobspec"
-	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/s3layout"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/job/jobspec"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/storage/s3layout"
 	"github.com/kubectl-tao/kubectl-tao/test/s3server"
 )
 

@@ -17,9 +17,9 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin"
-	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmdutil"
 	"github.com/kubectl-tao/kubectl-tao/test/s3server"
-	"github.com/kubectl-tao/kubectl-tao/test/testbuf"
+	"github.com/kubectl-tao/kubectl-tao/test/testutil/fakefactory"
+	"github.com/kubectl-tao/kubectl-tao/test/testutil/testbuf"
 )
 
 // results runs `kubectl tao results` in-process against srv, for a Job that is gone (an empty
@@ -29,7 +29,7 @@ func results(ctx context.Context, env map[string]string, args ...string) (int, s
 	code := plugin.Execute(ctx, plugin.Deps{
 		Streams: genericiooptions.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut},
 		Getenv:  func(k string) string { return env[k] },
-		Factory: &cmdutil.FakeFactory{Client: fake.NewClientset()},
+		Factory: &fakefactory.Factory{Client: fake.NewClientset()},
 	}, append([]string{"results"}, args...))
 	return code, out.String(), errOut.String()
 }

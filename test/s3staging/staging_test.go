@@ -20,11 +20,11 @@ import (
 
 	"github.com/minio/minio-go/v7"
 
-	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/exitcode"
-	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/s3"
-	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/s3layout"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/storage/s3"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/storage/s3layout"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/util/exitcode"
 	"github.com/kubectl-tao/kubectl-tao/test/s3server"
-	"github.com/kubectl-tao/kubectl-tao/test/testbuf"
+	"github.com/kubectl-tao/kubectl-tao/test/testutil/testbuf"
 )
 
 // binary is $KUBECTL_TAO, or a build of ./cmd/kubectl-tao made for this run.

@@ -23,7 +23,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kubectl-tao/kubectl-tao/test/testbuf"
+	"github.com/kubectl-tao/kubectl-tao/test/testutil/testbuf"
 )
 
 // runMain makes this test binary the trainer itself, so the tests can run it as a process and

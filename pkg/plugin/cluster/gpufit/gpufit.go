@@ -1,0 +1,321 @@
+// Package gpufit decides, from Node objects alone, whether a job's ranks can ever be placed.
+// It is pure: the caller lists the nodes.
+package gpufit
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/klog/v2"
+
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/job/jobspec"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/util/plural"
+)
+
+// ErrNoGPUs is the contract's message when no node advertises any GPU.
+var ErrNoGPUs = errors.New("No nvidia.com/gpu resources allocatable on the cluster: " +
+	"install the NVIDIA GPU Operator (or the NVIDIA device plugin) so that GPU nodes advertise nvidia.com/gpu, " +
+	"see https://docs.nvidia.com/datacenter/cloud-native/gpu-operator/latest/getting-started.html")
+
+// Request is what a job asks for: Pods ranks, each needing PerPod (nvidia.com/gpu, cpu,
+// memory, extended resources), on nodes that match Selector and whose taints Tolerations
+// tolerate.
+type Request struct {
+	Pods        int64
+	PerPod      corev1.ResourceList
+	Selector    labels.Selector
+	Tolerations []corev1.Toleration
+}
+
+// GPUsPerPod is the request's nvidia.com/gpu per rank.
+func (r Request) GPUsPerPod() int64 {
+	q := r.PerPod[jobspec.GPUResource]
+	return q.Value()
+}
+
+// Summary is what the nodes can hold for a request.
+type Summary struct {
+	// Nodes is every node seen; GPUNodes those with any allocatable GPU, holding TotalGPUs.
+	Nodes, GPUNodes int
+	TotalGPUs       int64
+	// SelectedNodes are the GPU nodes matching the selector; of those, Untolerated carry a taint
+	// the pods do not tolerate (FirstTaint names one).
+	SelectedNodes, Untolerated int
+	FirstTaint                 string
+	// MatchingNodes are the GPU nodes the pods could be scheduled on, holding MatchingGPUs.
+	MatchingNodes int
+	MatchingGPUs  int64
+	// LargestNode is the most GPUs any matching node has.
+	LargestNode int64
+	// PodsThatFit is the sum over matching nodes of how many whole pods each can hold in every
+	// resource asked for: a pod cannot span nodes, so this, not the plain sum, bounds the ranks.
+	PodsThatFit int64
+	// Bound counts matching nodes by the resource that limits how many pods they hold.
+	Bound map[corev1.ResourceName]int
+}
+
+// Summarize counts what nodes can hold for r. Allocatable, not free: this answers "can it ever
+// run", not "can it run now".
+func Summarize(nodes []corev1.Node, r Request) Summary {
+	return summarize(nodes, r, func(n *corev1.Node) corev1.ResourceList { return n.Status.Allocatable })
+}
+
+// SummarizeFree counts what nodes can hold for r now: each node's allocatable minus
+// requested[node name] (see Requested), so it answers "can it start now".
+func SummarizeFree(nodes []corev1.Node, requested map[string]corev1.ResourceList, r Request) Summary {
+	return summarize(nodes, r, func(n *corev1.Node) corev1.ResourceList {
+		return Free(n.Status.Allocatable, requested[n.Name])
+	})
+}
+
+// summarize is Summarize over what avail says each node has.
+func summarize(nodes []corev1.Node, r Request, avail func(*corev1.Node) corev1.ResourceList) Summary {
+	s := Summary{Bound: map[corev1.ResourceName]int{}}
+	sel := r.Selector
+	if sel == nil {
+		sel = labels.Everything()
+	}
+	for i := range nodes {
+		n := &nodes[i]
+		s.Nodes++
+		have := avail(n)
+		q := have[jobspec.GPUResource]
+		gpus := q.Value()
+		if gpus <= 0 && r.GPUsPerPod() > 0 {
+			continue
+		}
+		if gpus > 0 {
+			s.GPUNodes++
+			s.TotalGPUs += gpus
+		}
+		if !sel.Matches(labels.Set(n.Labels)) {
+			continue
+		}
+		s.SelectedNodes++
+		if t := untolerated(n.Spec.Taints, r.Tolerations); t != nil {
+			s.Untolerated++
+			if s.FirstTaint == "" {
+				s.FirstTaint = t.ToString()
+			}
+			continue
+		}
+		s.MatchingNodes++
+		s.MatchingGPUs += gpus
+		s.LargestNode = max(s.LargestNode, gpus)
+		fits, bound := podsOn(have, r.PerPod)
+		if bound != "" {
+			s.Bound[bound]++
+		}
+		s.PodsThatFit += fits
+	}
+	return s
+}
+
+// Tolerates reports whether tols tolerate taint, by the scheduler's own rule
+// (corev1.Toleration.ToleratesTaint, comparison operators included): the one toleration
+// semantics of the plugin, shared by the fit check and triage's taint suggestions.
+func Tolerates(tols []corev1.Toleration, taint *corev1.Taint) bool {
+	for i := range tols {
+		if tols[i].ToleratesTaint(klog.Background(), taint, true) {
+			return true
+		}
+	}
+	return false
+}
+
+// untolerated returns the first taint that keeps a pod off the node, if any. PreferNoSchedule
+// only steers the scheduler, so it never does.
+func untolerated(taints []corev1.Taint, tols []corev1.Toleration) *corev1.Taint {
+	for i := range taints {
+		t := &taints[i]
+		if t.Effect == corev1.TaintEffectPreferNoSchedule {
+			continue
+		}
+		if !Tolerates(tols, t) {
+			return t
+		}
+	}
+	return nil
+}
+
+// podsOn is how many pods needing perPod fit in allocatable, and the resource that bounds it.
+func podsOn(allocatable, perPod corev1.ResourceList) (int64, corev1.ResourceName) {
+	fits, bound := int64(-1), corev1.ResourceName("")
+	names := make([]string, 0, len(perPod))
+	for name := range perPod {
+		names = append(names, string(name))
+	}
+	// GPUs first, so that a tie names the GPU: the others are only news when tighter.
+	sort.Slice(names, func(i, j int) bool {
+		if (names[i] == string(jobspec.GPUResource)) != (names[j] == string(jobspec.GPUResource)) {
+			return names[i] == string(jobspec.GPUResource)
+		}
+		return names[i] < names[j]
+	})
+	for _, name := range names {
+		need := perPod[corev1.ResourceName(name)]
+		if need.IsZero() {
+			continue
+		}
+		have := allocatable[corev1.ResourceName(name)]
+		n := have.MilliValue() / need.MilliValue()
+		if fits < 0 || n < fits {
+			fits, bound = n, corev1.ResourceName(name)
+		}
+	}
+	if fits < 0 {
+		return 0, ""
+	}
+	return fits, bound
+}
+
+// Check explains why r can never run on nodes summarized by s, or returns nil when it can.
+func Check(s Summary, r Request) error {
+	gpus := r.GPUsPerPod()
+	if gpus <= 0 {
+		return nil
+	}
+	if s.TotalGPUs == 0 {
+		return ErrNoGPUs
+	}
+	if s.PodsThatFit >= r.Pods {
+		return nil
+	}
+	need := gpus * r.Pods
+	where := "the cluster"
+	if r.Selector != nil && !r.Selector.Empty() {
+		if s.SelectedNodes == 0 {
+			return fmt.Errorf("no node with nvidia.com/gpu matches --node-selector %s (the cluster has %s with %s in all)",
+				r.Selector, plural.N(s.GPUNodes, "GPU node"), plural.N(s.TotalGPUs, "GPU"))
+		}
+		where = fmt.Sprintf("the nodes matching --node-selector %s", r.Selector)
+	}
+	if s.MatchingNodes == 0 && s.Untolerated > 0 {
+		return fmt.Errorf("all %d GPU nodes of %s carry taints the pods do not tolerate (for example %s): add --toleration KEY[=VALUE]:EFFECT",
+			s.Untolerated, where, s.FirstTaint)
+	}
+	if s.Untolerated > 0 {
+		where += fmt.Sprintf(" (leaving out %s with untolerated taints such as %s)", plural.N(s.Untolerated, "node"), s.FirstTaint)
+	}
+	if s.MatchingGPUs < need {
+		return fmt.Errorf("the job needs %d nvidia.com/gpu (%d per node x %s) but only %d %s allocatable on %s",
+			need, gpus, plural.N(r.Pods, "node"), s.MatchingGPUs, plural.Word(s.MatchingGPUs, "is", "are"), where)
+	}
+	msg := fmt.Sprintf("the job needs %s of %d nvidia.com/gpu each, but a rank cannot span nodes and %s can hold only %d such %s "+
+		"(%s in all, at most %d on one node)", plural.N(r.Pods, "rank"), gpus, where, s.PodsThatFit, plural.Word(s.PodsThatFit, "rank", "ranks"),
+		plural.N(s.MatchingGPUs, "GPU"), s.LargestNode)
+	var limits []string
+	for name, n := range s.Bound {
+		if name != jobspec.GPUResource {
+			limits = append(limits, fmt.Sprintf("on %s the %s a rank asks for is the limit (%s)", plural.N(n, "node"), name, flagFor(name)))
+		}
+	}
+	sort.Strings(limits)
+	if len(limits) > 0 {
+		msg += ": " + strings.Join(limits, "; ")
+	} else {
+		msg += ": lower --gpus and raise --nodes"
+	}
+	return errors.New(msg)
+}
+
+// flagFor names the submit flag that sets a resource's request.
+func flagFor(name corev1.ResourceName) string {
+	switch name {
+	case corev1.ResourceCPU:
+		return "lower --cpu"
+	case corev1.ResourceMemory:
+		return "lower --memory or --shm-size"
+	}
+	return "lower --resource " + string(name)
+}
+
+// Free is allocatable minus requested, never below zero, for every resource allocatable names.
+func Free(allocatable, requested corev1.ResourceList) corev1.ResourceList {
+	if len(requested) == 0 {
+		return allocatable
+	}
+	free := make(corev1.ResourceList, len(allocatable))
+	for name, q := range allocatable {
+		q = q.DeepCopy()
+		if used, ok := requested[name]; ok {
+			q.Sub(used)
+			if q.Sign() < 0 {
+				q.Set(0)
+			}
+		}
+		free[name] = q
+	}
+	return free
+}
+
+// Requested sums, per node name, what the pods bound to a node request, as the scheduler counts
+// it: the larger of the containers' sum and any one init container, plus the pod overhead.
+// Pods not yet bound hold nothing, and pods that ended (Succeeded, Failed) hold nothing any more.
+func Requested(pods []corev1.Pod) map[string]corev1.ResourceList {
+	out := map[string]corev1.ResourceList{}
+	for i := range pods {
+		p := &pods[i]
+		if p.Spec.NodeName == "" || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+			continue
+		}
+		sum := out[p.Spec.NodeName]
+		if sum == nil {
+			sum = corev1.ResourceList{}
+			out[p.Spec.NodeName] = sum
+		}
+		addList(sum, PodRequests(p))
+	}
+	return out
+}
+
+// PodRequests is what one pod requests of its node. A container's request defaults to its
+// limit, as the API server defaults it, so pods built by hand count the same as stored ones.
+func PodRequests(p *corev1.Pod) corev1.ResourceList {
+	total := corev1.ResourceList{}
+	for i := range p.Spec.Containers {
+		addList(total, containerRequests(&p.Spec.Containers[i]))
+	}
+	// Sidecars (restartable init containers) run alongside the containers; the others run one
+	// at a time before them, so only the largest of those matters.
+	for i := range p.Spec.InitContainers {
+		c := &p.Spec.InitContainers[i]
+		req := containerRequests(c)
+		if c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways {
+			addList(total, req)
+			continue
+		}
+		for name, q := range req {
+			if cur, ok := total[name]; !ok || cur.Cmp(q) < 0 {
+				total[name] = q.DeepCopy()
+			}
+		}
+	}
+	addList(total, p.Spec.Overhead)
+	return total
+}
+
+func containerRequests(c *corev1.Container) corev1.ResourceList {
+	out := c.Resources.Requests.DeepCopy()
+	if out == nil {
+		out = corev1.ResourceList{}
+	}
+	for name, q := range c.Resources.Limits {
+		if _, ok := out[name]; !ok {
+			out[name] = q.DeepCopy()
+		}
+	}
+	return out
+}
+
+func addList(into, add corev1.ResourceList) {
+	for name, q := range add {
+		cur := into[name]
+		cur.Add(q)
+		into[name] = cur
+	}
+}

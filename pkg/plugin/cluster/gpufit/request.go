@@ -1,0 +1,18 @@
+package gpufit
+
+import (
+	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/job/jobspec"
+)
+
+// RequestFor is what the job s asks of the nodes: Nodes ranks of PodRequest each, on nodes that
+// match the node selector and whose taints the pods tolerate. submit's capacity guard and
+// preflight's fit check both judge this request, so they cannot disagree about a job.
+func RequestFor(s *jobspec.Spec) Request {
+	set := labels.Set{}
+	for _, kv := range s.NodeSelector {
+		set[kv.Key] = kv.Value
+	}
+	return Request{Pods: int64(s.Nodes), PerPod: s.PodRequest(), Selector: labels.SelectorFromSet(set), Tolerations: s.PodTolerations()}
+}

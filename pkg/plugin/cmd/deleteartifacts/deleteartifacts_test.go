@@ -1,0 +1,243 @@
+package deleteartifacts_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/johannesboyne/gofakes3"
+	"github.com/johannesboyne/gofakes3/backend/s3mem"
+	"github.com/minio/minio-go/v7"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmd/deleteartifacts"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/storage/s3"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/storage/s3layout"
+	"github.com/kubectl-tao/kubectl-tao/test/testutil/cmdtest"
+	"github.com/kubectl-tao/kubectl-tao/test/testutil/fixture"
+)
+
+const (
+	accessKey = "AKIAEXAMPLEKEY"
+	secretKey = "wJalrXUtnFEMI-very-secret"
+)
+
+type env struct {
+	t      *testing.T
+	s3     *minio.Client
+	url    string
+	client *fake.Clientset
+}
+
+func setup(t *testing.T, objs ...runtime.Object) *env {
+	t.Helper()
+	srv := httptest.NewServer(gofakes3.New(s3mem.New()).Server())
+	t.Cleanup(srv.Close)
+	e := &env{t: t, url: srv.URL, client: fake.NewClientset(objs...)}
+	var err error
+	e.s3, err = s3.NewClient(s3.Config{AccessKey: accessKey, SecretKey: secretKey, Endpoint: srv.URL}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.s3.MakeBucket(context.Background(), "results-bucket", minio.MakeBucketOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{
+		"results/train/uid-1/results/model.pth", "results/train/uid-1/results/logs/a.log",
+		"results/train/uid-0/results/model.pth", // an earlier run of the same name
+		"results/train-2/uid-1/x",               // another job
+	} {
+		if _, err := e.s3.PutObject(context.Background(), "results-bucket", k, strings.NewReader("0123456789"), 10, minio.PutObjectOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return e
+}
+
+func (e *env) secret(name string) *corev1.Secret {
+	return fixture.Secret("default", name, map[string]string{
+		"ACCESS_KEY": accessKey, "SECRET_KEY": secretKey, "S3_BUCKET_NAME": "results-bucket", "S3_ENDPOINT_URL": e.url,
+	})
+}
+
+func (e *env) keys() []string {
+	objs, err := s3.List(context.Background(), e.s3, "results-bucket", "")
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	var out []string
+	for _, o := range objs {
+		out = append(out, o.Key)
+	}
+	return out
+}
+
+func (e *env) run(getenv map[string]string, args ...string) (int, string, string) {
+	r := cmdtest.Cmd{Client: e.client, Env: getenv}.Run(context.Background(), args...)
+	if strings.Contains(r.Stdout+r.Stderr, secretKey) {
+		e.t.Errorf("the secret key was printed:\n%s\n%s", r.Stdout, r.Stderr)
+	}
+	return r.Code, r.Stdout, r.Stderr
+}
+
+func TestDeletesTheJobThenOnlyItsPrefix(t *testing.T) {
+	e := setup(t, fixture.Job("train").Namespace("default").UID("uid-1").Condition(batchv1.JobComplete, "", "").Annotation(s3layout.AnnotationOutputs, `["/results"]`).Annotation(s3layout.AnnotationS3Secret, s3layout.SecretName("train")).Obj())
+	if _, err := e.client.CoreV1().Secrets("default").Create(context.Background(), e.secret("train-s3"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := e.run(nil, "delete-artifacts", "train")
+	if code != 0 || out != "job.batch/train deleted; 2 objects (20 B) removed from s3://results-bucket/results/train/uid-1/\n" {
+		t.Fatalf("exit %d\nstdout %q\nstderr %s", code, out, errOut)
+	}
+	if got := strings.Join(e.keys(), " "); got != "results/train-2/uid-1/x results/train/uid-0/results/model.pth" {
+		t.Errorf("left %s", got)
+	}
+	if _, err := e.client.BatchV1().Jobs("default").Get(context.Background(), "train", metav1.GetOptions{}); err == nil {
+		t.Error("the Job is still there")
+	}
+}
+
+func TestDryRunRemovesNothing(t *testing.T) {
+	e := setup(t, fixture.Job("train").Namespace("default").UID("uid-1").Condition(batchv1.JobFailed, "", "").Annotation(s3layout.AnnotationOutputs, `["/results"]`).Annotation(s3layout.AnnotationS3Secret, s3layout.SecretName("train")).Obj())
+	if _, err := e.client.CoreV1().Secrets("default").Create(context.Background(), e.secret("train-s3"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	before := e.keys()
+	code, out, _ := e.run(nil, "delete-artifacts", "train", "--dry-run")
+	want := "s3://results-bucket/results/train/uid-1/results/logs/a.log (10 B)\n" +
+		"s3://results-bucket/results/train/uid-1/results/model.pth (10 B)\n" +
+		"job.batch/train deleted; 2 objects (20 B) removed from s3://results-bucket/results/train/uid-1/ (dry run)\n"
+	if code != 0 || out != want {
+		t.Fatalf("exit %d, stdout:\n%s", code, out)
+	}
+	if len(e.keys()) != len(before) {
+		t.Error("a dry run removed objects")
+	}
+	if _, err := e.client.BatchV1().Jobs("default").Get(context.Background(), "train", metav1.GetOptions{}); err != nil {
+		t.Errorf("a dry run deleted the Job: %v", err)
+	}
+	code, out, _ = e.run(nil, "delete-artifacts", "train", "--dry-run", "-o", "json")
+	var r deleteartifacts.Report
+	if code != 0 || json.Unmarshal([]byte(out), &r) != nil || r.Objects != 2 || r.Bytes != 20 || !r.DryRun || len(r.Keys) != 2 || r.UID != "uid-1" {
+		t.Fatalf("exit %d, json %s", code, out)
+	}
+}
+
+func TestShellCredentialsNeedNoSecret(t *testing.T) {
+	e := setup(t, fixture.Job("train").Namespace("default").UID("uid-1").Condition(batchv1.JobComplete, "", "").Annotation(s3layout.AnnotationOutputs, `["/results"]`).Annotation(s3layout.AnnotationS3Secret, s3layout.SecretName("train")).Obj())
+	env := map[string]string{"ACCESS_KEY": accessKey, "SECRET_KEY": secretKey, "S3_BUCKET_NAME": "results-bucket", "S3_ENDPOINT_URL": e.url}
+	code, out, errOut := e.run(env, "delete-artifacts", "job/train")
+	if code != 0 || !strings.Contains(out, "2 objects (20 B) removed") {
+		t.Fatalf("exit %d\n%s%s", code, out, errOut)
+	}
+	for _, a := range e.client.Actions() {
+		if a.GetResource().Resource == "secrets" {
+			t.Errorf("read a Secret although the shell had credentials: %v", a)
+		}
+	}
+}
+
+func TestRefusals(t *testing.T) {
+	e := setup(t,
+		fixture.Job("running").Namespace("default").UID("uid-1").Annotation(s3layout.AnnotationOutputs, `["/results"]`).Annotation(s3layout.AnnotationS3Secret, s3layout.SecretName("running")).Obj(),
+		fixture.Job("plain").Namespace("default").UID("uid-2").Condition(batchv1.JobComplete, "", "").Obj(),
+		fixture.Job("orphan").Namespace("default").UID("uid-3").Condition(batchv1.JobComplete, "", "").Annotation(s3layout.AnnotationOutputs, `["/results"]`).Annotation(s3layout.AnnotationS3Secret, s3layout.SecretName("orphan")).Obj(),
+		fixture.Job("train").Namespace("default").UID("uid-1").Condition(batchv1.JobComplete, "", "").Annotation(s3layout.AnnotationOutputs, `["/results"]`).Annotation(s3layout.AnnotationS3Secret, s3layout.SecretName("train")).Obj(),
+	)
+	before := len(e.keys())
+	for _, tc := range []struct {
+		args []string
+		env  map[string]string
+		code int
+		want string
+	}{
+		{[]string{"running"}, nil, 1, "job.batch/running is Pending, not finished"},
+		{[]string{"plain"}, nil, 1, "job.batch/plain was not submitted with --output"},
+		{[]string{"orphan"}, nil, 3, "secret/orphan-s3 with the S3 credentials of job.batch/orphan is gone: set ACCESS_KEY, SECRET_KEY, S3_BUCKET_NAME, S3_ENDPOINT_URL in the shell"},
+		{[]string{"missing"}, nil, 3, "job.batch/missing not found"},
+		{[]string{"train"}, map[string]string{"ACCESS_KEY": accessKey}, 2, "SECRET_KEY, S3_BUCKET_NAME not set in the environment"},
+		{[]string{"train", "-o", "bogus"}, nil, 2, `unable to match a printer suitable for the output format "bogus"`},
+	} {
+		code, out, errOut := e.run(tc.env, append([]string{"delete-artifacts"}, tc.args...)...)
+		if code != tc.code || out != "" || !strings.Contains(errOut, tc.want) {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q; want exit %d and %q", tc.args, code, out, errOut, tc.code, tc.want)
+		}
+	}
+	if len(e.keys()) != before {
+		t.Error("a refused run removed objects")
+	}
+	jobs, _ := e.client.BatchV1().Jobs("default").List(context.Background(), metav1.ListOptions{})
+	if len(jobs.Items) != 4 {
+		t.Errorf("%d jobs left; a refused run deleted one", len(jobs.Items))
+	}
+}
+
+// Wrong credentials are found by the listing, before the Job (and its Secret) is deleted. The
+// fake S3 does not check signatures, so the bucket is missing instead: the same path.
+func TestS3FailureKeepsTheJob(t *testing.T) {
+	e := setup(t, fixture.Job("train").Namespace("default").UID("uid-1").Condition(batchv1.JobComplete, "", "").Annotation(s3layout.AnnotationOutputs, `["/results"]`).Annotation(s3layout.AnnotationS3Secret, s3layout.SecretName("train")).Obj())
+	env := map[string]string{"ACCESS_KEY": accessKey, "SECRET_KEY": secretKey, "S3_BUCKET_NAME": "no-such-bucket", "S3_ENDPOINT_URL": e.url}
+	code, _, errOut := e.run(env, "delete-artifacts", "train")
+	if code != 3 || !strings.Contains(errOut, "s3://no-such-bucket/results/train/uid-1/ (nothing was deleted)") {
+		t.Fatalf("exit %d, %s", code, errOut)
+	}
+	if _, err := e.client.BatchV1().Jobs("default").Get(context.Background(), "train", metav1.GetOptions{}); err != nil {
+		t.Errorf("the Job was deleted: %v", err)
+	}
+}
+
+// A finished Job whose only object in S3 is its --workdir snapshot: delete-artifacts removes it
+// like any other object of the run.
+func TestDeletesARunWithOnlyItsWorkdirSnapshot(t *testing.T) {
+	const sum = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+	e := setup(t, fixture.Job("code").Namespace("default").UID("uid-7").Condition(batchv1.JobComplete, "", "").
+		Annotation(s3layout.AnnotationWorkdirSHA256, sum).Annotation(s3layout.AnnotationS3Secret, s3layout.SecretName("code")).Obj())
+	if _, err := e.s3.PutObject(context.Background(), "results-bucket", "results/code/uid-7/.kubectl-tao/workdir.tar.zst", strings.NewReader("zstd"), 4, minio.PutObjectOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.client.CoreV1().Secrets("default").Create(context.Background(), e.secret("code-s3"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := e.run(nil, "delete-artifacts", "code")
+	if code != 0 || out != "job.batch/code deleted; 1 object (4 B) removed from s3://results-bucket/results/code/uid-7/\n" {
+		t.Fatalf("exit %d\nstdout %q\nstderr %s", code, out, errOut)
+	}
+	for _, k := range e.keys() {
+		if strings.HasPrefix(k, "results/code/") {
+			t.Errorf("left %s", k)
+		}
+	}
+}
+
+// The log archive, every attempt of every rank, is under the run's prefix: delete-artifacts
+// removes it with the outputs, and leaves an earlier run's archive alone.
+func TestDeletesTheLogArchive(t *testing.T) {
+	e := setup(t, fixture.Job("train").Namespace("default").UID("uid-1").Condition(batchv1.JobFailed, "BackoffLimitExceeded", "").Annotation(s3layout.AnnotationOutputs, `["/results"]`).Annotation(s3layout.AnnotationS3Secret, s3layout.SecretName("train")).Obj())
+	if _, err := e.client.CoreV1().Secrets("default").Create(context.Background(), e.secret("train-s3"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	run, _ := s3layout.ResultsPrefix("train", "uid-1")
+	older, _ := s3layout.ResultsPrefix("train", "uid-0")
+	for _, k := range []string{
+		s3layout.LogArchiveKey(run, 0, "train-0-first"), s3layout.LogArchiveKey(run, 0, "train-0-retry"),
+		s3layout.LogArchiveKey(run, 1, ""), s3layout.LogArchiveKey(older, 0, "train-0-old"),
+	} {
+		if _, err := e.s3.PutObject(context.Background(), "results-bucket", k, strings.NewReader("0123456789"), 10, minio.PutObjectOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	code, out, errOut := e.run(nil, "delete-artifacts", "train")
+	if code != 0 || out != "job.batch/train deleted; 5 objects (50 B) removed from s3://results-bucket/results/train/uid-1/\n" {
+		t.Fatalf("exit %d\nstdout %q\nstderr %s", code, out, errOut)
+	}
+	want := "results/train-2/uid-1/x " + s3layout.LogArchiveKey(older, 0, "train-0-old") + " results/train/uid-0/results/model.pth"
+	if got := strings.Join(e.keys(), " "); got != want {
+		t.Errorf("left %s\nwant %s", got, want)
+	}
+}

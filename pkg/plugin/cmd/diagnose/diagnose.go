@@ -1,0 +1,339 @@
+package diagnose
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	batchv1 "k8s.io/api/batch/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/duration"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"k8s.io/cli-runtime/pkg/printers"
+	"k8s.io/utils/clock"
+
+	cmdutil "github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmd/util"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/job/jobstatus"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/job/triage"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/storage/jobresults"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/storage/s3layout"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/util/exitcode"
+)
+
+const example = `  # Why did my job fail, where first, and what to do
+  kubectl tao diagnose ddp
+
+  # The TAO SDK's get_failure_analysis shape, for scripts
+  kubectl tao diagnose ddp -o json
+  kubectl tao diagnose ddp -o jsonpath='{.err_class}'
+
+  # A Job that is gone (deleted, TTL'd): from its run's log archive in S3 (jobs run with
+  # --output-path), with the S3 credentials in the shell or in a Secret
+  kubectl tao diagnose ddp --s3-secret team-s3
+  kubectl tao diagnose ddp --uid 5f3c2a1e-0d4b-4c6e-9a8f-2b7d1e0c9a31`
+
+const long = `Explain why a training job failed or is stuck: what happened, on which rank and node it
+happened first, and what to do about it.
+
+Each finding is classed as the program's (ERR_PROGRAM: OOMKilled, a non-zero exit with its
+signal named, CUDA out of memory or NCCL errors in the failing rank's last log lines) or the
+infrastructure's (ERR_INFRA: image pulls, scheduling, evictions and node pressure, lost nodes,
+preemption, deadlines). The job's class and suggestion are those of the earliest finding, the
+likeliest root cause: when one rank dies, its peers usually fail after it.
+
+A job that is fine (Complete, or Running with every rank healthy) is reported as such.
+The exit code is 0 whenever the analysis could be made; a missing JOB with no log archive to
+read exits with 3.
+
+-o json prints the TAO SDK's get_failure_analysis shape ({err_class, suggestion,
+job_failure_by_node_event: [...]}) plus fields of our own (status, job_failure,
+first_failure, notes, and archive when the findings come from a log archive).
+
+Reads: the Job, one pod list, one list of the namespace's Warning events, the nodes of pods
+that are not progressing, and the last 50 log lines of the first rank that exited non-zero.
+When a job submitted with --output-path failed and its pods are gone, the last 50 lines of each
+rank's last attempt come from its log archive in S3 instead (credentials from the shell,
+--s3-secret or the job's Secret, as for 'kubectl tao logs'), and a note says so.
+
+When the Job itself is gone (deleted, TTL'd, pruned), its run is diagnosed from the log archive
+alone: the run --uid names, or the only run of the name (a name with several runs and no --uid
+is an error that lists them, as 'kubectl tao results --all-runs' does). The report says that no
+Job, pod or event evidence is left, and gives the CUDA out of memory and NCCL errors of each
+rank's last attempt, the rank that stopped first, and each rank's last lines; in -o json,
+archive.job_gone is true and archive.uid names the run. The Job's own Secret went with it, so
+the S3 credentials come from the shell or --s3-secret. --uid of an older run also works while a
+newer Job of the same name exists.`
+
+// archiveTail is how many of each rank's last archived lines diagnose reads, as many as it
+// reads of a live pod.
+const archiveTail = 50
+
+// Options are the flags and arguments of `kubectl tao diagnose`.
+type Options struct {
+	jobCommand
+	// UID names the run to diagnose from its log archive once its Job is gone.
+	UID string
+	// S3Secret names a Secret with the archive's S3 credentials, when the shell has none.
+	S3Secret string
+	// getenv gives the S3 credentials of the log archive (os.Getenv outside tests).
+	getenv func(string) string
+}
+
+// NewCmd builds `kubectl tao diagnose`.
+func NewCmd(f cmdutil.Factory, streams genericiooptions.IOStreams, clk clock.PassiveClock, getenv func(string) string) *cobra.Command {
+	o := &Options{jobCommand: newJobCommand(f, streams, clk), getenv: getenv}
+	cmd := o.cobraCommand(o, "diagnose JOB [--uid UID] [-o FORMAT]", "Explain why a job failed or is stuck, and what to do", long, example, "the report")
+	cmd.Flags().StringVar(&o.UID, "uid", o.UID, "The run to diagnose from its log archive once its Job is gone, when the name has several runs (see 'kubectl tao results --all-runs').")
+	cmd.Flags().StringVar(&o.S3Secret, "s3-secret", o.S3Secret, "Secret with the S3 credentials of the log archive, when the shell has none and the Job (with its own Secret) is gone.")
+	return cmd
+}
+
+// Validate checks the flags without contacting the server.
+func (o *Options) Validate() error {
+	if err := jobresults.ValidateUID(o.name, o.UID); err != nil {
+		return err
+	}
+	return o.out.Validate()
+}
+
+// Run collects the evidence, analyses it and prints the report. A Job that is gone, or a run
+// of its name other than the Job's (--uid), is diagnosed from the run's log archive alone.
+func (o *Options) Run(ctx context.Context) error {
+	now := o.clock.Now()
+	snap, err := o.collect(ctx, triage.CollectOptions{Logs: true, Now: now})
+	switch {
+	case exitcode.Of(err) == exitcode.NotFound:
+		return o.runGone(ctx, nil, true, now)
+	case err != nil:
+		return err
+	case o.UID != "" && o.UID != string(snap.Job.UID):
+		return o.runGone(ctx, snap.Job, false, now)
+	}
+	if archived(snap) {
+		arch, err := o.readArchive(ctx, snap.Job)
+		if err != nil {
+			fmt.Fprintf(o.ErrOut, "Warning: the pods are gone and the log archive could not be read: %v\n", err)
+		}
+		snap.Archive = arch
+	}
+	return o.print(triage.Analyze(snap), now)
+}
+
+// runGone diagnoses the run --uid names, or the only run of the name, from its log archive
+// alone: its Job is gone (jobGone), or live is a newer run of the same name, whose Secret may
+// give the credentials. A Job gone with no archive to read is NotFound, as it was before
+// archives.
+func (o *Options) runGone(ctx context.Context, live *batchv1.Job, jobGone bool, now time.Time) error {
+	missing := fmt.Sprintf("job %q not found in namespace %q", o.name, o.namespace)
+	store, err := o.connect(ctx, live)
+	if err != nil {
+		if jobGone && exitcode.Of(err) == exitcode.Usage {
+			return exitcode.WithCode(exitcode.NotFound, fmt.Errorf("%s; to diagnose it from its log archive instead: %w", missing, err))
+		}
+		return err
+	}
+	// The Job is gone: the run is the one --uid names, or the only one of the name.
+	uid, prefix, err := store.Run(ctx, o.name, nil, o.UID)
+	if err != nil {
+		return err
+	}
+	arch, err := readRun(ctx, store, uid, prefix)
+	if err != nil {
+		if jobGone && exitcode.Of(err) == exitcode.NotFound {
+			return fmt.Errorf("%s, and %w", missing, err)
+		}
+		return err
+	}
+	return o.print(triage.AnalyzeArchive(o.name, o.namespace, arch), now)
+}
+
+func (o *Options) print(a triage.Analysis, now time.Time) error {
+	if !o.out.Human() {
+		return o.out.Print(o.Out, a, "job.batch/"+a.Job)
+	}
+	return Report(o.Out, a, now)
+}
+
+// archived reports whether the failure must be read from the log archive: a staged Job that
+// failed with no pod left to read.
+func archived(snap triage.Snapshot) bool {
+	if snap.Job == nil || len(snap.Pods) > 0 || jobstatus.Of(snap.Job, nil).Status != jobstatus.Error {
+		return false
+	}
+	_, staged := snap.Job.Annotations[s3layout.AnnotationOutputs]
+	return staged
+}
+
+// readArchive reads the last lines of each rank's last attempt from the Job's log archive.
+func (o *Options) readArchive(ctx context.Context, job *batchv1.Job) (*triage.Archive, error) {
+	store, err := o.connect(ctx, job)
+	if err != nil {
+		return nil, err
+	}
+	uid, prefix, err := store.Run(ctx, o.name, job, o.UID)
+	if err != nil {
+		return nil, err
+	}
+	return readRun(ctx, store, uid, prefix)
+}
+
+// connect resolves the archive's S3 credentials as logs does: the shell, --s3-secret, or the
+// Secret of job (nil when gone).
+func (o *Options) connect(ctx context.Context, job *batchv1.Job) (jobresults.Store, error) {
+	client, err := o.factory.KubernetesClient()
+	if err != nil {
+		return jobresults.Store{}, err
+	}
+	return jobresults.Connect(ctx, client, o.namespace, o.name, job, jobresults.Source{Getenv: o.getenv, Secret: o.S3Secret})
+}
+
+// readRun reads the last lines of each rank's last attempt of run uid, under results prefix.
+func readRun(ctx context.Context, store jobresults.Store, uid, prefix string) (*triage.Archive, error) {
+	logs, err := jobresults.ReadLogArchive(ctx, store.Client, store.Bucket, prefix, nil, 0)
+	if err != nil {
+		return nil, err
+	}
+	arch := &triage.Archive{URL: store.URL(s3layout.LogArchivePrefix(prefix)), UID: uid}
+	for _, l := range logs {
+		lines := strings.Split(strings.TrimSuffix(string(l.Data), "\n"), "\n")
+		r := triage.ArchivedRank{Rank: l.Rank, Pod: l.Pod, Written: l.Written, Lines: lines[max(0, len(lines)-archiveTail):]}
+		// The attempts of a rank come oldest first: the last one is the one that failed the job.
+		if n := len(arch.Ranks); n > 0 && arch.Ranks[n-1].Rank == l.Rank {
+			arch.Ranks[n-1] = r
+			continue
+		}
+		arch.Ranks = append(arch.Ranks, r)
+	}
+	return arch, nil
+}
+
+// reportLines is how many of each archived rank's last lines the human report shows; -o json
+// carries all that were read.
+const reportLines = 10
+
+// Report writes the human report: what happened, where first, what to do, then every finding,
+// then, when the findings come from a log archive, each rank's last archived lines.
+func Report(w io.Writer, a triage.Analysis, now time.Time) error {
+	gone := a.Archive != nil && a.Archive.JobGone
+	head := fmt.Sprintf("Job %s in namespace %s is %s", a.Job, a.Namespace, a.Status)
+	switch {
+	case gone:
+		head = fmt.Sprintf("Job %s in namespace %s is gone: this is the diagnosis of run %s from its log archive alone, "+
+			"with no Job, pod or event evidence left", a.Job, a.Namespace, a.Archive.UID)
+	case a.JobFailure != "":
+		head += " (" + a.JobFailure + ")"
+	case a.Message != "":
+		head += ": " + a.Message
+	}
+	fmt.Fprintln(w, head+".")
+	if a.ErrClass == nil {
+		if gone {
+			fmt.Fprintln(w, "No known error in the archived logs.")
+		} else {
+			fmt.Fprintln(w, "No issue found.")
+		}
+		for _, n := range a.Notes {
+			fmt.Fprintf(w, "Note: %s.\n", n)
+		}
+		return archivedLines(w, a, now)
+	}
+	fmt.Fprintln(w)
+	if f := a.FirstFailure; f != nil {
+		what := fmt.Sprintf("rank %d: %s", f.Rank, f.NodeEventName)
+		if f.Rank < 0 {
+			what = "the Job: " + f.NodeEventName
+		}
+		if f.Message != "" {
+			what += " (" + f.Message + ")"
+		}
+		fmt.Fprintf(w, "What happened: %s. Class: %s.\n", what, *a.ErrClass)
+		if f.Pod != "" {
+			where := "pod " + f.Pod
+			if f.Node != "" {
+				where += " on node " + f.Node
+			}
+			if f.Time != nil {
+				where += ", " + when(*f.Time, now)
+			}
+			fmt.Fprintf(w, "Where first:   %s.\n", where)
+		}
+	} else {
+		fmt.Fprintf(w, "What happened: the Job failed and no pod is left to tell why. Class: %s.\n", *a.ErrClass)
+	}
+	fmt.Fprintf(w, "What to do:    %s\n", a.Suggestion)
+	for _, n := range a.Notes {
+		fmt.Fprintf(w, "Note: %s.\n", n)
+	}
+	if len(a.JobFailureByNodeEvent) >= 2 {
+		fmt.Fprintf(w, "\nAll %d findings, earliest first:\n", len(a.JobFailureByNodeEvent))
+		if err := printers.NewTablePrinter(printers.PrintOptions{}).PrintObj(findingsTable(a.JobFailureByNodeEvent, now), w); err != nil {
+			return err
+		}
+	}
+	return archivedLines(w, a, now)
+}
+
+// archivedLines writes, when the analysis read a log archive, the rank that stopped first and
+// the last lines of each rank's last attempt.
+func archivedLines(w io.Writer, a triage.Analysis, now time.Time) error {
+	ev := a.Archive
+	if ev == nil || len(ev.Ranks) == 0 {
+		return nil
+	}
+	fmt.Fprintln(w)
+	if ev.FirstToStop != nil {
+		fmt.Fprintf(w, "Rank %d stopped first: its archived log was the first to stop growing.\n", *ev.FirstToStop)
+	}
+	fmt.Fprintf(w, "The last lines of each rank's last attempt, from %s (all of them: kubectl tao logs %s --uid %s):\n", ev.URL, a.Job, ev.UID)
+	for _, r := range ev.Ranks {
+		fmt.Fprintf(w, "[rank %d] pod %s, last written %s:\n", r.Rank, r.Pod, when(r.Written, now))
+		for _, l := range r.Lines[max(0, len(r.Lines)-reportLines):] {
+			fmt.Fprintf(w, "    %s\n", l)
+		}
+	}
+	return nil
+}
+
+func when(t, now time.Time) string {
+	return fmt.Sprintf("at %s (%s ago)", t.UTC().Format(time.RFC3339), duration.HumanDuration(now.Sub(t)))
+}
+
+func findingsTable(events []triage.NodeEvent, now time.Time) *metav1.Table {
+	t := &metav1.Table{ColumnDefinitions: []metav1.TableColumnDefinition{
+		{Name: "Rank", Type: "string"},
+		{Name: "Pod", Type: "string"},
+		{Name: "Node", Type: "string"},
+		{Name: "Event", Type: "string"},
+		{Name: "Exit", Type: "string"},
+		{Name: "Class", Type: "string"},
+		{Name: "Age", Type: "string"},
+		{Name: "Message", Type: "string"},
+	}}
+	for _, e := range events {
+		rank, exit, at := strconv.Itoa(e.Rank), "<none>", time.Time{}
+		if e.Rank < 0 {
+			rank = "job"
+		}
+		if e.ExitCode != nil {
+			exit = strconv.Itoa(int(*e.ExitCode))
+		}
+		if e.Time != nil {
+			at = *e.Time
+		}
+		t.Rows = append(t.Rows, metav1.TableRow{Cells: []any{
+			rank, orNone(e.Pod), orNone(e.Node), e.NodeEventName, exit, e.ErrClass, cmdutil.Age(at, now), strings.ReplaceAll(e.Message, "\n", " "),
+		}})
+	}
+	return t
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "<none>"
+	}
+	return s
+}

@@ -1,0 +1,182 @@
+package logarchive
+
+import (
+	"context"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/kubectl-tao/kubectl-tao/test/testutil/testbuf"
+)
+
+// uploads records every upload's content, as the S3 object would hold it.
+type uploads struct {
+	mu   sync.Mutex
+	got  []string
+	fail bool
+}
+
+func (u *uploads) upload(_ context.Context, r io.ReaderAt, size int64) error {
+	b := make([]byte, size)
+	if _, err := r.ReadAt(b, 0); err != nil && !errors.Is(err, io.EOF) {
+		return err
+	}
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.fail {
+		return errors.New("503 SlowDown")
+	}
+	u.got = append(u.got, string(b))
+	return nil
+}
+
+func (u *uploads) all() []string {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return append([]string(nil), u.got...)
+}
+
+type run struct {
+	code           int
+	stdout, stderr string
+	log            string
+	up             *uploads
+}
+
+// start runs script under /bin/sh with an archive and a recording upload; during (when set)
+// runs meanwhile with the signal channel.
+func start(t *testing.T, ctx context.Context, argv []string, interval time.Duration, up *uploads, during func(chan<- os.Signal)) run {
+	t.Helper()
+	f, err := os.CreateTemp(t.TempDir(), "archive")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var stdout, stderr, log testbuf.Buffer
+	sigs := make(chan os.Signal, 1)
+	r := &Runner{Argv: argv, Stdin: strings.NewReader(""), Stdout: &stdout, Stderr: &stderr, Signals: sigs,
+		Archive: f, Upload: up.upload, Interval: interval, Log: &log}
+	done := make(chan int)
+	go func() { done <- r.Run(ctx) }()
+	if during != nil {
+		during(sigs)
+	}
+	select {
+	case code := <-done:
+		return run{code: code, stdout: stdout.String(), stderr: stderr.String(), log: log.String(), up: up}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the runner did not return")
+	}
+	return run{}
+}
+
+func sh(script string) []string { return []string{"/bin/sh", "-c", script} }
+
+func TestRunnerPassesOutputAndExitCodeAndArchives(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		argv    []string
+		code    int
+		stdout  string
+		stderr  string
+		archive string
+	}{
+		{"success", sh(`echo one; sleep 0.1; echo two >&2; sleep 0.1; printf three`), 0, "one\nthree", "two\n", "one\ntwo\nthree"},
+		{"failure keeps its code", sh(`echo failing >&2; exit 3`), 3, "", "failing\n", "failing\n"},
+		{"a child killed by SIGKILL (the OOM killer)", sh(`echo big; kill -9 $$`), 137, "big\n", "", "big\n"},
+		{"not found", []string{"/no/such/program"}, 127, "", "", "/no/such/program"},
+		{"not executable", []string{"/dev/null"}, 126, "", "", "/dev/null"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			up := &uploads{}
+			r := start(t, context.Background(), tc.argv, time.Hour, up, nil)
+			if r.code != tc.code || r.stdout != tc.stdout || !strings.Contains(r.stderr, tc.stderr) {
+				t.Errorf("exit %d, stdout %q, stderr %q; want %d, %q, %q", r.code, r.stdout, r.stderr, tc.code, tc.stdout, tc.stderr)
+			}
+			got := up.all()
+			if len(got) != 1 || !strings.Contains(got[0], tc.archive) {
+				t.Errorf("uploads %q, want one holding %q", got, tc.archive)
+			}
+		})
+	}
+}
+
+func TestRunnerForwardsSIGTERMAndUploadsAfterIt(t *testing.T) {
+	dir := t.TempDir()
+	ready := filepath.Join(dir, "ready")
+	// The context is cancelled as main's is on SIGTERM: the final upload must happen anyway.
+	ctx, cancel := context.WithCancel(context.Background())
+	up := &uploads{}
+	r := start(t, ctx, sh(`trap 'echo checkpointing; exit 42' TERM; echo training; touch `+ready+`; while :; do sleep 0.05; done`),
+		time.Hour, up, func(sigs chan<- os.Signal) {
+			waitFile(t, ready)
+			cancel()
+			sigs <- syscall.SIGTERM
+		})
+	got := up.all()
+	if r.code != 42 || r.stdout != "training\ncheckpointing\n" || len(got) != 1 || got[0] != "training\ncheckpointing\n" {
+		t.Errorf("exit %d, stdout %q, uploads %q", r.code, r.stdout, got)
+	}
+}
+
+func TestRunnerSignalWithoutHandlerIs128PlusSignal(t *testing.T) {
+	ready := filepath.Join(t.TempDir(), "ready")
+	up := &uploads{}
+	r := start(t, context.Background(), sh(`echo up; touch `+ready+`; exec sleep 30`), time.Hour, up, func(sigs chan<- os.Signal) {
+		waitFile(t, ready)
+		sigs <- syscall.SIGTERM
+	})
+	if got := up.all(); r.code != 143 || len(got) != 1 || got[0] != "up\n" {
+		t.Errorf("exit %d, uploads %q; want 143 and the log", r.code, got)
+	}
+}
+
+func TestRunnerRefreshesWhileRunning(t *testing.T) {
+	up := &uploads{}
+	r := start(t, context.Background(), sh(`echo a; sleep 0.5; echo b; sleep 0.5`), 100*time.Millisecond, up, nil)
+	got := up.all()
+	if r.code != 0 || len(got) < 3 || got[0] != "a\n" || got[len(got)-1] != "a\nb\n" {
+		t.Fatalf("exit %d, uploads %q; want a, then a and b", r.code, got)
+	}
+	for i := 1; i < len(got)-1; i++ {
+		if got[i] == got[i-1] {
+			t.Errorf("upload %d repeats an unchanged archive: %q", i, got)
+		}
+	}
+}
+
+// A failed upload is a warning: the command's code stands.
+func TestRunnerUploadFailureKeepsTheExitCode(t *testing.T) {
+	up := &uploads{fail: true}
+	r := start(t, context.Background(), sh(`echo x`), time.Hour, up, nil)
+	if r.code != 0 || r.stdout != "x\n" || !strings.Contains(r.log, "log archive: the final upload failed: 503 SlowDown") {
+		t.Errorf("exit %d, stdout %q, log %q", r.code, r.stdout, r.log)
+	}
+}
+
+// A background process that keeps the output open does not keep the runner from ending.
+func TestRunnerEndsWhenABackgroundChildHoldsTheOutput(t *testing.T) {
+	began := time.Now()
+	r := start(t, context.Background(), sh(`sleep 10 & echo main done`), time.Hour, &uploads{}, nil)
+	if r.code != 0 || r.stdout != "main done\n" || time.Since(began) > 8*time.Second {
+		t.Errorf("exit %d, stdout %q after %s", r.code, r.stdout, time.Since(began))
+	}
+}
+
+func waitFile(t *testing.T, p string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		if _, err := os.Stat(p); err == nil {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("%s never appeared", p)
+}

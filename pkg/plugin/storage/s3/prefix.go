@@ -1,0 +1,122 @@
+package s3
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+
+	"github.com/minio/minio-go/v7"
+
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/util/plural"
+)
+
+// List returns every object whose key starts with prefix (recursively), in key order.
+func List(ctx context.Context, client *minio.Client, bucket, prefix string) ([]Object, error) {
+	var out []Object
+	for o := range client.ListObjects(ctx, bucket, minio.ListObjectsOptions{Prefix: prefix, Recursive: true}) {
+		if o.Err != nil {
+			return nil, o.Err
+		}
+		// Defensive: a server that ignored the prefix must not widen what callers delete.
+		if !strings.HasPrefix(o.Key, prefix) {
+			continue
+		}
+		out = append(out, Object{Key: o.Key, Size: o.Size, LastModified: o.LastModified.UTC(), ETag: o.ETag})
+	}
+	return out, nil
+}
+
+// Removed is what DeletePrefix removed.
+type Removed struct {
+	Objects int
+	Bytes   int64
+}
+
+// maxReported bounds how many failed keys an error names.
+const maxReported = 5
+
+// DeletePrefix deletes every object under prefix, which must end in "/" (a directory-like
+// prefix, so that results/job/uid never matches results/job/uid2), then lists it again and
+// fails unless it is empty. Objects are listed and removed as a stream (1,000 keys per
+// DeleteObjects request), so any number of objects takes constant memory.
+func DeletePrefix(ctx context.Context, client *minio.Client, bucket, prefix string) (Removed, error) {
+	var rm Removed
+	what := "s3://" + bucket + "/" + prefix
+	if prefix == "" || !strings.HasSuffix(prefix, "/") {
+		return rm, fmt.Errorf("refusing to delete %s: a prefix must be non-empty and end in /", what)
+	}
+	listCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+
+	listed := make(chan minio.ObjectInfo)
+	listerDone := make(chan struct{})
+	var listErr error
+	var mu sync.Mutex
+	sizes := map[string]int64{}
+	go func() {
+		defer close(listerDone)
+		defer close(listed)
+		for o := range client.ListObjects(listCtx, bucket, minio.ListObjectsOptions{Prefix: prefix, Recursive: true}) {
+			if o.Err != nil {
+				listErr = o.Err
+				return
+			}
+			if !strings.HasPrefix(o.Key, prefix) {
+				continue
+			}
+			mu.Lock()
+			sizes[o.Key] = o.Size
+			mu.Unlock()
+			select {
+			case listed <- o:
+			case <-listCtx.Done():
+				return
+			}
+		}
+	}()
+	var failed []string
+	var firstErr error
+	for res := range client.RemoveObjectsWithResult(listCtx, bucket, listed, minio.RemoveObjectsOptions{}) {
+		if res.Err != nil {
+			if firstErr == nil {
+				firstErr = res.Err
+			}
+			failed = append(failed, res.ObjectName)
+			continue
+		}
+		rm.Objects++
+		mu.Lock()
+		rm.Bytes += sizes[res.ObjectName]
+		mu.Unlock()
+	}
+	// RemoveObjectsWithResult reads the listing to its end (or until ctx is done).
+	cancel()
+	<-listerDone
+	if listErr != nil {
+		return rm, Describe(listErr, "listing", what)
+	}
+	if firstErr != nil {
+		return rm, Describe(fmt.Errorf("%s not removed (%s): %w", plural.N(len(failed), "object"), sample(failed), firstErr), "deleting", what)
+	}
+	left, err := List(ctx, client, bucket, prefix)
+	if err != nil {
+		return rm, Describe(err, "verifying (listing)", what)
+	}
+	if len(left) > 0 {
+		keys := make([]string, len(left))
+		for i, o := range left {
+			keys[i] = o.Key
+		}
+		return rm, fmt.Errorf("deleting %s: %s %s after the delete (%s)", what, plural.N(len(left), "object"), plural.Word(len(left), "remains", "remain"), sample(keys))
+	}
+	return rm, nil
+}
+
+// sample names up to maxReported keys.
+func sample(keys []string) string {
+	if len(keys) <= maxReported {
+		return strings.Join(keys, ", ")
+	}
+	return strings.Join(keys[:maxReported], ", ") + fmt.Sprintf(" and %d more", len(keys)-maxReported)
+}
