@@ -2,6 +2,7 @@ package tail
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"sync"
@@ -610,14 +611,23 @@ func (f *follower) follow(ctx context.Context, tl *tailer) {
 		if opened {
 			f.reach.OK()
 			f.kubelet(tl.target.Node).OK()
-			said = false
 			before := tl.cursor.Last
 			err = streamLines(rc, f.writer(tl), prefix, f.cfg.Timestamps, tl.cursor.Resume())
 			rc.Close()
 			// A stream that delivered lines is reopened at once when it drops; one that ends
 			// empty again and again (a kubelet that ends it) backs off.
-			if !tl.cursor.Last.Equal(before) {
+			delivered := !tl.cursor.Last.Equal(before)
+			if delivered {
 				bo = f.e.backoff()
+			}
+			// The kubelet answers before it opens the log: its error in the body of a stream
+			// that delivered nothing is a failure to open, said as such (once, not at each
+			// retry).
+			var kerr *kubeletError
+			if errors.As(err, &kerr) && !delivered {
+				opened = false
+			} else {
+				said = false
 			}
 		}
 		if ctx.Err() != nil {

@@ -28,7 +28,8 @@ func prefixFor(p Prefix, t Target) string {
 }
 
 // splitTimestamp cuts the RFC3339Nano timestamp the API server puts before each line when
-// timestamps=true. ok is false for a line without one (the kubelet's own notices have none).
+// timestamps=true. ok is false for a line without one: not the container's, whose every line
+// is stamped, but the kubelet's error (see kubeletError).
 func splitTimestamp(line []byte) (stamp []byte, ts time.Time, rest []byte, ok bool) {
 	i := bytes.IndexByte(line, ' ')
 	if i <= 0 {

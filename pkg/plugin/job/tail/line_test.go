@@ -178,13 +178,13 @@ func TestReplayKeepsOutOfOrderLinesOnceNew(t *testing.T) {
 
 func TestStreamLinesTimestampsAndLongLines(t *testing.T) {
 	long := strings.Repeat("x", 200<<10)
-	in := "2026-11-29T18:55:02.5Z " + long + "\nnot stamped\n2026-11-29T18:55:03Z last without newline"
+	in := "2026-11-29T18:55:02.5Z " + long + "\n2026-11-29T18:55:03Z last without newline"
 	var got bytes.Buffer
 	var cur Cursor
 	if err := streamLines(strings.NewReader(in), &got, "[rank 0] ", true, cur.Resume()); err != nil {
 		t.Fatal(err)
 	}
-	want := "[rank 0] 2026-11-29T18:55:02.5Z " + long + "\n[rank 0] not stamped\n[rank 0] 2026-11-29T18:55:03Z last without newline\n"
+	want := "[rank 0] 2026-11-29T18:55:02.5Z " + long + "\n[rank 0] 2026-11-29T18:55:03Z last without newline\n"
 	if got.String() != want {
 		t.Fatalf("got %d bytes, want %d; tail %q", got.Len(), len(want), got.String()[max(0, got.Len()-80):])
 	}
@@ -261,7 +261,7 @@ func BenchmarkFormat(b *testing.B) {
 		rest := body
 		for len(rest) > 0 {
 			i := bytes.IndexByte(rest, '\n')
-			dst = appendFiltered(dst, "[rank 7] ", rest[:i], true, false, nil)
+			dst, _ = appendFiltered(dst, "[rank 7] ", rest[:i], true, false, nil)
 			rest = rest[i+1:]
 		}
 	}

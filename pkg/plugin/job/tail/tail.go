@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"sync"
 	"time"
 
@@ -215,11 +216,15 @@ func (e *Engine) readAll(ctx context.Context, cfg Config, targets []Target, curs
 			if notes {
 				fmt.Fprintf(e.ErrOut, "rank %d (pod %s): no log yet, the container has not started\n", t.Rank, t.Pod)
 			}
-		case r.err != nil:
-			errs = append(errs, fmt.Errorf("reading the log of rank %d (pod %s): %w", t.Rank, t.Pod, r.err))
-		case len(r.buf) > 0:
-			if _, err := e.out(t).Write(r.buf); err != nil {
-				return err
+		default:
+			// The lines read before a failure are the pod's: they go out, and the failure is said.
+			if len(r.buf) > 0 {
+				if _, err := e.out(t).Write(r.buf); err != nil {
+					return err
+				}
+			}
+			if r.err != nil {
+				errs = append(errs, fmt.Errorf("reading the log of rank %d (pod %s): %w", t.Rank, t.Pod, r.err))
 			}
 		}
 	}
@@ -227,7 +232,9 @@ func (e *Engine) readAll(ctx context.Context, cfg Config, targets []Target, curs
 }
 
 // readOnce reads one container's log without following. With a cursor it resumes after the
-// last line shown and advances the cursor.
+// last line shown and advances the cursor. A read that fails returns, with its error, the whole
+// lines read before the failure (as a followed stream writes them); the kubelet's error in the
+// body of a log asked with timestamps is such a failure (see kubeletError), never a line.
 func (e *Engine) readOnce(ctx context.Context, cfg Config, t Target, cur *Cursor) ([]byte, error) {
 	opts := &corev1.PodLogOptions{Container: t.Container, Previous: cfg.Previous, Timestamps: cfg.Timestamps || cur != nil}
 	if cur != nil && !cur.Last.IsZero() {
@@ -242,7 +249,8 @@ func (e *Engine) readOnce(ctx context.Context, cfg Config, t Target, cur *Cursor
 	defer rc.Close()
 	body, err := io.ReadAll(rc)
 	if err != nil {
-		return nil, err
+		// A partial last line cut off by the failure is not shown.
+		body = body[:bytes.LastIndexByte(body, '\n')+1]
 	}
 	var replay *Replay
 	if cur != nil {
@@ -251,35 +259,61 @@ func (e *Engine) readOnce(ctx context.Context, cfg Config, t Target, cur *Cursor
 	prefix := prefixFor(cfg.Prefix, t)
 	out := make([]byte, 0, len(body)+bytes.Count(body, []byte{'\n'})*len(prefix)+len(prefix)+1)
 	for len(body) > 0 {
-		line := body
-		if i := bytes.IndexByte(body, '\n'); i >= 0 {
-			line, body = body[:i], body[i+1:]
-		} else {
-			body = nil
+		line, rest, _ := bytes.Cut(body, []byte{'\n'})
+		var ok bool
+		if out, ok = appendFiltered(out, prefix, line, opts.Timestamps, cfg.Timestamps, replay); !ok {
+			return out, newKubeletError(body)
 		}
-		out = appendFiltered(out, prefix, line, opts.Timestamps, cfg.Timestamps, replay)
+		body = rest
 	}
-	return out, nil
+	return out, err
 }
 
 // appendFiltered formats one raw line. stamped says the server put a timestamp in front;
-// show says whether the user wants it kept; replay, when set, drops lines already shown.
-func appendFiltered(dst []byte, prefix string, line []byte, stamped, show bool, replay *Replay) []byte {
+// show says whether the user wants it kept; replay, when set, drops lines already shown. It
+// reports false, appending nothing, for a line without the timestamp asked for: that is the
+// kubelet's error, not the container's (see kubeletError).
+func appendFiltered(dst []byte, prefix string, line []byte, stamped, show bool, replay *Replay) ([]byte, bool) {
 	if !stamped {
-		return appendLine(dst, prefix, nil, line)
+		return appendLine(dst, prefix, nil, line), true
 	}
 	stamp, ts, text, ok := splitTimestamp(line)
 	if !ok {
-		return appendLine(dst, prefix, nil, line)
+		return dst, false
 	}
 	if replay != nil && !replay.Admit(ts) {
-		return dst
+		return dst, true
 	}
 	if !show {
 		stamp = nil
 	}
-	return appendLine(dst, prefix, stamp, text)
+	return appendLine(dst, prefix, stamp, text), true
 }
+
+// kubeletError is a log request's failure that the kubelet wrote into the body of its 200
+// answer. The kubelet sends its headers before it opens the container's log, so a log it then
+// cannot read (removed with the container once the pod is being deleted, say) ends the body
+// with the error's text: "failed to try resolving symlinks in path ...". The log is asked
+// with timestamps whenever lines must be told apart from that text: the kubelet stamps every
+// line of the container's, and never its own error.
+type kubeletError struct{ text string }
+
+func (e *kubeletError) Error() string { return e.text }
+
+// newKubeletError is the failure that rest, from the first unstamped line on, reports.
+func newKubeletError(rest []byte) error {
+	text := strings.TrimSpace(string(rest))
+	if len(text) > maxKubeletError {
+		text = strings.ToValidUTF8(text[:maxKubeletError], "") + "..."
+	}
+	if text == "" {
+		text = "the log stream has a line without its timestamp"
+	}
+	return &kubeletError{text: text}
+}
+
+// maxKubeletError bounds the text a kubeletError quotes: the kubelet's errors are one line.
+const maxKubeletError = 1024
 
 func setLimits(opts *corev1.PodLogOptions, cfg Config) {
 	if cfg.TailLines != nil && *cfg.TailLines >= 0 {
@@ -315,7 +349,8 @@ func (s *syncWriter) Write(p []byte) (int, error) {
 // nothing is held back once no whole line is waiting, so a backlog costs few writes and a live
 // line is shown at once. It returns nil at a clean end of stream and the read error otherwise;
 // the whole lines read before an error are written first (the cursor counts them as shown),
-// and a partial line cut off by an error is not shown (the next read replays it).
+// and a partial line cut off by an error is not shown (the next read replays it). A line
+// without its timestamp is the kubelet's error, returned as one (see kubeletError).
 func streamLines(r io.Reader, w io.Writer, prefix string, show bool, replay *Replay) error {
 	br := bufio.NewReaderSize(r, 64<<10)
 	var buf []byte
@@ -345,7 +380,13 @@ func streamLines(r io.Reader, w io.Writer, prefix string, show bool, replay *Rep
 			return err
 		}
 		if len(line) > 0 {
-			buf = appendFiltered(buf, prefix, bytes.TrimSuffix(line, []byte{'\n'}), true, show, replay)
+			var ok bool
+			if buf, ok = appendFiltered(buf, prefix, bytes.TrimSuffix(line, []byte{'\n'}), true, show, replay); !ok {
+				if werr := flush(); werr != nil {
+					return werr
+				}
+				return newKubeletError(line)
+			}
 		}
 		if err != nil {
 			return flush()
