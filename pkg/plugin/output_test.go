@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -14,9 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/johannesboyne/gofakes3"
-	"github.com/johannesboyne/gofakes3/backend/s3mem"
-	"github.com/minio/minio-go/v7"
 	"github.com/spf13/cobra"
 	authv1 "k8s.io/api/authorization/v1"
 	batchv1 "k8s.io/api/batch/v1"
@@ -31,12 +27,12 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin"
-	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/storage/s3"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/storage/s3layout"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/util/exitcode"
 	"github.com/kubectl-tao/kubectl-tao/test/testutil/cmdtest"
 	"github.com/kubectl-tao/kubectl-tao/test/testutil/fakefactory"
 	"github.com/kubectl-tao/kubectl-tao/test/testutil/fixture"
+	"github.com/kubectl-tao/kubectl-tao/test/testutil/s3fake"
 )
 
 var outputNow = time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
@@ -299,22 +295,10 @@ func preflightCluster() *fake.Clientset {
 // artifactsCluster is a finished Job with results in an in-memory S3 on loopback, whose clock
 // is fixed so that every run lists the same last-modified time.
 func artifactsCluster(t *testing.T) cmdtest.Cmd {
-	srv := httptest.NewServer(gofakes3.New(s3mem.New(s3mem.WithTimeSource(gofakes3.FixedTimeSource(outputNow)))).Server())
-	t.Cleanup(srv.Close)
-	const access, secret = "AKIAEXAMPLEKEY", "example-secret"
-	store, err := s3.NewClient(s3.Config{AccessKey: access, SecretKey: secret, Endpoint: srv.URL}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := store.MakeBucket(context.Background(), "results", minio.MakeBucketOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := store.PutObject(context.Background(), "results", "results/train/uid-1/results/model.pth", strings.NewReader("0123456789"), 10, minio.PutObjectOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	store := s3fake.Start(t, s3fake.Options{Bucket: "results", Now: outputNow})
+	store.Put("results/train/uid-1/results/model.pth", "0123456789")
 	job := fixture.Job("train").Namespace("ml").UID("uid-2").Succeeded(1).Condition(batchv1.JobSuccessCriteriaMet, "", "").Condition(batchv1.JobComplete, "", "").Obj()
 	job.UID = "uid-1"
 	job.Annotations = map[string]string{s3layout.AnnotationOutputs: `["/results"]`, s3layout.AnnotationS3Secret: s3layout.SecretName("train")}
-	return cmdtest.Cmd{NS: "ml", Client: fake.NewClientset(job), Env: map[string]string{
-		"ACCESS_KEY": access, "SECRET_KEY": secret, "S3_BUCKET_NAME": "results", "S3_ENDPOINT_URL": srv.URL}}
+	return cmdtest.Cmd{NS: "ml", Client: fake.NewClientset(job), Env: store.Env()}
 }

@@ -3,13 +3,9 @@ package deleteartifacts_test
 import (
 	"context"
 	"encoding/json"
-	"net/http/httptest"
 	"strings"
 	"testing"
 
-	"github.com/johannesboyne/gofakes3"
-	"github.com/johannesboyne/gofakes3/backend/s3mem"
-	"github.com/minio/minio-go/v7"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -17,10 +13,10 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmd/deleteartifacts"
-	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/storage/s3"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/storage/s3layout"
 	"github.com/kubectl-tao/kubectl-tao/test/testutil/cmdtest"
 	"github.com/kubectl-tao/kubectl-tao/test/testutil/fixture"
+	"github.com/kubectl-tao/kubectl-tao/test/testutil/s3fake"
 )
 
 const (
@@ -30,52 +26,25 @@ const (
 
 type env struct {
 	t      *testing.T
-	s3     *minio.Client
-	url    string
+	s3     *s3fake.Server
 	client *fake.Clientset
 }
 
 func setup(t *testing.T, objs ...runtime.Object) *env {
 	t.Helper()
-	srv := httptest.NewServer(gofakes3.New(s3mem.New()).Server())
-	t.Cleanup(srv.Close)
-	e := &env{t: t, url: srv.URL, client: fake.NewClientset(objs...)}
-	var err error
-	e.s3, err = s3.NewClient(s3.Config{AccessKey: accessKey, SecretKey: secretKey, Endpoint: srv.URL}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := e.s3.MakeBucket(context.Background(), "results-bucket", minio.MakeBucketOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	e := &env{t: t, s3: s3fake.Start(t, s3fake.Options{Bucket: "results-bucket", AccessKey: accessKey, SecretKey: secretKey}), client: fake.NewClientset(objs...)}
 	for _, k := range []string{
 		"results/train/uid-1/results/model.pth", "results/train/uid-1/results/logs/a.log",
 		"results/train/uid-0/results/model.pth", // an earlier run of the same name
 		"results/train-2/uid-1/x",               // another job
 	} {
-		if _, err := e.s3.PutObject(context.Background(), "results-bucket", k, strings.NewReader("0123456789"), 10, minio.PutObjectOptions{}); err != nil {
-			t.Fatal(err)
-		}
+		e.s3.Put(k, "0123456789")
 	}
 	return e
 }
 
 func (e *env) secret(name string) *corev1.Secret {
-	return fixture.Secret("default", name, map[string]string{
-		"ACCESS_KEY": accessKey, "SECRET_KEY": secretKey, "S3_BUCKET_NAME": "results-bucket", "S3_ENDPOINT_URL": e.url,
-	})
-}
-
-func (e *env) keys() []string {
-	objs, err := s3.List(context.Background(), e.s3, "results-bucket", "")
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	var out []string
-	for _, o := range objs {
-		out = append(out, o.Key)
-	}
-	return out
+	return fixture.Secret("default", name, e.s3.Env())
 }
 
 func (e *env) run(getenv map[string]string, args ...string) (int, string, string) {
@@ -95,7 +64,7 @@ func TestDeletesTheJobThenOnlyItsPrefix(t *testing.T) {
 	if code != 0 || out != "job.batch/train deleted; 2 objects (20 B) removed from s3://results-bucket/results/train/uid-1/\n" {
 		t.Fatalf("exit %d\nstdout %q\nstderr %s", code, out, errOut)
 	}
-	if got := strings.Join(e.keys(), " "); got != "results/train-2/uid-1/x results/train/uid-0/results/model.pth" {
+	if got := strings.Join(e.s3.Keys(""), " "); got != "results/train-2/uid-1/x results/train/uid-0/results/model.pth" {
 		t.Errorf("left %s", got)
 	}
 	if _, err := e.client.BatchV1().Jobs("default").Get(context.Background(), "train", metav1.GetOptions{}); err == nil {
@@ -108,7 +77,7 @@ func TestDryRunRemovesNothing(t *testing.T) {
 	if _, err := e.client.CoreV1().Secrets("default").Create(context.Background(), e.secret("train-s3"), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	before := e.keys()
+	before := e.s3.Keys("")
 	code, out, _ := e.run(nil, "delete-artifacts", "train", "--dry-run")
 	want := "s3://results-bucket/results/train/uid-1/results/logs/a.log (10 B)\n" +
 		"s3://results-bucket/results/train/uid-1/results/model.pth (10 B)\n" +
@@ -116,7 +85,7 @@ func TestDryRunRemovesNothing(t *testing.T) {
 	if code != 0 || out != want {
 		t.Fatalf("exit %d, stdout:\n%s", code, out)
 	}
-	if len(e.keys()) != len(before) {
+	if len(e.s3.Keys("")) != len(before) {
 		t.Error("a dry run removed objects")
 	}
 	if _, err := e.client.BatchV1().Jobs("default").Get(context.Background(), "train", metav1.GetOptions{}); err != nil {
@@ -131,7 +100,7 @@ func TestDryRunRemovesNothing(t *testing.T) {
 
 func TestShellCredentialsNeedNoSecret(t *testing.T) {
 	e := setup(t, fixture.Job("train").Namespace("default").UID("uid-1").Condition(batchv1.JobComplete, "", "").Annotation(s3layout.AnnotationOutputs, `["/results"]`).Annotation(s3layout.AnnotationS3Secret, s3layout.SecretName("train")).Obj())
-	env := map[string]string{"ACCESS_KEY": accessKey, "SECRET_KEY": secretKey, "S3_BUCKET_NAME": "results-bucket", "S3_ENDPOINT_URL": e.url}
+	env := e.s3.Env()
 	code, out, errOut := e.run(env, "delete-artifacts", "job/train")
 	if code != 0 || !strings.Contains(out, "2 objects (20 B) removed") {
 		t.Fatalf("exit %d\n%s%s", code, out, errOut)
@@ -150,7 +119,7 @@ func TestRefusals(t *testing.T) {
 		fixture.Job("orphan").Namespace("default").UID("uid-3").Condition(batchv1.JobComplete, "", "").Annotation(s3layout.AnnotationOutputs, `["/results"]`).Annotation(s3layout.AnnotationS3Secret, s3layout.SecretName("orphan")).Obj(),
 		fixture.Job("train").Namespace("default").UID("uid-1").Condition(batchv1.JobComplete, "", "").Annotation(s3layout.AnnotationOutputs, `["/results"]`).Annotation(s3layout.AnnotationS3Secret, s3layout.SecretName("train")).Obj(),
 	)
-	before := len(e.keys())
+	before := len(e.s3.Keys(""))
 	for _, tc := range []struct {
 		args []string
 		env  map[string]string
@@ -169,7 +138,7 @@ func TestRefusals(t *testing.T) {
 			t.Errorf("%v: exit %d, stdout %q, stderr %q; want exit %d and %q", tc.args, code, out, errOut, tc.code, tc.want)
 		}
 	}
-	if len(e.keys()) != before {
+	if len(e.s3.Keys("")) != before {
 		t.Error("a refused run removed objects")
 	}
 	jobs, _ := e.client.BatchV1().Jobs("default").List(context.Background(), metav1.ListOptions{})
@@ -182,7 +151,8 @@ func TestRefusals(t *testing.T) {
 // fake S3 does not check signatures, so the bucket is missing instead: the same path.
 func TestS3FailureKeepsTheJob(t *testing.T) {
 	e := setup(t, fixture.Job("train").Namespace("default").UID("uid-1").Condition(batchv1.JobComplete, "", "").Annotation(s3layout.AnnotationOutputs, `["/results"]`).Annotation(s3layout.AnnotationS3Secret, s3layout.SecretName("train")).Obj())
-	env := map[string]string{"ACCESS_KEY": accessKey, "SECRET_KEY": secretKey, "S3_BUCKET_NAME": "no-such-bucket", "S3_ENDPOINT_URL": e.url}
+	env := e.s3.Env()
+	env["S3_BUCKET_NAME"] = "no-such-bucket"
 	code, _, errOut := e.run(env, "delete-artifacts", "train")
 	if code != 3 || !strings.Contains(errOut, "s3://no-such-bucket/results/train/uid-1/ (nothing was deleted)") {
 		t.Fatalf("exit %d, %s", code, errOut)
@@ -198,9 +168,7 @@ func TestDeletesARunWithOnlyItsWorkdirSnapshot(t *testing.T) {
 	const sum = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
 	e := setup(t, fixture.Job("code").Namespace("default").UID("uid-7").Condition(batchv1.JobComplete, "", "").
 		Annotation(s3layout.AnnotationWorkdirSHA256, sum).Annotation(s3layout.AnnotationS3Secret, s3layout.SecretName("code")).Obj())
-	if _, err := e.s3.PutObject(context.Background(), "results-bucket", "results/code/uid-7/.kubectl-tao/workdir.tar.zst", strings.NewReader("zstd"), 4, minio.PutObjectOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	e.s3.Put("results/code/uid-7/.kubectl-tao/workdir.tar.zst", "zstd")
 	if _, err := e.client.CoreV1().Secrets("default").Create(context.Background(), e.secret("code-s3"), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -208,7 +176,7 @@ func TestDeletesARunWithOnlyItsWorkdirSnapshot(t *testing.T) {
 	if code != 0 || out != "job.batch/code deleted; 1 object (4 B) removed from s3://results-bucket/results/code/uid-7/\n" {
 		t.Fatalf("exit %d\nstdout %q\nstderr %s", code, out, errOut)
 	}
-	for _, k := range e.keys() {
+	for _, k := range e.s3.Keys("") {
 		if strings.HasPrefix(k, "results/code/") {
 			t.Errorf("left %s", k)
 		}
@@ -228,16 +196,14 @@ func TestDeletesTheLogArchive(t *testing.T) {
 		s3layout.LogArchiveKey(run, 0, "train-0-first"), s3layout.LogArchiveKey(run, 0, "train-0-retry"),
 		s3layout.LogArchiveKey(run, 1, ""), s3layout.LogArchiveKey(older, 0, "train-0-old"),
 	} {
-		if _, err := e.s3.PutObject(context.Background(), "results-bucket", k, strings.NewReader("0123456789"), 10, minio.PutObjectOptions{}); err != nil {
-			t.Fatal(err)
-		}
+		e.s3.Put(k, "0123456789")
 	}
 	code, out, errOut := e.run(nil, "delete-artifacts", "train")
 	if code != 0 || out != "job.batch/train deleted; 5 objects (50 B) removed from s3://results-bucket/results/train/uid-1/\n" {
 		t.Fatalf("exit %d\nstdout %q\nstderr %s", code, out, errOut)
 	}
 	want := "results/train-2/uid-1/x " + s3layout.LogArchiveKey(older, 0, "train-0-old") + " results/train/uid-0/results/model.pth"
-	if got := strings.Join(e.keys(), " "); got != want {
+	if got := strings.Join(e.s3.Keys(""), " "); got != want {
 		t.Errorf("left %s\nwant %s", got, want)
 	}
 }

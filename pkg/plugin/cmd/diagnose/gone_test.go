@@ -4,56 +4,39 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/johannesboyne/gofakes3"
-	"github.com/johannesboyne/gofakes3/backend/s3mem"
-	"github.com/minio/minio-go/v7"
 	"k8s.io/client-go/kubernetes/fake"
 
-	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/storage/s3"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/storage/s3layout"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/util/exitcode"
 	"github.com/kubectl-tao/kubectl-tao/test/testutil/cmdtest"
 	"github.com/kubectl-tao/kubectl-tao/test/testutil/fixture"
 	"github.com/kubectl-tao/kubectl-tao/test/testutil/golden"
+	"github.com/kubectl-tao/kubectl-tao/test/testutil/s3fake"
 )
 
 // goneBucket is an S3 server whose objects are stamped by a clock the test moves, so that the
 // archive's last writes (when each rank stopped) are the same in every run.
 type goneBucket struct {
-	c     *minio.Client
-	clock gofakes3.TimeSourceAdvancer
-	env   map[string]string
+	*s3fake.Server
+	env map[string]string
 }
 
 func newGoneBucket(t *testing.T) *goneBucket {
 	t.Helper()
-	clock := gofakes3.FixedTimeSource(t0)
-	srv := httptest.NewServer(gofakes3.New(s3mem.New(s3mem.WithTimeSource(clock))).Server())
-	t.Cleanup(srv.Close)
-	c, err := s3.NewClient(s3.Config{AccessKey: "AKIATEST", SecretKey: "gone-secret", Endpoint: srv.URL}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.MakeBucket(context.Background(), "results", minio.MakeBucketOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	env := map[string]string{"ACCESS_KEY": "AKIATEST", "SECRET_KEY": "gone-secret", "S3_BUCKET_NAME": "results", "S3_ENDPOINT_URL": srv.URL}
-	return &goneBucket{c: c, clock: clock, env: env}
+	srv := s3fake.Start(t, s3fake.Options{Bucket: "results", Now: t0})
+	return &goneBucket{Server: srv, env: srv.Env()}
 }
 
 // put archives body as the log of rank's attempt in pod of run uid of job, written at.
 func (b *goneBucket) put(t *testing.T, job, uid string, rank int, pod, body string, at time.Time) {
 	t.Helper()
-	b.clock.Advance(at.Sub(b.clock.Now()))
+	b.Clock.Advance(at.Sub(b.Clock.Now()))
 	prefix, _ := s3layout.ResultsPrefix(job, uid)
-	if _, err := b.c.PutObject(context.Background(), "results", s3layout.LogArchiveKey(prefix, rank, pod), strings.NewReader(body), int64(len(body)), minio.PutObjectOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	b.Put(s3layout.LogArchiveKey(prefix, rank, pod), body)
 }
 
 const goneOOM = "torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB"

@@ -2,21 +2,17 @@ package logs_test
 
 import (
 	"context"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/johannesboyne/gofakes3"
-	"github.com/johannesboyne/gofakes3/backend/s3mem"
-	"github.com/minio/minio-go/v7"
 	batchv1 "k8s.io/api/batch/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
-	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/storage/s3"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/storage/s3layout"
 	"github.com/kubectl-tao/kubectl-tao/test/testutil/cmdtest"
 	"github.com/kubectl-tao/kubectl-tao/test/testutil/fixture"
+	"github.com/kubectl-tao/kubectl-tao/test/testutil/s3fake"
 )
 
 // archiveS3 is an S3 holding the log archive of run job-uid of train (ranks 0, 1 and 10; rank
@@ -24,35 +20,21 @@ import (
 // shell's credentials for it.
 func archiveS3(t *testing.T, extraRuns ...string) map[string]string {
 	t.Helper()
-	srv := httptest.NewServer(gofakes3.New(s3mem.New()).Server())
-	t.Cleanup(srv.Close)
-	c, err := s3.NewClient(s3.Config{AccessKey: "AKIATEST", SecretKey: "archive-secret", Endpoint: srv.URL}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := context.Background()
-	if err := c.MakeBucket(ctx, "results", minio.MakeBucketOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	put := func(key, body string) {
-		if _, err := c.PutObject(ctx, "results", key, strings.NewReader(body), int64(len(body)), minio.PutObjectOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	srv := s3fake.Start(t, s3fake.Options{Bucket: "results"})
 	prefix, _ := s3layout.ResultsPrefix("train", "job-uid")
-	put(s3layout.LogArchiveKey(prefix, 10, "train-10-xyz"), "ten a\nten b\n")
+	srv.Put(s3layout.LogArchiveKey(prefix, 10, "train-10-xyz"), "ten a\nten b\n")
 	// Rank 0 was retried: its first attempt failed, in a pod of its own. (Written in the order
 	// of their pod names too: the fake S3 stamps writes to the second, and keys break ties.)
-	put(s3layout.LogArchiveKey(prefix, 0, "train-0-aaa"), "zero failed\n")
-	put(s3layout.LogArchiveKey(prefix, 0, "train-0-bbb"), "zero a\nzero b\nzero c\n")
+	srv.Put(s3layout.LogArchiveKey(prefix, 0, "train-0-aaa"), "zero failed\n")
+	srv.Put(s3layout.LogArchiveKey(prefix, 0, "train-0-bbb"), "zero a\nzero b\nzero c\n")
 	// Rank 1 as an archive of before attempts were kept apart: one object, no pod.
-	put(s3layout.LogArchiveKey(prefix, 1, ""), "one a\none b (cut")
-	put(prefix+"results/model.pth", "weights")
+	srv.Put(s3layout.LogArchiveKey(prefix, 1, ""), "one a\none b (cut")
+	srv.Put(prefix+"results/model.pth", "weights")
 	for _, uid := range extraRuns {
 		p, _ := s3layout.ResultsPrefix("train", uid)
-		put(s3layout.LogArchiveKey(p, 0, "train-0-ccc"), "another run\n")
+		srv.Put(s3layout.LogArchiveKey(p, 0, "train-0-ccc"), "another run\n")
 	}
-	return map[string]string{"ACCESS_KEY": "AKIATEST", "SECRET_KEY": "archive-secret", "S3_BUCKET_NAME": "results", "S3_ENDPOINT_URL": srv.URL}
+	return srv.Env()
 }
 
 func runArchive(c cmdtest.Cmd, env map[string]string, args ...string) cmdtest.Result {

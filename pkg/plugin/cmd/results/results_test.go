@@ -3,26 +3,22 @@ package results_test
 import (
 	"context"
 	"encoding/json"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/johannesboyne/gofakes3"
-	"github.com/johannesboyne/gofakes3/backend/s3mem"
-	"github.com/minio/minio-go/v7"
 	batchv1 "k8s.io/api/batch/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmd/results"
-	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/storage/s3"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/storage/s3layout"
 	"github.com/kubectl-tao/kubectl-tao/test/testutil/cmdtest"
 	"github.com/kubectl-tao/kubectl-tao/test/testutil/fixture"
+	"github.com/kubectl-tao/kubectl-tao/test/testutil/s3fake"
 )
 
 const (
@@ -42,18 +38,8 @@ type env struct {
 // "train" (uid-0 older than uid-1), a run of "solo", and another job's run.
 func setup(t *testing.T, objs ...runtime.Object) *env {
 	t.Helper()
-	clock := gofakes3.FixedTimeSource(t0)
-	srv := httptest.NewServer(gofakes3.New(s3mem.New(s3mem.WithTimeSource(clock))).Server())
-	t.Cleanup(srv.Close)
-	e := &env{t: t, url: srv.URL, client: fake.NewClientset(objs...)}
-	c, err := s3.NewClient(s3.Config{AccessKey: accessKey, SecretKey: secretKey, Endpoint: srv.URL}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := context.Background()
-	if err := c.MakeBucket(ctx, "results-bucket", minio.MakeBucketOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	srv := s3fake.Start(t, s3fake.Options{Bucket: "results-bucket", AccessKey: accessKey, SecretKey: secretKey, Now: t0})
+	e := &env{t: t, url: srv.Endpoint, client: fake.NewClientset(objs...)}
 	for _, k := range []string{
 		"results/train/uid-0/results/model.pth",
 		"results/train/uid-1/results/model.pth",
@@ -62,10 +48,8 @@ func setup(t *testing.T, objs ...runtime.Object) *env {
 		"results/train-2/uid-2/x",
 		"results/solo/uid-9/out.txt",
 	} {
-		clock.Advance(time.Minute)
-		if _, err := c.PutObject(ctx, "results-bucket", k, strings.NewReader("0123456789"), 10, minio.PutObjectOptions{}); err != nil {
-			t.Fatal(err)
-		}
+		srv.Clock.Advance(time.Minute)
+		srv.Put(k, "0123456789")
 	}
 	return e
 }

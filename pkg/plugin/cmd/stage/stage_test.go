@@ -3,20 +3,16 @@ package stage
 import (
 	"bytes"
 	"context"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
-	"github.com/johannesboyne/gofakes3"
-	"github.com/johannesboyne/gofakes3/backend/s3mem"
-	"github.com/minio/minio-go/v7"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 
-	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/storage/s3"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/storage/s3layout"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/util/exitcode"
+	"github.com/kubectl-tao/kubectl-tao/test/testutil/s3fake"
 )
 
 func run(env map[string]string, args ...string) (string, string, error) {
@@ -107,17 +103,9 @@ func TestNothingToDoNeedsNoCredentials(t *testing.T) {
 
 // out then in through the environment the pod has, against an in-process S3.
 func TestOutThenIn(t *testing.T) {
-	srv := httptest.NewServer(gofakes3.New(s3mem.New()).Server())
-	defer srv.Close()
-	env := map[string]string{"ACCESS_KEY": "AKIA1", "SECRET_KEY": "s3cr3t-value", "S3_BUCKET_NAME": "bucket", "S3_ENDPOINT_URL": srv.URL,
-		"TAO_JOB_ID": "train", "TAO_JOB_UID": "0000-uid"}
-	client, err := s3.NewClient(s3.ConfigFromEnv(func(k string) string { return env[k] }), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := client.MakeBucket(context.Background(), "bucket", minio.MakeBucketOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	store := s3fake.Start(t, s3fake.Options{Bucket: "bucket"})
+	env := store.Env()
+	env["TAO_JOB_ID"], env["TAO_JOB_UID"] = "train", "0000-uid"
 	root := t.TempDir()
 	if err := os.MkdirAll(root+"/results/ckpt", 0o755); err != nil {
 		t.Fatal(err)
@@ -141,7 +129,7 @@ func TestOutThenIn(t *testing.T) {
 	if b, _ := os.ReadFile(root + "/back/ckpt/model.pth"); string(b) != "weights" {
 		t.Errorf("model.pth = %q", b)
 	}
-	if strings.Contains(errOut, "s3cr3t-value") {
+	if strings.Contains(errOut, store.SecretKey) {
 		t.Error("the secret key was printed")
 	}
 }
@@ -168,30 +156,14 @@ func TestStageRun(t *testing.T) {
 
 // The rank's log lands at its archive key, against an in-process S3.
 func TestStageRunArchivesTheRankLog(t *testing.T) {
-	srv := httptest.NewServer(gofakes3.New(s3mem.New()).Server())
-	defer srv.Close()
-	env := map[string]string{"ACCESS_KEY": "AKIA1", "SECRET_KEY": "s3cr3t-value", "S3_BUCKET_NAME": "bucket", "S3_ENDPOINT_URL": srv.URL,
-		"TAO_JOB_ID": "train", "TAO_JOB_UID": "0000-uid", "NODE_RANK": "1"}
-	client, err := s3.NewClient(s3.ConfigFromEnv(func(k string) string { return env[k] }), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := client.MakeBucket(context.Background(), "bucket", minio.MakeBucketOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	store := s3fake.Start(t, s3fake.Options{Bucket: "bucket"})
+	env := store.Env()
+	env["TAO_JOB_ID"], env["TAO_JOB_UID"], env["NODE_RANK"] = "train", "0000-uid", "1"
 	out, errOut, err := run(env, "run", "--", "/bin/sh", "-c", "echo step 1; sleep 0.1; echo oops >&2; sleep 0.1; printf 'no newline'; exit 1")
 	if code, _ := exitcode.PassedThrough(err); code != 1 || out != "step 1\nno newline" || errOut != "oops\n" {
 		t.Fatalf("exit %v, stdout %q, stderr %q", err, out, errOut)
 	}
-	obj, err := client.GetObject(context.Background(), "bucket", "results/train/0000-uid/.kubectl-tao/logs/rank-1.log", minio.GetObjectOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var got bytes.Buffer
-	if _, err := got.ReadFrom(obj); err != nil {
-		t.Fatal(err)
-	}
-	if got.String() != "step 1\noops\nno newline" {
-		t.Errorf("archive %q", got.String())
+	if got := store.Get("results/train/0000-uid/.kubectl-tao/logs/rank-1.log"); got != "step 1\noops\nno newline" {
+		t.Errorf("archive %q", got)
 	}
 }

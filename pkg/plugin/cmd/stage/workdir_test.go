@@ -2,19 +2,13 @@ package stage
 
 import (
 	"bytes"
-	"context"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
-	"github.com/johannesboyne/gofakes3"
-	"github.com/johannesboyne/gofakes3/backend/s3mem"
-	"github.com/minio/minio-go/v7"
-
-	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/storage/s3"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/storage/workdir"
+	"github.com/kubectl-tao/kubectl-tao/test/testutil/s3fake"
 )
 
 // packed packs a two-file tree and returns the archive's bytes and checksum.
@@ -63,27 +57,16 @@ func TestWorkdirFromArchive(t *testing.T) {
 }
 
 func TestWorkdirFromS3(t *testing.T) {
-	srv := httptest.NewServer(gofakes3.New(s3mem.New()).Server())
-	defer srv.Close()
-	env := map[string]string{"ACCESS_KEY": "AKIA1", "SECRET_KEY": "s3cr3t-value", "S3_BUCKET_NAME": "bucket", "S3_ENDPOINT_URL": srv.URL,
-		"TAO_JOB_ID": "train", "TAO_JOB_UID": "0000-uid"}
-	client, err := s3.NewClient(s3.ConfigFromEnv(func(k string) string { return env[k] }), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := context.Background()
-	if err := client.MakeBucket(ctx, "bucket", minio.MakeBucketOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	store := s3fake.Start(t, s3fake.Options{Bucket: "bucket"})
+	env := store.Env()
+	env["TAO_JOB_ID"], env["TAO_JOB_UID"] = "train", "0000-uid"
 	data, sum := packed(t)
 	env["TAO_WORKDIR_SHA256"] = sum
 	dest := filepath.Join(t.TempDir(), "workspace")
 	if _, _, err := run(env, "workdir", "--to", dest, "--from-s3"); err == nil {
 		t.Fatal("unpacked an archive that was never uploaded")
 	}
-	if _, err := client.PutObject(ctx, "bucket", "results/train/0000-uid/.kubectl-tao/workdir.tar.zst", bytes.NewReader(data), int64(len(data)), minio.PutObjectOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	store.Put("results/train/0000-uid/.kubectl-tao/workdir.tar.zst", string(data))
 	_, errOut, err := run(env, "workdir", "--to", dest, "--from-s3")
 	if err != nil {
 		t.Fatalf("%v\n%s", err, errOut)
@@ -96,7 +79,7 @@ func TestWorkdirFromS3(t *testing.T) {
 	if strings.Join(names, " ") != "data.csv run.sh" {
 		t.Errorf("unpacked %v (the downloaded archive must be gone)", names)
 	}
-	if strings.Contains(errOut, "s3cr3t-value") {
+	if strings.Contains(errOut, store.SecretKey) {
 		t.Error("the secret key was printed")
 	}
 }

@@ -6,23 +6,20 @@ import (
 	"encoding/hex"
 	"errors"
 	"io"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
-	"github.com/johannesboyne/gofakes3"
-	"github.com/johannesboyne/gofakes3/backend/s3mem"
 	"github.com/minio/minio-go/v7"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	k8stesting "k8s.io/client-go/testing"
 
-	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/storage/s3"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/util/exitcode"
 	"github.com/kubectl-tao/kubectl-tao/test/testutil/cmdtest"
+	"github.com/kubectl-tao/kubectl-tao/test/testutil/s3fake"
 )
 
 // codeDir is a small project: a script, a data file, and what its .gitignore leaves out.
@@ -153,21 +150,8 @@ func TestSubmitWorkdirFailedConfigMapCreateLeavesNothing(t *testing.T) {
 // s3Server is an in-memory S3 with the bucket of shellCreds, and the shell pointing at it.
 func s3Server(t *testing.T) (map[string]string, *minio.Client) {
 	t.Helper()
-	srv := httptest.NewServer(gofakes3.New(s3mem.New()).Server())
-	t.Cleanup(srv.Close)
-	env := map[string]string{}
-	for k, v := range shellCreds {
-		env[k] = v
-	}
-	env["S3_ENDPOINT_URL"] = srv.URL
-	client, err := s3.NewClient(s3.ConfigFromEnv(func(k string) string { return env[k] }), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := client.MakeBucket(context.Background(), env["S3_BUCKET_NAME"], minio.MakeBucketOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	return env, client
+	srv := s3fake.Start(t, s3fake.Options{Bucket: shellCreds["S3_BUCKET_NAME"], AccessKey: accessKey, SecretKey: secretKey})
+	return srv.Env(), srv.Client
 }
 
 func TestSubmitWorkdirThroughS3(t *testing.T) {

@@ -15,23 +15,20 @@ import (
 	"testing"
 	"time"
 
-	"github.com/johannesboyne/gofakes3"
-	"github.com/johannesboyne/gofakes3/backend/s3mem"
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
 
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/storage/s3layout"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/util/exitcode"
+	"github.com/kubectl-tao/kubectl-tao/test/testutil/s3fake"
 )
 
 const bucket = "data"
 
-// fakeS3 is an in-process S3 (gofakes3) behind a handler that can inject failures.
+// fakeS3 is the in-memory S3 behind a handler that can inject failures.
 type fakeS3 struct {
-	t       *testing.T
-	server  *httptest.Server
-	backend *s3mem.Backend
-	client  *minio.Client
+	*s3fake.Server
+	t *testing.T
 
 	mu sync.Mutex
 	// fail, when it returns a status, answers the request with it instead of S3.
@@ -43,44 +40,36 @@ type fakeS3 struct {
 
 func newFakeS3(t *testing.T) *fakeS3 {
 	t.Helper()
-	f := &fakeS3{t: t, requests: map[string]int{}, backend: s3mem.New()}
-	s3 := gofakes3.New(f.backend).Server()
-	f.server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		f.mu.Lock()
-		f.requests[r.Method+" "+r.URL.Path]++
-		fail, truncate := f.fail, f.truncate
-		f.mu.Unlock()
-		if fail != nil {
-			if code := fail(r); code != 0 {
-				w.Header().Set("Content-Type", "application/xml")
-				w.WriteHeader(code)
-				fmt.Fprintf(w, `<?xml version="1.0" encoding="UTF-8"?><Error><Code>%s</Code><Message>injected</Message></Error>`, codeFor(code))
-				return
+	f := &fakeS3{t: t, requests: map[string]int{}}
+	f.Server = s3fake.Start(t, s3fake.Options{Bucket: bucket, Wrap: func(s3 http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			f.mu.Lock()
+			f.requests[r.Method+" "+r.URL.Path]++
+			fail, truncate := f.fail, f.truncate
+			f.mu.Unlock()
+			if fail != nil {
+				if code := fail(r); code != 0 {
+					w.Header().Set("Content-Type", "application/xml")
+					w.WriteHeader(code)
+					fmt.Fprintf(w, `<?xml version="1.0" encoding="UTF-8"?><Error><Code>%s</Code><Message>injected</Message></Error>`, codeFor(code))
+					return
+				}
 			}
-		}
-		if truncate != nil && truncate(r) {
-			rec := httptest.NewRecorder()
-			s3.ServeHTTP(rec, r)
-			for k, v := range rec.Header() {
-				w.Header()[k] = v
+			if truncate != nil && truncate(r) {
+				rec := httptest.NewRecorder()
+				s3.ServeHTTP(rec, r)
+				for k, v := range rec.Header() {
+					w.Header()[k] = v
+				}
+				w.WriteHeader(rec.Code)
+				body := rec.Body.Bytes()
+				_, _ = w.Write(body[:len(body)/2])
+				w.(http.Flusher).Flush()
+				panic(http.ErrAbortHandler) // the server closes the connection mid-body
 			}
-			w.WriteHeader(rec.Code)
-			body := rec.Body.Bytes()
-			_, _ = w.Write(body[:len(body)/2])
-			w.(http.Flusher).Flush()
-			panic(http.ErrAbortHandler) // the server closes the connection mid-body
-		}
-		s3.ServeHTTP(w, r)
-	}))
-	t.Cleanup(f.server.Close)
-	var err error
-	f.client, err = NewClient(Config{AccessKey: "AKIATEST", SecretKey: "not-a-secret", Endpoint: f.server.URL}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := f.client.MakeBucket(context.Background(), bucket, minio.MakeBucketOptions{}); err != nil {
-		t.Fatal(err)
-	}
+			s3.ServeHTTP(w, r)
+		})
+	}})
 	return f
 }
 
@@ -94,49 +83,6 @@ func codeFor(status int) string {
 	return "InternalError"
 }
 
-func (f *fakeS3) put(key string, data string) {
-	f.t.Helper()
-	if data == "" {
-		// minio-go sends an empty body over plain http chunked, which gofakes3 refuses (it
-		// wants a Content-Length; versitygw and S3 accept it): store it directly.
-		if _, err := f.backend.PutObject(bucket, key, map[string]string{}, strings.NewReader(""), 0, nil); err != nil {
-			f.t.Fatal(err)
-		}
-		return
-	}
-	_, err := f.client.PutObject(context.Background(), bucket, key, strings.NewReader(data), int64(len(data)), minio.PutObjectOptions{})
-	if err != nil {
-		f.t.Fatal(err)
-	}
-}
-
-func (f *fakeS3) get(key string) string {
-	f.t.Helper()
-	obj, err := f.client.GetObject(context.Background(), bucket, key, minio.GetObjectOptions{})
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	defer obj.Close()
-	var b bytes.Buffer
-	if _, err := b.ReadFrom(obj); err != nil {
-		f.t.Fatalf("reading %s: %v", key, err)
-	}
-	return b.String()
-}
-
-func (f *fakeS3) keys(prefix string) []string {
-	f.t.Helper()
-	objs, err := List(context.Background(), f.client, bucket, prefix)
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	var keys []string
-	for _, o := range objs {
-		keys = append(keys, o.Key)
-	}
-	return keys
-}
-
 func (f *fakeS3) count(method, key string) int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -144,7 +90,7 @@ func (f *fakeS3) count(method, key string) int {
 }
 
 func (f *fakeS3) stager(log *bytes.Buffer) *Stager {
-	return &Stager{Client: f.client, Log: &syncWriter{w: log}, Backoff: 10 * time.Millisecond, IdleTimeout: 5 * time.Second}
+	return &Stager{Client: f.Client, Log: &syncWriter{w: log}, Backoff: 10 * time.Millisecond, IdleTimeout: 5 * time.Second}
 }
 
 type syncWriter struct {
@@ -200,12 +146,12 @@ func tree(t *testing.T, root string) []string {
 
 func TestDownloadObjectAndPrefix(t *testing.T) {
 	f := newFakeS3(t)
-	f.put("specs/train.yaml", "epochs: 3\n")
-	f.put("ds/train/a.jpg", "aaaa")
-	f.put("ds/train/labels/a.json", "{}")
-	f.put("ds/train-other/x", "must not be downloaded") // shares the string prefix, not the directory
-	f.put("ds/val/b.jpg", "bb")
-	f.put("ds/val/", "") // a directory marker
+	f.Put("specs/train.yaml", "epochs: 3\n")
+	f.Put("ds/train/a.jpg", "aaaa")
+	f.Put("ds/train/labels/a.json", "{}")
+	f.Put("ds/train-other/x", "must not be downloaded") // shares the string prefix, not the directory
+	f.Put("ds/val/b.jpg", "bb")
+	f.Put("ds/val/", "") // a directory marker
 
 	root := t.TempDir()
 	existing := filepath.Join(root, "val")
@@ -249,9 +195,9 @@ func TestDownloadObjectAndPrefix(t *testing.T) {
 
 func TestDownloadFailuresLeaveNothingAtTheDestination(t *testing.T) {
 	f := newFakeS3(t)
-	f.put("ds/a", "a")
-	f.put("ds/b", "b")
-	f.put("ok.txt", "fine")
+	f.Put("ds/a", "a")
+	f.Put("ds/b", "b")
+	f.Put("ok.txt", "fine")
 	f.fail = func(r *http.Request) int {
 		if r.Method == http.MethodGet && r.URL.Path == "/data/ds/b" {
 			return http.StatusForbidden
@@ -299,8 +245,8 @@ func TestDownloadRefusesKeysThatEscape(t *testing.T) {
 		}
 	}
 	f := newFakeS3(t)
-	f.put("ds/ok", "x")
-	f.put("ds/sub//evil", "x")
+	f.Put("ds/ok", "x")
+	f.Put("ds/sub//evil", "x")
 	root := t.TempDir()
 	err := f.stager(&bytes.Buffer{}).Download(context.Background(), []s3layout.Input{input(t, root+"/ds", "s3://data/ds/")})
 	if err == nil || !strings.Contains(err.Error(), `refusing key "ds/sub//evil"`) {
@@ -329,7 +275,7 @@ func firstRequests(n int, method, path string) func(*http.Request) bool {
 // minio-go retries each request on 503 by itself: three 503s, then the object arrives.
 func TestDownloadRetries503(t *testing.T) {
 	f := newFakeS3(t)
-	f.put("big.bin", strings.Repeat("x", 1<<20))
+	f.Put("big.bin", strings.Repeat("x", 1<<20))
 	failing := firstRequests(3, http.MethodGet, "/data/big.bin")
 	f.fail = func(r *http.Request) int {
 		if failing(r) {
@@ -354,7 +300,7 @@ func TestDownloadRetries503(t *testing.T) {
 func TestDownloadRetriesABrokenBody(t *testing.T) {
 	f := newFakeS3(t)
 	data := strings.Repeat("0123456789", 100_000)
-	f.put("model.pth", data)
+	f.Put("model.pth", data)
 	f.truncate = firstRequests(1, http.MethodGet, "/data/model.pth")
 	dest := filepath.Join(t.TempDir(), "model.pth")
 	var log bytes.Buffer
@@ -372,7 +318,7 @@ func TestDownloadRetriesABrokenBody(t *testing.T) {
 // Persistent 5xx end in an error after the Stager's attempts, each retried by minio-go.
 func TestDownloadGivesUpOnPersistent5xx(t *testing.T) {
 	f := newFakeS3(t)
-	f.put("x", "x")
+	f.Put("x", "x")
 	f.fail = func(r *http.Request) int {
 		if r.Method == http.MethodGet && r.URL.Path == "/data/x" {
 			return http.StatusInternalServerError
@@ -380,8 +326,8 @@ func TestDownloadGivesUpOnPersistent5xx(t *testing.T) {
 		return 0
 	}
 	// Fewer request retries than NewClient's default (10), to keep the test short.
-	client, err := minio.New(strings.TrimPrefix(f.server.URL, "http://"), &minio.Options{
-		Creds: credentials.NewStaticV4("AKIATEST", "not-a-secret", ""), BucketLookup: minio.BucketLookupPath, MaxRetries: 3})
+	client, err := minio.New(strings.TrimPrefix(f.Endpoint, "http://"), &minio.Options{
+		Creds: credentials.NewStaticV4(f.AccessKey, f.SecretKey, ""), BucketLookup: minio.BucketLookupPath, MaxRetries: 3})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -431,10 +377,10 @@ func TestUploadTreeFileAndMissing(t *testing.T) {
 		base + "/results/model.pth",
 		base + "/status.json",
 	}
-	if got := f.keys("results/train-1/uid-1/"); strings.Join(got, "\n") != strings.Join(want, "\n") {
+	if got := f.Keys("results/train-1/uid-1/"); strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("keys:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
-	if got := f.get(base + "/results/latest.pth"); got != "weights" {
+	if got := f.Get(base + "/results/latest.pth"); got != "weights" {
 		t.Errorf("latest.pth = %q", got)
 	}
 	for _, w := range []string{"skipping " + root + "/results/logs-link", "stage out: 2 of 3 outputs uploaded to s3://data/results/train-1/uid-1/; 5 files"} {
@@ -462,7 +408,7 @@ func TestUploadRetries503(t *testing.T) {
 		t.Fatal(err)
 	}
 	key := "results/j/u" + p
-	if got := f.get(key); got != "payload" {
+	if got := f.Get(key); got != "payload" {
 		t.Errorf("got %q", got)
 	}
 	if n := f.count("PUT", key); n != 3 {
@@ -473,12 +419,12 @@ func TestUploadRetries503(t *testing.T) {
 func TestDeletePrefixKeepsSiblings(t *testing.T) {
 	f := newFakeS3(t)
 	for i := range 30 {
-		f.put(fmt.Sprintf("results/job/uid-1/out/%02d", i), "0123456789")
+		f.Put(fmt.Sprintf("results/job/uid-1/out/%02d", i), "0123456789")
 	}
-	f.put("results/job/uid-10/x", "sibling run whose UID starts the same")
-	f.put("results/job/uid-2/x", "another run")
-	f.put("results/job-2/uid-1/x", "another job")
-	rm, err := DeletePrefix(context.Background(), f.client, bucket, "results/job/uid-1/")
+	f.Put("results/job/uid-10/x", "sibling run whose UID starts the same")
+	f.Put("results/job/uid-2/x", "another run")
+	f.Put("results/job-2/uid-1/x", "another job")
+	rm, err := DeletePrefix(context.Background(), f.Client, bucket, "results/job/uid-1/")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -486,13 +432,13 @@ func TestDeletePrefixKeepsSiblings(t *testing.T) {
 		t.Errorf("removed %+v", rm)
 	}
 	want := []string{"results/job-2/uid-1/x", "results/job/uid-10/x", "results/job/uid-2/x"}
-	if got := f.keys("results/"); strings.Join(got, " ") != strings.Join(want, " ") {
+	if got := f.Keys("results/"); strings.Join(got, " ") != strings.Join(want, " ") {
 		t.Errorf("left %v", got)
 	}
-	if _, err := DeletePrefix(context.Background(), f.client, bucket, "results/job/uid-1"); err == nil {
+	if _, err := DeletePrefix(context.Background(), f.Client, bucket, "results/job/uid-1"); err == nil {
 		t.Error("a prefix without a trailing / was accepted")
 	}
-	rm, err = DeletePrefix(context.Background(), f.client, bucket, "results/none/x/")
+	rm, err = DeletePrefix(context.Background(), f.Client, bucket, "results/none/x/")
 	if err != nil || rm.Objects != 0 {
 		t.Errorf("empty prefix: %+v, %v", rm, err)
 	}

@@ -31,7 +31,7 @@ func TestPlanTreeRefusesKeysOutsideTheDir(t *testing.T) {
 
 func treeOf(f *fakeS3, prefix string) []Object {
 	f.t.Helper()
-	objs, err := List(context.Background(), f.client, bucket, prefix)
+	objs, err := List(context.Background(), f.Client, bucket, prefix)
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -47,11 +47,11 @@ func TestDownloadTreeResumesAndSkipsWhatIsComplete(t *testing.T) {
 	f := newFakeS3(t)
 	const n = 60
 	for i := range n {
-		f.put(fmt.Sprintf("results/j/u/out/f%02d.bin", i), strings.Repeat(fmt.Sprint(i%10), 1000+i))
+		f.Put(fmt.Sprintf("results/j/u/out/f%02d.bin", i), strings.Repeat(fmt.Sprint(i%10), 1000+i))
 	}
-	f.put("results/j/u/.kubectl-tao/logs/rank-0.log", "hello\n")
+	f.Put("results/j/u/.kubectl-tao/logs/rank-0.log", "hello\n")
 	dir := filepath.Join(t.TempDir(), "dl")
-	s := &Stager{Client: f.client, Backoff: time.Millisecond, Attempts: 2}
+	s := &Stager{Client: f.Client, Backoff: time.Millisecond, Attempts: 2}
 	tree := Tree{Bucket: bucket, Prefix: "results/j/u/", Objects: treeOf(f, "results/j/u/"), Dir: dir}
 
 	// A first run breaks on a third of the objects: the rest lands, the failed ones not at all.
@@ -116,8 +116,8 @@ func TestDownloadTreeResumesAndSkipsWhatIsComplete(t *testing.T) {
 
 func TestDownloadTreeRefusesSymlinks(t *testing.T) {
 	f := newFakeS3(t)
-	f.put("p/sub/x.txt", "inside?")
-	f.put("p/y.txt", "fine")
+	f.Put("p/sub/x.txt", "inside?")
+	f.Put("p/y.txt", "fine")
 	root := t.TempDir()
 	dir, outside := filepath.Join(root, "dl"), filepath.Join(root, "outside")
 	for _, d := range []string{dir, outside} {
@@ -128,7 +128,7 @@ func TestDownloadTreeRefusesSymlinks(t *testing.T) {
 	if err := os.Symlink(outside, filepath.Join(dir, "sub")); err != nil {
 		t.Fatal(err)
 	}
-	s := &Stager{Client: f.client, Backoff: time.Millisecond}
+	s := &Stager{Client: f.Client, Backoff: time.Millisecond}
 	res, err := s.DownloadTree(context.Background(), Tree{Bucket: bucket, Prefix: "p/", Objects: treeOf(f, "p/"), Dir: dir})
 	if err == nil || !strings.Contains(err.Error(), "is a symbolic link") || res.Downloaded != 1 {
 		t.Fatalf("%+v, %v", res, err)
