@@ -114,7 +114,7 @@ func runPackage(c *cobra.Command) string {
 		return ""
 	}
 	name := runtime.FuncForPC(reflect.ValueOf(fn).Pointer()).Name()
-	// "github.com/.../pkg/plugin/status.NewCmd.func1": the path up to the last slash, then the
+	// "github.com/.../pkg/plugin/cmd/status.NewCmd.func1": the path up to the last slash, then the
 	// package name up to the first dot after it.
 	slash := strings.LastIndex(name, "/")
 	dot := strings.Index(name[slash+1:], ".")
@@ -122,7 +122,7 @@ func runPackage(c *cobra.Command) string {
 		return ""
 	}
 	pkg := strings.TrimPrefix(name[:slash+1+dot], module)
-	if pkg == "pkg/plugin/cmdutil" {
+	if pkg == "pkg/plugin/cmd/util" {
 		return ""
 	}
 	return pkg
