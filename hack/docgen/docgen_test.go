@@ -85,8 +85,21 @@ func TestReferenceDocs(t *testing.T) {
 	golden.Dir(t, refDir, ".md", files)
 }
 
+// maxHelpLines bounds a command's Long and Example together: kubectl's help fits a screen, and
+// what does not belongs in docs/, which the Long points to.
+const maxHelpLines = 20
+
+// lines counts the lines of a help text, a trailing newline aside.
+func lines(s string) int {
+	if s = strings.TrimRight(s, "\n"); s == "" {
+		return 0
+	}
+	return strings.Count(s, "\n") + 1
+}
+
 // Every command explains itself like a kubectl command: a Short line, a Long description, and
-// examples indented as kubectl indents them; usage lines start with "kubectl tao".
+// examples indented as kubectl indents them, together at most maxHelpLines; usage lines start
+// with "kubectl tao".
 func TestHelpLikeKubectl(t *testing.T) {
 	var walk func(c *cobra.Command)
 	walk = func(c *cobra.Command) {
@@ -99,6 +112,9 @@ func TestHelpLikeKubectl(t *testing.T) {
 		}
 		if c.Short == "" || c.Long == "" {
 			t.Errorf("%s: needs Short and Long", path)
+		}
+		if n := lines(c.Long) + lines(c.Example); n > maxHelpLines {
+			t.Errorf("%s: Long and Example have %d lines, more than %d: move the details to docs/", path, n, maxHelpLines)
 		}
 		if c != c.Root() {
 			if c.Example == "" {

@@ -29,8 +29,7 @@ const example = `  # Free GPUs on every node, with totals
   # For scripts: {"nodes":[{"name","product","allocatable","requested","free"}],"total":{...}}
   kubectl tao capacity -o json
 
-  # Next to the nodes, each Kueue ClusterQueue's GPU quota per flavor, what is used, and its
-  # pending and admitted workloads
+  # Next to the nodes, each Kueue ClusterQueue's GPU quota per flavor and what is used of it
   kubectl tao capacity --queues`
 
 // Options are the flags of `kubectl tao capacity`.
@@ -54,11 +53,10 @@ func NewCmd(f cmdutil.Factory, streams genericiooptions.IOStreams) *cobra.Comman
 		Short:                 "Show allocatable, requested and free GPUs per node",
 		Long: "Show, for every node, its GPU product (GPU Feature Discovery's nvidia.com/gpu.product label) and its\n" +
 			"nvidia.com/gpu: allocatable, requested by the pods on it that have not ended (running or pending),\n" +
-			"and free; then the totals. Needs to list nodes and pods in every namespace.\n\n" +
-			"--queues adds Kueue's ClusterQueues (-o json: key \"queues\"): per queue and GPU flavor the nominal quota,\n" +
-			"the borrowing limit, what the queue's workloads have reserved of it and what is free, and the queue's\n" +
-			"pending and admitted workloads. Kueue gives all ranks of a job one flavor: a job waits until one flavor\n" +
-			"has room for all of them.",
+			"and free; then the totals. --queues adds each Kueue ClusterQueue's GPU quota per flavor, what its\n" +
+			"workloads use of it, and its pending and admitted workloads. Needs to list nodes and pods in every\n" +
+			"namespace.\n\n" +
+			"Guide: https://github.com/kubectl-tao/kubectl-tao/blob/main/docs/preflight.md",
 		Example: example,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -69,7 +67,7 @@ func NewCmd(f cmdutil.Factory, streams genericiooptions.IOStreams) *cobra.Comman
 		},
 	}
 	cmd.Flags().StringVarP(&o.Selector, "selector", "l", "", "Node label selector, e.g. -l nvidia.com/gpu.product=NVIDIA-H100-80GB-HBM3.")
-	cmd.Flags().BoolVar(&o.Queues, "queues", false, "Also show each Kueue ClusterQueue: its nvidia.com/gpu quota per flavor, what admitted workloads use of it, and its pending and admitted workloads (needs to list ClusterQueues).")
+	cmd.Flags().BoolVar(&o.Queues, "queues", false, "Also show each Kueue ClusterQueue's nvidia.com/gpu quota per flavor and its workloads (needs to list ClusterQueues).")
 	o.out.AddFlags(cmd.Flags(), "a table of nodes and the totals")
 	return cmd
 }
