@@ -116,7 +116,7 @@ $(VERSITYGW):
 .PHONY: versitygw
 versitygw: $(VERSITYGW) ## Install versitygw (the S3 server of the staging tests) into the tools cache
 
-# rclone, what the S3 benchmarks compare with (issues 16 and 20), built once per machine into
+# rclone, what the S3 benchmarks compare with, built once per machine into
 # the tools cache from the module proxy like the other test tools (a big build: many minutes).
 RCLONE_VERSION := v1.76.0
 RCLONE         := $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/kubectl-tao/tools/rclone-$(RCLONE_VERSION)/rclone
