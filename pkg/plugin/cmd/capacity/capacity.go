@@ -89,8 +89,8 @@ func (o *Options) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	// Every page is garbage once summed, so a tighter GC target costs nothing here and keeps the
-	// peak lower: on 5,000 nodes and 2,000 pods, 57-58 MB instead of 61-64 MB, no slower.
+	// Every page is garbage once summed, so a tighter GC target keeps the peak lower at no cost in
+	// time (docs/benchmarks.md, "capacity").
 	defer debug.SetGCPercent(debug.SetGCPercent(50))
 	usage, err := nodeusage.Usages(ctx, client)
 	if err != nil {
