@@ -17,9 +17,9 @@ COMMIT      ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 # The commit's date, not the clock's, so that two builds of one commit are identical.
 BUILD_DATE  ?= $(shell git log -1 --format=%cd --date=format-local:%Y-%m-%dT%H:%M:%SZ 2>/dev/null || echo unknown)
 LDFLAGS     := -s -w \
-  -X $(PKG)/pkg/plugin/version.version=$(VERSION) \
-  -X $(PKG)/pkg/plugin/version.commit=$(COMMIT) \
-  -X $(PKG)/pkg/plugin/version.buildDate=$(BUILD_DATE)
+  -X $(PKG)/pkg/plugin/cmd/version.version=$(VERSION) \
+  -X $(PKG)/pkg/plugin/cmd/version.commit=$(COMMIT) \
+  -X $(PKG)/pkg/plugin/cmd/version.buildDate=$(BUILD_DATE)
 
 # The local cluster (see test/localcluster/README.md).
 CLUSTER_DIR   ?= $(CURDIR)/.cluster
@@ -64,7 +64,7 @@ test: unit e2e e2e-faults-ci ## Run the unit tests, then the end-to-end suite on
 # command of `make race` (RACE_TEST): in CI, which runs that first as a gate, they then come from
 # go test's cache instead of being built and run a second time without it (minutes on a cold
 # machine). Evaluated only when used: `go env` may fetch the toolchain.
-PLUGIN_PKGS := ./pkg/... ./internal/... ./hack/...
+PLUGIN_PKGS := ./pkg/... ./hack/...
 RACE_TEST    = CGO_ENABLED=1 $(GO) test -race $(PLUGIN_PKGS)
 RACE_ON      = $(filter 1,$(shell $(GO) env CGO_ENABLED 2>/dev/null))
 

@@ -14,7 +14,7 @@ rm -rf "$DIST_DIR"
 mkdir -p "$DIST_DIR/.build"
 for p in $DIST_PLATFORMS; do
   os=${p%/*} arch=${p#*/}
-  exe= script=pkg/plugin/completion/kubectl_complete-tao sname=kubectl_complete-tao
+  exe= script=pkg/plugin/cmd/completion/kubectl_complete-tao sname=kubectl_complete-tao
   if [ "$os" = windows ]; then
     exe=.exe script=$script.cmd sname=$sname.cmd
   fi
