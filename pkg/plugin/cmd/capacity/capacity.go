@@ -1,5 +1,5 @@
 // Package capacity implements `kubectl tao capacity`: allocatable, requested and free GPUs per
-// node. Listing is paged and folded page by page (list.go); the rest is pure (report.go).
+// node, read a page at a time through nodeusage.
 package capacity
 
 import (

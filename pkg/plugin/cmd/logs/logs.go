@@ -1,5 +1,4 @@
-// Package logs implements `kubectl tao logs`: the cobra glue over the tail engine, and the
-// follow-after-submit used by `kubectl tao submit --follow`.
+// Package logs implements `kubectl tao logs`: the cobra glue over the tail engine.
 package logs
 
 import (

@@ -1,6 +1,5 @@
 // Package preflight implements `kubectl tao preflight`: what can be known before a first job
-// fails. gather.go reads the cluster (in parallel); checks.go turns what it read into PASS /
-// WARN / FAIL lines without the API.
+// fails, read from the cluster and judged as PASS, INFO, WARN or FAIL lines.
 package preflight
 
 import (

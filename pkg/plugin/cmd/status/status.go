@@ -1,5 +1,5 @@
 // Package status implements `kubectl tao status`: the status of one Job, from the Job and one
-// list of its pods, in the SDK's six words. The Summary and its printer (jobsummary) are shared with wait.
+// list of its pods, in the SDK's six words.
 package status
 
 import (
