@@ -8,7 +8,7 @@ GO          ?= go
 # The Go release every target builds and tests with, whatever Go the machine has: go1.26.8 has
 # standard-library vulnerabilities on paths every TLS client takes (crypto/x509, net/http; see
 # `make vulncheck`), fixed in later releases. The go command fetches this one once from the Go
-# module proxy (~76 MB, ~10 s) and caches it. `go` run by hand uses the machine's own Go.
+# module proxy and caches it. `go` run by hand uses the machine's own Go.
 GO_TOOLCHAIN := go1.27.3
 export GOTOOLCHAIN := $(GO_TOOLCHAIN)
 PKG         := github.com/kubectl-tao/kubectl-tao
@@ -86,7 +86,7 @@ e2e: build $(LOCALCLUSTER) $(VERSITYGW) $(if $(REAL_NODE_ON),stager-image) ## Br
 # The fault tests (test/faults) stop and start the control plane, so they run on a cluster of
 # their own, never the one `make e2e` shares: an API-server restart and a 30 s outage under
 # `logs -f` of 64 ranks, `wait` and `submit --follow`, and 429 and 503 bursts from
-# test/faultproxy (about 3 minutes). FAULTS_FLAGS passes go test flags (-run, -v).
+# test/faultproxy. FAULTS_FLAGS passes go test flags (-run, -v).
 FAULTS_CLUSTER_DIR ?= $(CURDIR)/.cluster-faults
 FAULTS_FLAGS       ?=
 
@@ -109,14 +109,14 @@ e2e-faults: build $(LOCALCLUSTER) $(VERSITYGW) ## The heavy fault tests (1,000-r
 	  $(GO) test -tags faults -count=1 -timeout 40m -run '^TestHeavy' -v $(FAULTS_FLAGS) ./test/faults/
 	$(MAKE) --no-print-directory e2e-faults-ci
 
-# versitygw is built once per machine into the tools cache (about 4.5 minutes cold on 2 cores).
+# versitygw is built once per machine into the tools cache: a cold build takes minutes.
 $(VERSITYGW):
 	GOBIN='$(@D)' CGO_ENABLED=0 $(GO) install github.com/versity/versitygw/cmd/versitygw@$(VERSITYGW_VERSION)
 
 .PHONY: versitygw
 versitygw: $(VERSITYGW) ## Install versitygw (the S3 server of the staging tests) into the tools cache
 
-# rclone, what the S3 benchmarks compare with (issues 16 and 20), built once per machine into
+# rclone, what the S3 benchmarks compare with, built once per machine into
 # the tools cache from the module proxy like the other test tools (a big build: many minutes).
 RCLONE_VERSION := v1.76.0
 RCLONE         := $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/kubectl-tao/tools/rclone-$(RCLONE_VERSION)/rclone
@@ -145,8 +145,8 @@ BENCH_S3_FLAGS ?=
 bench-s3: build $(VERSITYGW) $(RCLONE) ## submit --workdir vs tar | zstd + rclone copy, results --download vs rclone copy, on a local S3 server (no cluster)
 	VERSITYGW='$(VERSITYGW)' $(GO) run ./test/bench/s3bench -tao '$(CURDIR)/bin/kubectl-tao' -rclone '$(RCLONE)' $(BENCH_S3_FLAGS)
 
-# The capacity benchmark's cluster: 5,000 nodes take about a minute to come up, the 2,000 pods
-# about as long to schedule; the whole stage takes a few minutes.
+# The capacity benchmark's cluster: 5,000 nodes and 2,000 pods, which take a few minutes to come
+# up and schedule.
 BENCH_CAPACITY_DIR   ?= $(CURDIR)/.cluster-bench-capacity
 CAPACITY_NODES       ?= 5000
 CAPACITY_PODS        ?= 2000
@@ -165,7 +165,7 @@ BENCH_SCALE_DIR   ?= $(CURDIR)/.cluster-bench-scale
 BENCH_SCALE_FLAGS ?=
 
 .PHONY: bench-scale
-bench-scale: build $(LOCALCLUSTER) ## kubectl-tao vs kubectl on a 1,000-rank job: logs, logs -f, cancel (about 20 minutes)
+bench-scale: build $(LOCALCLUSTER) ## kubectl-tao vs kubectl on a 1,000-rank job: logs, logs -f, cancel (tens of minutes)
 	LOCALCLUSTER='$(LOCALCLUSTER)' hack/with-cluster.sh '$(BENCH_SCALE_DIR)' --nodes 12 --gpus-per-node 8 --timeout 10m -- \
 	  $(GO) run ./test/bench/scalebench -tao '$(CURDIR)/bin/kubectl-tao' $(BENCH_SCALE_FLAGS)
 

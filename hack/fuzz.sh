@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Runs every Go fuzz target in the module (each `func FuzzX` in a _test.go file under pkg/),
-# one after the other, each for FUZZ_TIME: `make fuzz-short` (part of `make
-# ci-checks`, a few seconds each) and `make fuzz` (longer). Targets are found, not listed, so a
+# Runs every Go fuzz target in the module (each `func FuzzX` in a _test.go file under pkg/), one
+# after the other, each for FUZZ_TIME: `make fuzz-short` (part of `make ci-checks`, a few
+# seconds each) and `make fuzz` (longer). Targets are found, not listed, so a
 # new one runs without touching this script. A failing input is written under the package's
 # testdata/fuzz/FuzzX/: commit it with the fix, and it is a regression test of `make unit`.
 #

@@ -10,9 +10,9 @@ import (
 	"k8s.io/kubectl/pkg/util/i18n"
 )
 
-// TestTranslationsNotLoaded checks that internal/noi18n initialises before kubectl's get
-// printing: were the catalogue loaded at start-up (30 ms of every command's start), a German
-// locale would translate this string, which kubectl's catalogue does.
+// TestTranslationsNotLoaded checks that util/noi18n initialises before kubectl's get printing:
+// were the catalogue loaded at start-up (a cost to every command's start), a German locale
+// would translate this string, which kubectl's catalogue does.
 func TestTranslationsNotLoaded(t *testing.T) {
 	if os.Getenv("NOI18N_CHILD") == "1" {
 		fmt.Print(i18n.T("Display one or many resources"))

@@ -12,7 +12,7 @@ import (
 	"time"
 )
 
-// Real torchrun (issue 14, 5i): Debian's torch 1.13 in local/torch:1, launched with the seeds'
+// Real torchrun: Debian's torch 1.13 in local/torch:1, launched with the seeds'
 // multi-node command on the real node.
 
 // torchrunCommand is the seeds' multi-node command with torchrun's output options: Debian's

@@ -332,8 +332,8 @@ func TestAPIServerRestartAndOutage(t *testing.T) {
 }
 
 // TestHeavyTwoMinuteOutage (make e2e-faults): the same with the API server stopped for two
-// minutes (issue 17's bound: at most 4 stderr lines for a 2-minute outage under logs -f of 64
-// ranks).
+// minutes, under the same bound: at most 4 stderr lines for a 2-minute outage under logs -f of
+// 64 ranks.
 func TestHeavyTwoMinuteOutage(t *testing.T) {
 	outageCase(t, false, 2*time.Minute, 200*time.Second)
 }

@@ -14,8 +14,8 @@ import (
 )
 
 // The torch image, local/torch:1: Debian's python3-torch (CPU) and everything it needs at run
-// time, copied from the host like the other images, so the real node runs real torchrun (issue
-// 14, 5i) without a registry. It exists only where python3-torch is installed (`.ci/run`
+// time, copied from the host like the other images, so the real node runs real torchrun without
+// a registry. It exists only where python3-torch is installed (`.ci/run`
 // installs it); elsewhere the launcher says why and the torch test skips, or fails under CI.
 //
 // Unlike the other images it mirrors the host's layout: every file at its real path and every

@@ -40,7 +40,7 @@ import (
 	"time"
 )
 
-// The variables kubectl-tao sets on a multi-node job's container (pkg/plugin/jobspec), and the
+// The variables kubectl-tao sets on a multi-node job's container (pkg/plugin/job/jobspec), and the
 // one the Job controller sets on every pod of an Indexed Job.
 const (
 	envWorldSize       = "WORLD_SIZE"

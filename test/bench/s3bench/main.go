@@ -3,9 +3,9 @@
 // test/s3server):
 //
 //   - `submit --workdir DIR` (scan, pack into a tar.zst, upload while the Job is suspended)
-//     against `tar -c DIR | zstd > FILE` followed by `rclone copy FILE` (issue 20);
+//     against `tar -c DIR | zstd > FILE` followed by `rclone copy FILE`;
 //   - `results JOB --download DIR` of 1,000 objects of 1 MiB against `rclone copy` of the same
-//     prefix (issue 16).
+//     prefix.
 //
 // Both kubectl-tao commands run as the real binary, start-up included. They need a Kubernetes
 // API server only for a few small requests (submit: create the Job and its Secret, resume the

@@ -13,9 +13,9 @@ import (
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/util/pages"
 )
 
-// PageSize bounds one list response; big clusters are read in pages. 250, not 500: one
-// page's decoding is most of capacity's heap, and on 5,000 simulated nodes 250 kept the peak
-// RSS 2 to 5 MB lower (58.8 and 62.5 MB against 63.9 and 64.4 MB) for 10 more requests.
+// PageSize bounds one list response; big clusters are read in pages. 250, not 500: one page's
+// decoding is most of capacity's heap, and the smaller page lowers its peak for a few more
+// requests (docs/benchmarks.md, "capacity").
 const PageSize = 250
 
 // ActivePods selects pods that may still hold resources on their node.

@@ -89,7 +89,7 @@ whatever it owns.`,
 func (o *Options) addFlags(cmd *cobra.Command) {
 	cmd.Flags().BoolVar(&o.Wait, "wait", o.Wait, "Wait until the Job and its pods are gone before returning.")
 	cmd.Flags().DurationVar(&o.Timeout, "timeout", o.Timeout, "How long to wait for the pods to go; 0 waits forever.")
-	cmd.Flags().IntVar(&o.GracePeriod, "grace-period", o.GracePeriod, "Seconds each pod gets to stop after SIGTERM. -1 keeps each pod's own terminationGracePeriodSeconds (Kubernetes' default is 30).")
+	cmd.Flags().IntVar(&o.GracePeriod, "grace-period", o.GracePeriod, "Seconds each pod gets to stop after SIGTERM; -1 keeps each pod's own terminationGracePeriodSeconds (Kubernetes' default is 30).")
 }
 
 // Complete resolves the Job names and the namespace.

@@ -1,5 +1,5 @@
 // Package capacity implements `kubectl tao capacity`: allocatable, requested and free GPUs per
-// node. Listing is paged and folded page by page (list.go); the rest is pure (report.go).
+// node, read a page at a time through nodeusage.
 package capacity
 
 import (
@@ -29,8 +29,7 @@ const example = `  # Free GPUs on every node, with totals
   # For scripts: {"nodes":[{"name","product","allocatable","requested","free"}],"total":{...}}
   kubectl tao capacity -o json
 
-  # Next to the nodes, each Kueue ClusterQueue's GPU quota per flavor, what is used, and its
-  # pending and admitted workloads
+  # Next to the nodes, each Kueue ClusterQueue's GPU quota per flavor and what is used of it
   kubectl tao capacity --queues`
 
 // Options are the flags of `kubectl tao capacity`.
@@ -54,11 +53,10 @@ func NewCmd(f cmdutil.Factory, streams genericiooptions.IOStreams) *cobra.Comman
 		Short:                 "Show allocatable, requested and free GPUs per node",
 		Long: "Show, for every node, its GPU product (GPU Feature Discovery's nvidia.com/gpu.product label) and its\n" +
 			"nvidia.com/gpu: allocatable, requested by the pods on it that have not ended (running or pending),\n" +
-			"and free; then the totals. Needs to list nodes and pods in every namespace.\n\n" +
-			"--queues adds Kueue's ClusterQueues (-o json: key \"queues\"): per queue and GPU flavor the nominal quota,\n" +
-			"the borrowing limit, what the queue's workloads have reserved of it and what is free, and the queue's\n" +
-			"pending and admitted workloads. Kueue gives all ranks of a job one flavor: a job waits until one flavor\n" +
-			"has room for all of them.",
+			"and free; then the totals. --queues adds each Kueue ClusterQueue's GPU quota per flavor, what its\n" +
+			"workloads use of it, and its pending and admitted workloads. Needs to list nodes and pods in every\n" +
+			"namespace.\n\n" +
+			"Guide: https://github.com/kubectl-tao/kubectl-tao/blob/main/docs/preflight.md",
 		Example: example,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -69,7 +67,7 @@ func NewCmd(f cmdutil.Factory, streams genericiooptions.IOStreams) *cobra.Comman
 		},
 	}
 	cmd.Flags().StringVarP(&o.Selector, "selector", "l", "", "Node label selector, e.g. -l nvidia.com/gpu.product=NVIDIA-H100-80GB-HBM3.")
-	cmd.Flags().BoolVar(&o.Queues, "queues", false, "Also show each Kueue ClusterQueue: its nvidia.com/gpu quota per flavor, what admitted workloads use of it, and its pending and admitted workloads (needs to list ClusterQueues).")
+	cmd.Flags().BoolVar(&o.Queues, "queues", false, "Also show each Kueue ClusterQueue's nvidia.com/gpu quota per flavor and its workloads (needs to list ClusterQueues).")
 	o.out.AddFlags(cmd.Flags(), "a table of nodes and the totals")
 	return cmd
 }
@@ -91,8 +89,8 @@ func (o *Options) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	// Every page is garbage once summed, so a tighter GC target costs nothing here and keeps the
-	// peak lower: on 5,000 nodes and 2,000 pods, 57-58 MB instead of 61-64 MB, no slower.
+	// Every page is garbage once summed, so a tighter GC target keeps the peak lower at no cost in
+	// time (docs/benchmarks.md, "capacity").
 	defer debug.SetGCPercent(debug.SetGCPercent(50))
 	usage, err := nodeusage.Usages(ctx, client)
 	if err != nil {

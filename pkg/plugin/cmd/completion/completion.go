@@ -49,25 +49,21 @@ var long = templates.LongDesc(`
 	bash needs the bash-completion package; zsh needs compinit. "kubectl tao" is
 	completed by kubectl itself (1.26 or newer) once an executable named kubectl_complete-tao is
 	on PATH: the release archives contain it, and krew users create it with the line that
-	"kubectl tao completion kubectl" prints.`)
+	"kubectl tao completion kubectl" prints.
+
+	Guide: https://github.com/kubectl-tao/kubectl-tao#shell-completion`)
 
 var example = templates.Examples(`
 	# Complete "kubectl tao <TAB>" through kubectl (krew installs): run the printed line once
 	eval "$(kubectl tao completion kubectl)"
 
-	# Load completion for the kubectl-tao command in the current bash shell
+	# Complete the kubectl-tao command in the current bash shell, or in every new one
 	source <(kubectl tao completion bash)
-
-	# Load it in every new bash shell
 	kubectl tao completion bash > ~/.local/share/bash-completion/completions/kubectl-tao
 
-	# zsh
+	# zsh, fish, PowerShell
 	kubectl tao completion zsh > "${fpath[1]}/_kubectl-tao"
-
-	# fish
 	kubectl tao completion fish > ~/.config/fish/completions/kubectl-tao.fish
-
-	# PowerShell
 	kubectl tao completion powershell | Out-String | Invoke-Expression`)
 
 var shells = []string{"bash", "zsh", "fish", "powershell", "kubectl"}

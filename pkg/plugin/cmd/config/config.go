@@ -23,7 +23,9 @@ func NewCmd(streams genericiooptions.IOStreams, getenv func(string) string) *cob
 		Use:   "config",
 		Short: "Show the defaults file that kubectl tao submit reads",
 		Long: `The defaults file holds submit flags a user would otherwise repeat on every submit (image,
-pull secrets, tolerations, /dev/shm, ...). See "kubectl tao submit --help" and README.md.`,
+pull secrets, tolerations, /dev/shm, ...).
+
+Guide: https://github.com/kubectl-tao/kubectl-tao/blob/main/docs/configuration.md`,
 		Example: `  # Show the defaults file and where it is
   kubectl tao config view`,
 		Args: cobra.NoArgs,

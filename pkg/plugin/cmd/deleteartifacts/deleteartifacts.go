@@ -44,8 +44,9 @@ func NewCmd(f cmdutil.Factory, streams genericiooptions.IOStreams, getenv func(s
 	cmd := &cobra.Command{
 		Use:   "delete-artifacts JOB",
 		Short: "Delete a finished job and its results in S3",
-		Long: `Delete a finished job (Complete, Error or Canceled) that was submitted with --output, and
-then its results: every object under s3://$S3_BUCKET_NAME/results/<job-name>/<job-uid>/.
+		Long: `Delete a finished job (Complete, Error or Canceled) that has results in S3 (--output-path, or
+a --workdir sent through S3), and then those results: every object under
+s3://$S3_BUCKET_NAME/results/<job-name>/<job-uid>/.
 
 The S3 credentials are ACCESS_KEY, SECRET_KEY, S3_BUCKET_NAME and S3_ENDPOINT_URL from the
 shell when set, else the Secret the job was submitted with (read before the Job is deleted:
@@ -57,7 +58,9 @@ empty, and what was removed reported. Other runs of the same name (another UID) 
 are never touched. A running or pending job is refused.
 
 Exit codes: 0 deleted, 1 refused or failed, 3 no such job or object, 6 denied (RBAC or S3),
-8 pods still there after --timeout.`,
+8 pods still there after --timeout.
+
+Guide: https://github.com/kubectl-tao/kubectl-tao/blob/main/docs/staging.md#results-and-cleanup`,
 		Example: `  # See what would be removed, then remove it
   kubectl tao delete-artifacts train-1 --dry-run
   kubectl tao delete-artifacts train-1`,

@@ -37,36 +37,12 @@ const example = `  # Why did my job fail, where first, and what to do
   kubectl tao diagnose ddp --uid 5f3c2a1e-0d4b-4c6e-9a8f-2b7d1e0c9a31`
 
 const long = `Explain why a training job failed or is stuck: what happened, on which rank and node it
-happened first, and what to do about it.
+happened first, and what to do about it. Each finding is the program's (ERR_PROGRAM) or the
+infrastructure's (ERR_INFRA), and the earliest is the likeliest root cause; -o json prints the
+TAO SDK's get_failure_analysis shape. Once its pods or the Job itself are gone, a job submitted
+with --output-path is diagnosed from its log archive in S3.
 
-Each finding is classed as the program's (ERR_PROGRAM: OOMKilled, a non-zero exit with its
-signal named, CUDA out of memory or NCCL errors in the failing rank's last log lines) or the
-infrastructure's (ERR_INFRA: image pulls, scheduling, evictions and node pressure, lost nodes,
-preemption, deadlines). The job's class and suggestion are those of the earliest finding, the
-likeliest root cause: when one rank dies, its peers usually fail after it.
-
-A job that is fine (Complete, or Running with every rank healthy) is reported as such.
-The exit code is 0 whenever the analysis could be made; a missing JOB with no log archive to
-read exits with 3.
-
--o json prints the TAO SDK's get_failure_analysis shape ({err_class, suggestion,
-job_failure_by_node_event: [...]}) plus fields of our own (status, job_failure,
-first_failure, notes, and archive when the findings come from a log archive).
-
-Reads: the Job, one pod list, one list of the namespace's Warning events, the nodes of pods
-that are not progressing, and the last 50 log lines of the first rank that exited non-zero.
-When a job submitted with --output-path failed and its pods are gone, the last 50 lines of each
-rank's last attempt come from its log archive in S3 instead (credentials from the shell,
---s3-secret or the job's Secret, as for 'kubectl tao logs'), and a note says so.
-
-When the Job itself is gone (deleted, TTL'd, pruned), its run is diagnosed from the log archive
-alone: the run --uid names, or the only run of the name (a name with several runs and no --uid
-is an error that lists them, as 'kubectl tao results --all-runs' does). The report says that no
-Job, pod or event evidence is left, and gives the CUDA out of memory and NCCL errors of each
-rank's last attempt, the rank that stopped first, and each rank's last lines; in -o json,
-archive.job_gone is true and archive.uid names the run. The Job's own Secret went with it, so
-the S3 credentials come from the shell or --s3-secret. --uid of an older run also works while a
-newer Job of the same name exists.`
+Guide: https://github.com/kubectl-tao/kubectl-tao/blob/main/docs/diagnose.md`
 
 // archiveTail is how many of each rank's last archived lines diagnose reads, as many as it
 // reads of a live pod.
@@ -88,7 +64,7 @@ func NewCmd(f cmdutil.Factory, streams genericiooptions.IOStreams, clk clock.Pas
 	o := &Options{jobCommand: newJobCommand(f, streams, clk), getenv: getenv}
 	cmd := o.cobraCommand(o, "diagnose JOB [--uid UID] [-o FORMAT]", "Explain why a job failed or is stuck, and what to do", long, example, "the report")
 	cmd.Flags().StringVar(&o.UID, "uid", o.UID, "The run to diagnose from its log archive once its Job is gone, when the name has several runs (see 'kubectl tao results --all-runs').")
-	cmd.Flags().StringVar(&o.S3Secret, "s3-secret", o.S3Secret, "Secret with the S3 credentials of the log archive, when the shell has none and the Job (with its own Secret) is gone.")
+	cmd.Flags().StringVar(&o.S3Secret, "s3-secret", o.S3Secret, "Secret with the S3 credentials of the log archive, when the shell has none and the Job is gone.")
 	return cmd
 }
 

@@ -34,7 +34,9 @@ A partial start (some ranks running while others wait) is reported on stderr: th
 ranks then wait at the rendezvous and make no progress.
 
 -o json and -o yaml print the TAO SDK's get_job_replicas shape: an array of
-{name, rank, node, phase, status: {readiness_issue: {reason, message} | null}}.`
+{name, rank, node, phase, status: {readiness_issue: {reason, message} | null}}.
+
+Guide: https://github.com/kubectl-tao/kubectl-tao/blob/main/docs/diagnose.md`
 
 // ReplicasOptions are the flags and arguments of `kubectl tao replicas`.
 type ReplicasOptions struct{ jobCommand }

@@ -1,5 +1,4 @@
-// Package logs implements `kubectl tao logs`: the cobra glue over the tail engine, and the
-// follow-after-submit used by `kubectl tao submit --follow`.
+// Package logs implements `kubectl tao logs`: the cobra glue over the tail engine.
 package logs
 
 import (
@@ -31,50 +30,16 @@ const example = `  # Every rank's log, in rank order, each line prefixed with it
   # Follow every rank until the job ends; the exit code is the job's (as with wait)
   kubectl tao logs -f train-1 && echo "training succeeded"
 
-  # After the job and its pods are gone: the ranks' logs archived in S3 (staged jobs)
-  kubectl tao logs train-1 --tail 50
-  kubectl tao logs train-1 --from-archive --uid 5f3c2a1e-0d4b-4c6e-9a8f-2b7d1e0c9a31
+  # One file per rank, from the pods or, once they are gone, from the archive in S3
+  kubectl tao logs train-1 --save ./train-1-logs`
 
-  # The first attempt of rank 2 of a job retried with --retries, from the archive
-  kubectl tao logs train-1 --rank 2 --attempt 1
+const long = `Print the logs of every pod (rank) of a job, in rank order, each line prefixed with its rank.
 
-  # One file per rank (rank-0.log, rank-1.log, ...; a retried rank's attempts in
-  # rank-2.attempt-1.log, rank-2.attempt-2.log), from the pods or the archive; -f keeps writing
-  kubectl tao logs train-1 --save ./train-1-logs
+With -f every rank is followed until the job ends, and the exit code is the job's outcome, as
+with 'kubectl tao wait'. Once the pods are gone, the logs of a job submitted with --output-path
+are read from their archive in S3.
 
-  # Prefix lines with pod names instead, or with nothing
-  kubectl tao logs train-1 --prefix=pod
-  kubectl tao logs train-1 --no-prefix`
-
-const long = `Print the logs of every pod (rank) of a job, in rank order.
-
-Each line is prefixed with its rank ("[rank 0] "); --prefix=pod uses pod names, --no-prefix
-nothing. A rank whose pod was replaced shows the older pod's log first. Ranks whose container
-has not started yet are named on stderr; stdout carries only log lines.
-
-With -f, every rank is followed at once, each line written whole; pods that appear later or
-replace others are picked up, and a dropped stream resumes without losing or repeating lines.
-Following ends by itself when the job ends, after reading each pod's last lines, and exits as
-'kubectl tao wait' does: 0 when the job completed, 9 when it failed, 10 when it was canceled.
-A rank that cannot start (an image that cannot be pulled, a pod no node can take) is said once
-on stderr with the command that explains it; after --stuck-timeout of that, -f exits with 12.
-
-A job submitted with --output-path archives each rank's log in S3 (results/<job-name>/<job-uid>/
-.kubectl-tao/logs/rank-<N>.<pod>.log, one per attempt: with --retries each attempt is a new pod).
-When the Job is gone, or has finished and its pods are gone, logs reads that archive instead,
-in rank order and each rank's attempts oldest first, as it prints pods, with the same prefixes
-(--rank and --tail work), and says so on stderr; --from-archive reads it while the pods still
-exist, --attempt N reads only the Nth attempt of each rank. The S3 credentials
-come from the shell, --s3-secret or the job's Secret, as for 'kubectl tao results'; a Job that
-is gone is found by --uid or as the only run of its name.
-
---save DIR writes each rank's lines, without prefix, to DIR/rank-<N>.log (what --rank N
---no-prefix prints) instead of stdout, and a summary line to stderr. A rank that had several
-attempts (--retries: each attempt is a new pod) has one file per attempt instead,
-rank-<N>.attempt-<A>.log, numbered from 1 as --attempt numbers them; with --attempt A every
-file is rank-<N>.attempt-<A>.log. The files appear whole once every log was read, or not at
-all; with -f they are written as lines come, until the job ends, and a rank's rank-<N>.log is
-renamed rank-<N>.attempt-1.log when its second attempt starts.`
+Guide: https://github.com/kubectl-tao/kubectl-tao/blob/main/docs/watching.md#logs-of-every-rank`
 
 // Options are the flags and arguments of `kubectl tao logs`.
 type Options struct {
@@ -142,9 +107,9 @@ func NewCmd(f cmdutil.Factory, streams genericiooptions.IOStreams, getenv func(s
 	fl.Lookup("prefix").NoOptDefVal = string(tail.PrefixPod)
 	fl.BoolVar(&o.NoPrefix, "no-prefix", o.NoPrefix, "Print lines without a prefix.")
 	fl.IntVar(&o.MaxLogRequests, "max-log-requests", o.MaxLogRequests, "Most log streams open at once; following more pods than this is refused.")
-	fl.BoolVar(&o.FromArchive, "from-archive", o.FromArchive, "Read the ranks' logs archived in S3 even while the pods exist (the archive is read anyway once they are gone).")
-	fl.IntVar(&o.Attempt, "attempt", o.Attempt, "Only this attempt of each rank (1 is the first; with --retries each attempt is a new pod), read from the archive; default: every attempt, oldest first.")
-	fl.StringVar(&o.Save, "save", o.Save, "Write each rank's lines, without prefix, to DIR/rank-<N>.log instead of stdout (rank-<N>.attempt-<A>.log for each attempt of a retried rank, and with --attempt), from the pods or the archive; with -f, until the job ends.")
+	fl.BoolVar(&o.FromArchive, "from-archive", o.FromArchive, "Read the ranks' logs archived in S3 even while the pods exist.")
+	fl.IntVar(&o.Attempt, "attempt", o.Attempt, "Only this attempt of each rank (1 is the first), read from the archive.")
+	fl.StringVar(&o.Save, "save", o.Save, "Write each rank's lines, without prefix, to a file DIR/rank-<N>.log instead of stdout (one per attempt for a retried rank).")
 	fl.StringVar(&o.UID, "uid", o.UID, "The run whose archived logs to read, when the Job is gone and its name has several runs (see 'kubectl tao results --all-runs').")
 	fl.StringVar(&o.S3Secret, "s3-secret", o.S3Secret, "Secret with the S3 credentials of the log archive, when the shell has none and the Job (with its own Secret) is gone.")
 	jobwait.AddStuckTimeoutFlag(fl, &o.StuckTimeout)

@@ -1,6 +1,5 @@
 // Package preflight implements `kubectl tao preflight`: what can be known before a first job
-// fails. gather.go reads the cluster (in parallel); checks.go turns what it read into PASS /
-// WARN / FAIL lines without the API.
+// fails, read from the cluster and judged as PASS, INFO, WARN or FAIL lines.
 package preflight
 
 import (
@@ -32,27 +31,15 @@ const example = `  # Is the cluster ready for one 8-GPU job in this namespace?
   # For scripts: a list of {"name","result","message","fix"}
   kubectl tao preflight -o json`
 
-const long = `Check, before submitting, what usually makes a first GPU job fail: the cluster is reachable,
-the namespace exists and you hold every permission kubectl tao needs there, nodes advertise
-nvidia.com/gpu and a GPU Operator or device plugin runs, the nodes' driver and CUDA (GPU Feature
-Discovery labels) meet the minimums, the server is new enough for multi-node jobs, the job fits,
-the pull secret exists, and with --queue that Kueue is installed, the LocalQueue exists and its
-ClusterQueue exists and has the GPU quota to hold the job (without --queue, where Kueue is
-installed, the namespace's LocalQueues are listed, and a multi-node job WARNs: nothing admits its
-ranks together).
+const long = `Check, before submitting, what usually makes a first GPU job fail: the cluster, your
+permissions in the namespace, the GPUs and their driver, whether the job fits, its pull secret
+and, with --queue, its Kueue queue. The job is described by submit's flags for its shape, and
+by the defaults file as submit would read it.
 
-The job is described by the flags submit takes for its shape (--gpus, --nodes, --cpu, --memory,
---shm-size, --resource, --node-selector, --toleration, --no-gpu-toleration, --image-pull-secret,
---queue), and the fit is the check submit's capacity guard makes: a job that the nodes'
-allocatable resources can never hold FAILs; one that fits only once other pods finish WARNs, or
-FAILs with --now. Where a defaults file exists (see kubectl tao config view), its values for
-these flags apply as they do to submit (flags given win), and a file submit would refuse FAILs.
+Each check is PASS, INFO, WARN or FAIL, with the fix when it is not PASS; the exit code is 0
+unless a check FAILs (then 11).
 
-With TAO_K8S_SKIP_NODE_RUNTIME_CHECK=1 (managed GPU nodes, whose driver and toolkit the provider
-owns) the driver and CUDA check is skipped and says so (INFO), as in the TAO SDK.
-
-Each check is PASS, INFO, WARN or FAIL, with the fix when it is not PASS. The exit code is 0 unless
-a check FAILs (then 11, PreflightFailed).`
+Guide: https://github.com/kubectl-tao/kubectl-tao/blob/main/docs/preflight.md`
 
 // Options are the flags of `kubectl tao preflight`.
 type Options struct {

@@ -1,5 +1,5 @@
 // Package rbac implements `kubectl tao rbac`: the least-privilege Role, ClusterRole and their
-// bindings, built (purely) from Needed, the same list preflight reviews.
+// bindings, built (purely) from permissions.Needed, the same list preflight reviews.
 package rbac
 
 import (

@@ -48,30 +48,12 @@ func NewCmd(f cmdutil.Factory, streams genericiooptions.IOStreams, getenv func(s
 	cmd := &cobra.Command{
 		Use:   "results JOB",
 		Short: "List the results a job left in S3",
-		Long: `List the objects a job submitted with --output-path left in S3: everything under
-s3://$S3_BUCKET_NAME/results/<job-name>/<job-uid>/, with its key relative to that prefix, its
-size and when it was last written. Objects under .kubectl-tao/ are the tool's own: the per-rank
-log archive (logs/rank-N.log) and the code snapshot of --workdir (workdir.tar.zst, whose
-SHA-256 is status -o json's workdirSHA256; download it to get the exact code of a past run).
+		Long: `List the objects a job submitted with --output-path left in S3, under
+s3://$S3_BUCKET_NAME/results/<job-name>/<job-uid>/, or fetch them with --download. Results
+outlive the Job: once it is gone, give the S3 credentials in the shell or with --s3-secret, and
+--uid when the name has several runs (--all-runs lists them).
 
-The S3 credentials are ACCESS_KEY, SECRET_KEY, S3_BUCKET_NAME and S3_ENDPOINT_URL from the
-shell when set, else the Secret named by --s3-secret, else the Secret the job was submitted
-with. Their values are never printed.
-
-Results outlive the Job. When it is gone (deleted, TTL'd, pruned), its NAME-s3 Secret is gone
-too: set the variables in the shell or give --s3-secret. Its run is then found in S3: the
-only one under results/<job-name>/, or the one --uid names; a name with several runs and no
---uid is an error that lists them. --all-runs lists every run of the name instead.
-
---download DIR fetches the run's objects (those --include selects) into DIR, each at its key
-relative to the prefix, in parallel, with a progress bar on stderr when it is a terminal. Files
-are written under a temporary name and renamed once complete, so DIR never holds a partial
-file under a final name; a second run skips every file already complete (size and ETag) and so
-finishes a broken one. Keys that would land outside DIR ("..", absolute) are refused before
-anything is written, and nothing is written through a symbolic link below DIR.
-
-Exit codes: 0 listed (or downloaded), 1 a download failed, 2 bad flags or several runs without --uid, 3 no such job, run or
-Secret, 6 denied (RBAC or S3).`,
+Guide: https://github.com/kubectl-tao/kubectl-tao/blob/main/docs/staging.md#results-and-cleanup`,
 		Example: `  # What did train-1 write?
   kubectl tao results train-1
 
@@ -84,9 +66,9 @@ Secret, 6 denied (RBAC or S3).`,
 		Args: cmdutil.ExactlyOneJob,
 		RunE: cmdutil.RunE(o),
 	}
-	cmd.Flags().StringVar(&o.UID, "uid", "", "The run to list: a UID of the job name (see --all-runs). Default: the Job's own, or the only run when the Job is gone.")
+	cmd.Flags().StringVar(&o.UID, "uid", "", "The run to list, a UID of the job name (see --all-runs); by default the Job's own, or the only run when the Job is gone.")
 	cmd.Flags().BoolVar(&o.AllRuns, "all-runs", false, "List every run of the job name (UID, objects, size, last write) instead of one run's objects.")
-	cmd.Flags().StringVar(&o.S3Secret, "s3-secret", "", "Secret with the S3 credentials (keys ACCESS_KEY, SECRET_KEY, S3_BUCKET_NAME, optional S3_ENDPOINT_URL), when the shell has none; needed once the Job (and its own Secret) is gone.")
+	cmd.Flags().StringVar(&o.S3Secret, "s3-secret", "", "Secret with the S3 credentials (keys ACCESS_KEY, SECRET_KEY, S3_BUCKET_NAME, optional S3_ENDPOINT_URL), when the shell has none.")
 	cmd.Flags().StringVar(&o.Download, "download", "", "Download the run's objects into this directory (made if missing), skipping files already complete.")
 	cmd.Flags().StringArrayVar(&o.Include, "include", nil, "Only the objects whose key (relative to the run's prefix) matches this glob; a pattern without / matches the file name at any depth (repeatable).")
 	_ = cmd.MarkFlagDirname("download")

@@ -2,9 +2,8 @@
 // `install DIR` (the init container copies this binary into a shared volume), `workdir` (an
 // init container unpacks the --workdir snapshot), `in` (download every input before the user's
 // command), `run` (run the command, archiving its log: the runner is the engine logarchive) and
-// `out` (upload every output after it). The
-// transfers themselves are in the S3 client package s3; this is the thin layer that reads the pod's
-// environment.
+// `out` (upload every output after it). The transfers themselves are in the S3 client package
+// s3; this is the thin layer that reads the pod's environment.
 package stage
 
 import (

@@ -1,5 +1,5 @@
 // Package status implements `kubectl tao status`: the status of one Job, from the Job and one
-// list of its pods, in the SDK's six words. The Summary and its printer (jobsummary) are shared with wait.
+// list of its pods, in the SDK's six words.
 package status
 
 import (
@@ -27,10 +27,10 @@ const example = `  # Human-readable status of a job
   kubectl tao status train-1 -o jsonpath='{.status}'`
 
 const long = `Show the status of a training job: one of Pending, Running, Complete, Error, Canceled or
-Unknown (see README, "Watch a job", for the exact rules).
+Unknown. The status comes from the Job's conditions, its deletion state and its pods (one get
+and one pod list). A missing Job is Unknown and exits with code 3.
 
-The status comes from the Job's conditions, its deletion state and its pods (one get and one
-pod list). A missing Job is Unknown and exits with code 3.`
+Rules: https://github.com/kubectl-tao/kubectl-tao/blob/main/docs/job-contract.md#statuses`
 
 // Options are the flags and arguments of `kubectl tao status`.
 type Options struct {

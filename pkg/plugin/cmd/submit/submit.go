@@ -36,116 +36,23 @@ const example = `  # One node, 8 GPUs, a bash command string (run as /bin/bash -
   kubectl tao submit train-1 --image nvcr.io/nvidia/tao/tao-toolkit:6.0.0-pyt --gpus 8 -- \
     'dino train -e /specs/train.yaml results_dir=/results'
 
-  # Two nodes x 8 GPUs with torchrun: the rendezvous variables are set for every rank
-  kubectl tao submit ddp --image pytorch/pytorch:latest --gpus 8 --nodes 2 -- \
+  # Two nodes x 8 GPUs with torchrun, each rank running in a snapshot of ./src
+  kubectl tao submit ddp --image pytorch/pytorch:latest --gpus 8 --nodes 2 --workdir ./src -- \
     'torchrun --nnodes $NNODES --nproc-per-node $NPROC_PER_NODE --node-rank $NODE_RANK \
        --master-addr $MASTER_ADDR --master-port $MASTER_PORT train.py'
 
-  # An argv is passed on exactly as typed: no shell re-parses it
-  kubectl tao submit --image python:3.13 --gpus 0 -- python -c 'print("hello, world")'
+  # Inputs from S3 before the command, /results to S3 after it (credentials from this shell)
+  kubectl tao submit dino --image IMAGE --gpus 8 --input /data=s3://datasets/coco/ --output-path /results -- 'train.sh'
 
   # See the objects without creating anything (no cluster needed)
-  kubectl tao submit demo --image busybox --gpus 1 --nodes 2 --dry-run=client -o yaml -- sleep 10
+  kubectl tao submit demo --image busybox --gpus 1 --nodes 2 --dry-run=client -o yaml -- sleep 10`
 
-  # Download a dataset prefix and a spec file from S3, upload /results afterwards (credentials
-  # from ACCESS_KEY, SECRET_KEY, S3_BUCKET_NAME and S3_ENDPOINT_URL in this shell)
-  kubectl tao submit dino --image nvcr.io/nvidia/tao/tao-toolkit:6.0.0-pyt --gpus 8 \
-    --input /data/train=s3://datasets/coco/train/ --input /specs/train.yaml=s3://datasets/specs/dino.yaml \
-    --output-path /results -- 'dino train -e /specs/train.yaml results_dir=/results'
+const long = `Submit a GPU training job as a Kubernetes Job: one pod per node (rank), plus a headless
+Service and the rendezvous variables for every rank when --nodes is more than 1. Everything
+after "--" is the command: one argument is a bash command string, several are an argv passed
+on exactly as typed. Nothing is created unless the cluster can ever hold the job.
 
-  # Ship the code in ./src: every rank runs in /workspace, a snapshot of it
-  kubectl tao submit exp-1 --image python:3.13 --gpus 1 --nodes 2 --workdir ./src -- 'python3 train.py'
-
-  # The same with credentials from an existing Secret (keys ACCESS_KEY, SECRET_KEY, S3_BUCKET_NAME)
-  kubectl tao submit dino --image IMAGE --s3-secret team-s3 --input /data=s3://datasets/coco/ --output-path /results -- 'train.sh'
-
-  # An NGC key and a Hugging Face token for the command, from this shell, never on the command line
-  kubectl tao submit ft --image IMAGE --secret-env NGC_KEY --secret-env HF_TOKEN=MY_HF_TOKEN -- 'train.sh'`
-
-const long = `Submit a GPU training job as a Kubernetes Job.
-
-Everything after "--" is the command. A single argument is a bash command string, run as
-/bin/bash -c COMMAND (as the TAO SDK does); several arguments are an argv, passed on exactly as
-typed. Either way the command is exec'd (with --output-path: run as a child, the signals
-forwarded to it), so it receives SIGTERM when the job is canceled. Text reaches the container
-literally: kubectl-tao escapes the kubelet's $(VAR) expansion in the command and in --env
-values.
-
-The Job has restartPolicy Never and backoffLimit 0: a failure surfaces instead of being retried.
-With --nodes N > 1 it is an Indexed Job of N pods plus a headless Service named after the job,
-and every rank gets WORLD_SIZE and NNODES (N), NUM_GPU_PER_NODE and NPROC_PER_NODE (--gpus),
-NODE_RANK (its index, 0..N-1), MASTER_ADDR (NAME-0.NAME) and MASTER_PORT (--master-port).
-
---retries N replaces failed pods instead, through a pod failure policy: evicted, preempted and
-lost pods are replaced without counting, OOM kills (exit 137), commands that cannot run
-(exit 2, 126, 127) and staging failures (exit 201-203) fail the job at once, and any other
-failure is retried up to N times (per
-rank with --nodes). A multi-node torchrun gang survives a lost rank only by restarting as a
-whole, from the start of its command: have it resume from its last checkpoint (README,
-"Retries").
-
-Before creating anything, submit checks that the cluster's allocatable GPUs can ever hold the
-job: N ranks of --gpus GPUs each, a rank never spanning nodes. The objects are created
-atomically: if any step fails, what was created is removed again.
-
-Pods that ask for GPUs tolerate the nvidia.com/gpu:NoSchedule taint that GPU node pools carry
-(--no-gpu-toleration drops it). Multi-node jobs get a 16Gi memory-backed /dev/shm unless
---shm-size says otherwise; it counts toward the pod's memory.
-
-S3 data staging: each --input CONTAINER_PATH=s3://BUCKET/KEY is downloaded before the command
-runs (a KEY ending in "/" is a prefix, downloaded as a directory); each --output-path
-CONTAINER_PATH is uploaded after it ends, even when it failed, to
-s3://$S3_BUCKET_NAME/results/NAME/JOB_UID/CONTAINER_PATH (without its leading "/"). In a
-multi-node job every rank downloads and rank 0 alone uploads. The credentials are ACCESS_KEY,
-SECRET_KEY, S3_BUCKET_NAME and, for a non-AWS endpoint, S3_ENDPOINT_URL from this shell, copied
-into a Secret NAME-s3 owned by the Job; or an existing Secret with those keys named by
---s3-secret (nothing is copied then). Pods read them only through secretKeyRef, and dry runs
-print the Secret redacted. submit itself never contacts S3: in the pod, kubectl-tao makes the
-transfers, copied there by an init container from --stager-image (default: this release's
-published image, ghcr.io/kubectl-tao/kubectl-tao:VERSION; a development build has none and
-needs the flag, see make stager-image, except for --dry-run=client, which shows that name with
-the build's version as a placeholder and says so on stderr). With --output-path every rank's
-combined stdout and stderr is also kept in S3, at
-results/NAME/JOB_UID/.kubectl-tao/logs/rank-N.POD.log (one object per attempt: with --retries
-each attempt is a new pod), refreshed every minute while the command runs and once after it ends
-(--no-log-archive: not kept). The job exits
-with the command's code; if the command succeeded but the upload failed, with 202 (stage in
-failed: 201), which --retries never retries, so that the job fails. On SIGTERM the upload waits
-until the command has exited; an OOM kill or SIGKILL (the end of the termination grace period)
-takes the whole container, and nothing more is uploaded then. Every job's container
-gets TAO_JOB_ID (the job's name) and TAO_JOB_UID (its UID).
-
-Credentials: --secret-env VAR gives the command the variable VAR with the value of $VAR in this
-shell (VAR=LOCAL_VAR: of $LOCAL_VAR), never taken from the command line; the values go
-into a Secret NAME-env owned by the Job, which the pods read through secretKeyRef, and dry runs
-print it redacted. An unset or empty variable is an error, and nothing is created. --env refuses
-names that hold credentials (NGC_KEY, HF_TOKEN, WANDB_API_KEY, ...) or look like them (*_TOKEN,
-*_SECRET, *_SECRET_KEY, *_PASSWORD, *_API_KEY): its values are on the command line and in the
-Job for anyone who may read it. --env-allow VAR lets a name that only looks secret through.
-
-With --queue NAME the job goes through a Kueue LocalQueue: it is created suspended, and labelled
-for the queue only once its Service and ConfigMap exist; Kueue admits it by resuming it, so all
-ranks start together. Submit first checks that Kueue is installed and that the LocalQueue exists
-in the namespace (a job nobody admits would stay suspended forever).
-
-Without NAME, a name "tao-" plus 5 random characters is chosen.
-
---workdir DIR ships a local directory with the job: packed into one reproducible archive
-(sorted, times and owners zeroed, less .git/ and whatever .gitignore and .taoignore files
-exclude; a symlink leaving DIR is refused), unpacked on every rank at --workdir-mount
-(/workspace) by an init container before the command runs there. The archive's SHA-256 is in
-the pod's TAO_WORKDIR_SHA256 and in status -o json. Without S3 it travels in a ConfigMap
-NAME-workdir owned by the Job (1 MiB compressed at most; readable by anyone who may get
-ConfigMaps in the namespace); with S3 staging, --s3-secret, or the S3 variables in this shell,
-submit uploads it to s3://$S3_BUCKET_NAME/results/NAME/JOB_UID/.kubectl-tao/workdir.tar.zst
-while the Job is still suspended (the one upload submit makes itself). --dry-run=client shows
-its size, file count and checksum and sends nothing.
-
-Defaults for any of these flags (but --dry-run, -o, --wait, --follow, --file and --workdir) can be kept in
-$XDG_CONFIG_HOME/kubectl-tao/config.yaml (~/.config/kubectl-tao/config.yaml, or the file
-$TAO_CONFIG names), under "submit:" with the flags' names as keys. A flag on the command line
-wins; for a repeatable flag, the command line's values replace the file's list. --dry-run=client
--o yaml shows the result. A broken file is a usage error (exit 2) naming the file and line.`
+Guide: https://github.com/kubectl-tao/kubectl-tao/blob/main/docs/training.md`
 
 // Options are the flags and arguments of `kubectl tao submit`.
 type Options struct {
@@ -212,8 +119,8 @@ func NewCmd(f cmdutil.Factory, streams genericiooptions.IOStreams, clk clock.Pas
 	}
 	fl := cmd.Flags()
 	o.AddFlags(fl) // jobflags.Job: every flag that describes the job
-	fl.BoolVar(&o.Wait, "wait", o.Wait, "After creating the job, wait until it ends, as `kubectl tao wait` does (progress on stderr, exit code of the outcome).")
-	fl.BoolVar(&o.Follow, "follow", o.Follow, "After creating the job, follow every rank's log as `kubectl tao logs -f` does (exit code of the outcome); Ctrl-C detaches, the job keeps running.")
+	fl.BoolVar(&o.Wait, "wait", o.Wait, "After creating the job, wait until it ends, as 'kubectl tao wait' does (progress on stderr, exit code of the outcome).")
+	fl.BoolVar(&o.Follow, "follow", o.Follow, "After creating the job, follow every rank's log as 'kubectl tao logs -f' does (exit code of the outcome); Ctrl-C detaches, the job keeps running.")
 	jobwait.AddStuckTimeoutFlag(fl, &o.StuckTimeout)
 	cmdutil.AddDryRunFlag(cmd, &o.DryRunFlag)
 	o.PrintFlags.AddFlags(cmd)

@@ -29,26 +29,14 @@ const example = `  # Block until the job ends; the exit code tells how (0 Comple
   # The final status as JSON
   kubectl tao wait train-1 -o json`
 
-const long = `Wait until a training job reaches a terminal status: Complete, Error or Canceled.
+const long = `Wait until a training job reaches a terminal status: Complete, Error or Canceled. Each
+change of status goes to stderr; stdout gets "job.batch/NAME STATUS", or the status object with
+-o. There is no timeout by default: training runs for hours.
 
-Each change of status goes to stderr ("Pending -> Running (2/2 ranks)"); stdout gets the final
-line ("job.batch/NAME Complete"), or the status object with -o. The exit code says how it ended:
+Exit codes: 0 Complete, 9 Error, 10 Canceled, 8 --timeout passed, 12 ranks could not start for
+--stuck-timeout, 13 Kueue will never admit the job, 3 no such Job.
 
-  0   Complete
-  9   Error (JobFailed)
-  10  Canceled: the Job was deleted, or is being deleted, before it finished
-  8   the --timeout passed first
-  12  Stuck: ranks could not start for --stuck-timeout (an image that cannot be pulled,
-      a container the kubelet cannot create, a pod no node can take)
-  13  NotAdmitted: Kueue will never admit the job (Inadmissible, Deactivated)
-  3   the Job does not exist
-
-A rank that cannot start is said at once on stderr, with the command that explains it
-(kubectl tao diagnose); so is a job queued in a Kueue LocalQueue, which waits for as long as
-the queue takes.
-
-Unlike kubectl wait (30s), there is no timeout by default: training runs for hours.
-The Job is followed with a watch, not polled.`
+Guide: https://github.com/kubectl-tao/kubectl-tao/blob/main/docs/watching.md#status-list-wait`
 
 // Options are the flags and arguments of `kubectl tao wait`.
 type Options struct {
@@ -75,7 +63,7 @@ func NewCmd(f cmdutil.Factory, streams genericiooptions.IOStreams, clk clock.Pas
 		Args:                  cmdutil.ExactlyOneJob,
 		RunE:                  cmdutil.RunE(o),
 	}
-	cmd.Flags().DurationVar(&o.Timeout, "timeout", 0, "How long to wait before giving up (exit code 8), e.g. 30m or 2h. 0 waits forever.")
+	cmd.Flags().DurationVar(&o.Timeout, "timeout", 0, "How long to wait before giving up (exit code 8), e.g. 30m or 2h; 0 waits forever.")
 	jobwait.AddStuckTimeoutFlag(cmd.Flags(), &o.StuckTimeout)
 	o.out.AddFlags(cmd.Flags(), `the line "job.batch/NAME STATUS"`)
 	cmd.ValidArgsFunction = cmdutil.CompleteJobNames(f)

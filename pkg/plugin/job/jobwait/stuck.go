@@ -21,9 +21,8 @@ const DefaultStuckTimeout = 10 * time.Minute
 // AddStuckTimeoutFlag declares --stuck-timeout, which wait, logs -f and submit --wait/--follow
 // share, setting *d to its default.
 func AddStuckTimeoutFlag(fl *pflag.FlagSet, d *time.Duration) {
-	fl.DurationVar(d, "stuck-timeout", DefaultStuckTimeout, "Give up (exit code 12) once ranks have been unable to start this long: an image that cannot be pulled, "+
-		"a container the kubelet cannot create, a pod no node can take. The first sign is said at once on stderr. 0 waits forever. "+
-		"A job Kueue will never admit ends the wait at once (exit code 13).")
+	fl.DurationVar(d, "stuck-timeout", DefaultStuckTimeout, "Give up (exit code 12) once ranks have been unable to start for this long, as when an image cannot be pulled "+
+		"or no node can take a pod; 0 waits forever.")
 }
 
 // ValidateStuckTimeout checks a --stuck-timeout value: 0 means no limit, a negative one is a

@@ -1,7 +1,8 @@
 // Package jobresults finds a job's results in S3 for the commands that read or remove them
-// (`results`, `delete-artifacts`, and `logs` and `diagnose` for the log archive): the S3 credentials, resolved the same way for each, and
-// which run (UID) of a job name is meant, also once the Job itself is gone. It never imports
-// cobra; the key layout is s3layout's, the transfers s3's.
+// (`results`, `delete-artifacts`, and `logs` and `diagnose` for the log archive): the S3
+// credentials, resolved the same way for each, and which run (UID) of a job name is meant, also
+// once the Job itself is gone. It never imports cobra; the key layout is s3layout's, the
+// transfers s3's.
 package jobresults
 
 import (

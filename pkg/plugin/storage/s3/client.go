@@ -1,8 +1,8 @@
-// Package s3 is kubectl-tao's S3 client: it moves data between S3 and the local file system for
-// S3 staging: the
-// credentials and client, downloads of objects and prefixes, uploads of output files and trees,
-// and the listing and deletion of a run's results prefix. It knows nothing of cobra or of
-// Kubernetes; `kubectl-tao stage` and `kubectl tao delete-artifacts` are thin layers over it.
+// Package s3 is kubectl-tao's S3 client, an engine that moves data between S3 and the local file
+// system: the credentials and client, downloads of objects and prefixes, uploads of output
+// files and trees, and the listing and deletion of a run's results prefix. It knows nothing of
+// cobra or of Kubernetes; `kubectl-tao stage`, `results` and `delete-artifacts` are thin layers
+// over it.
 package s3
 
 import (

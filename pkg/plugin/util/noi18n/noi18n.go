@@ -3,9 +3,10 @@
 // k8s.io/kubectl/pkg/cmd/get (which `kubectl tao list` uses for kubectl get's printing flags)
 // translates its help text in package-level variables, so merely linking it made every
 // kubectl-tao command, `status` included, unpack and parse kubectl's gettext catalogue at
-// start-up: about 30 ms, half of the binary's package initialisation. kubectl-tao's own text is
-// English and never translated, and none of kubectl's translated strings reach its output, so
-// the catalogue is never loaded: i18n.T returns its English text as is.
+// start-up, a large part of the binary's package initialisation (docs/benchmarks.md,
+// "Start-up"). kubectl-tao's own text is English and never translated, and none of kubectl's
+// translated strings reach its output, so the catalogue is never loaded: i18n.T returns its
+// English text as is.
 //
 // Blank-import it from the package that links kubectl's: the Go specification initialises
 // packages in import-path order among those whose imports are ready, so this one (imported

@@ -11,9 +11,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// What only a real container reveals (issue 14 item 7): an image without bash, and a training
-// program without a SIGTERM handler (it would ignore SIGTERM as PID 1; the pod shares its PID
-// namespace so it is not).
+// What only a real container reveals: an image without bash, and a training program without a
+// SIGTERM handler (it would ignore SIGTERM as PID 1; the pod shares its PID namespace so it is
+// not).
 
 // TestRealNodeImageWithoutBash runs jobs on an image that has only /bin/sh: an argv command must
 // run there, and a bash string must fail with an explanation instead of a bare StartError.
