@@ -70,7 +70,7 @@ func Start(t testing.TB, o Options) *Server {
 		backendOpts = append(backendOpts, s3mem.WithTimeSource(s.Clock))
 	}
 	s.backend = s3mem.New(backendOpts...)
-	var handler http.Handler = gofakes3.New(s.backend).Server()
+	handler := gofakes3.New(s.backend).Server()
 	if o.Wrap != nil {
 		handler = o.Wrap(handler)
 	}

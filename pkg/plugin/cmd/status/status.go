@@ -14,7 +14,7 @@ import (
 	cmdutil "github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmd/util"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmd/util/printer"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/job/jobpods"
-	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/job/jobsummary"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/job/jobstatus"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/job/kueue"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/util/exitcode"
 )
@@ -80,10 +80,10 @@ func (o *Options) Run(ctx context.Context) error {
 	job, pods, err := jobpods.Fetch(ctx, client, o.namespace, o.name)
 	switch {
 	case apierrors.IsNotFound(err) && job == nil:
-		s := jobsummary.Summarize(o.namespace, o.name, nil, nil, nil, o.clock.Now())
+		s := jobstatus.Summarize(o.namespace, o.name, nil, nil, nil, o.clock.Now())
 		// Scripts reading -o json get the Unknown object; people get only the error.
 		if !o.out.Human() {
-			if perr := jobsummary.Print(o.Out, o.out, s, o.clock.Now()); perr != nil {
+			if perr := cmdutil.PrintSummary(o.Out, o.out, s, o.clock.Now()); perr != nil {
 				return perr
 			}
 		}
@@ -96,5 +96,5 @@ func (o *Options) Run(ctx context.Context) error {
 		pods = nil
 	}
 	now := o.clock.Now()
-	return jobsummary.Print(o.Out, o.out, jobsummary.Summarize(o.namespace, o.name, job, pods, kueue.WorkloadFor(ctx, client.Discovery(), o.factory.DynamicClient, job, o.ErrOut), now), now)
+	return cmdutil.PrintSummary(o.Out, o.out, jobstatus.Summarize(o.namespace, o.name, job, pods, kueue.WorkloadFor(ctx, client.Discovery(), o.factory.DynamicClient, job, o.ErrOut), now), now)
 }

@@ -387,7 +387,7 @@ func (o *Options) Run(ctx context.Context) error {
 	}
 	target := jobwait.Target{Namespace: created.Job.Namespace, Name: created.Job.Name, UID: created.Job.UID}
 	wait := jobwait.Options{StuckTimeout: o.StuckTimeout, Workload: o.workloadReader(client)}
-	return jobwait.Wait(ctx, client, target, wait, jobwait.Report{Clock: o.clock, Streams: streams})
+	return cmdutil.WaitAndReport(ctx, client, target, wait, cmdutil.WaitReport{Clock: o.clock, Streams: streams})
 }
 
 // workloadReader reads the Kueue Workload of a queued job for --wait; nil for a job without

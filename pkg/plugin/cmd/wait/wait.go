@@ -100,5 +100,5 @@ func (o *Options) Run(ctx context.Context) error {
 		// Without it the wait still works; a queued job then only shows as Queued.
 		wait.Workload = kueue.WorkloadReader(client.Discovery(), dyn)
 	}
-	return jobwait.Wait(ctx, client, target, wait, jobwait.Report{Out: o.out, Clock: o.clock, Streams: o.IOStreams})
+	return cmdutil.WaitAndReport(ctx, client, target, wait, cmdutil.WaitReport{Out: o.out, Clock: o.clock, Streams: o.IOStreams})
 }

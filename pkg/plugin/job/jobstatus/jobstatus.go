@@ -1,5 +1,6 @@
-// Package jobstatus maps a Job (and, when known, its pods) to the SDK's six statuses. It is pure
-// so that every combination is a table test; status, list, wait, logs and cancel all share it.
+// Package jobstatus maps a Job (and, when known, its pods) to the SDK's six statuses, and sums a
+// job up in the one-line Summary that `status` and `wait -o` print. It is pure so that every
+// combination is a table test; status, list, wait, logs and cancel all share it.
 package jobstatus
 
 import (

@@ -1,4 +1,4 @@
-package jobsummary
+package util
 
 import (
 	"fmt"
@@ -7,23 +7,22 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	cmdutil "github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmd/util"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmd/util/printer"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/job/jobstatus"
 )
 
-// Print writes s through out: the table (now is for AGE) or the -o format. The result names
-// the Job, for -o name.
-func Print(w io.Writer, out *printer.Flags, s Summary, now time.Time) error {
+// PrintSummary writes s through out: the table (now is for AGE) or the -o format. The result
+// names the Job, for -o name.
+func PrintSummary(w io.Writer, out *printer.Flags, s jobstatus.Summary, now time.Time) error {
 	if out.Human() {
-		return out.PrintTable(w, Table(s, now))
+		return out.PrintTable(w, SummaryTable(s, now))
 	}
 	return out.Print(w, s, "job.batch/"+s.Name)
 }
 
-// Table is the human view of s: one kubectl-style row.
-func Table(s Summary, now time.Time) *metav1.Table {
-	age := cmdutil.Age(s.created, now)
+// SummaryTable is the human view of s: one kubectl-style row.
+func SummaryTable(s jobstatus.Summary, now time.Time) *metav1.Table {
+	age := Age(s.Created(), now)
 	gpus := "0"
 	if s.GPUs > 0 {
 		gpus = fmt.Sprintf("%dx%d", s.GPUs, s.Nodes)
@@ -40,7 +39,7 @@ func Table(s Summary, now time.Time) *metav1.Table {
 			{Name: "Message", Type: "string"},
 		},
 		Rows: []metav1.TableRow{{Cells: []any{
-			s.Name, jobstatus.Result{Status: s.Status, Reason: s.Reason, Position: s.position}.Shown(), gpus, fmt.Sprintf("%d/%d", s.Ready, s.Nodes), s.Succeeded, s.Failed, age, s.Message,
+			s.Name, s.Shown(), gpus, fmt.Sprintf("%d/%d", s.Ready, s.Nodes), s.Succeeded, s.Failed, age, s.Message,
 		}}},
 	}
 }

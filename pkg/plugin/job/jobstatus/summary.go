@@ -1,7 +1,4 @@
-// Package jobsummary is the one-line summary of a training job that `status` prints and
-// `wait -o` prints at the end (its JSON keys are a contract with users' scripts), and the
-// printer of that summary in every -o format the two accept.
-package jobsummary
+package jobstatus
 
 import (
 	"fmt"
@@ -11,48 +8,48 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/job/jobstatus"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/storage/s3layout"
 )
 
-// Summary is what `status -o json` prints. Its keys are a contract with users' scripts: every
-// key is always present (null or 0 when unknown), in this order; add none without a reason.
+// Summary is the one-line summary of a training job that `status` prints, and `wait -o` at the
+// end (cmdutil.PrintSummary prints it). Its keys are a contract with users' scripts: every key
+// is always present (null or 0 when unknown), in this order; add none without a reason.
 type Summary struct {
-	Name           string           `json:"name"`
-	Namespace      string           `json:"namespace"`
-	UID            string           `json:"uid"`
-	Status         jobstatus.Status `json:"status"`
-	Reason         jobstatus.Reason `json:"reason"`
-	Message        string           `json:"message"`
-	GPUs           int64            `json:"gpus"`
-	Nodes          int32            `json:"nodes"`
-	Active         int32            `json:"active"`
-	Ready          int32            `json:"ready"`
-	Succeeded      int32            `json:"succeeded"`
-	Failed         int32            `json:"failed"`
-	StartTime      *metav1.Time     `json:"startTime"`
-	CompletionTime *metav1.Time     `json:"completionTime"`
+	Name           string       `json:"name"`
+	Namespace      string       `json:"namespace"`
+	UID            string       `json:"uid"`
+	Status         Status       `json:"status"`
+	Reason         Reason       `json:"reason"`
+	Message        string       `json:"message"`
+	GPUs           int64        `json:"gpus"`
+	Nodes          int32        `json:"nodes"`
+	Active         int32        `json:"active"`
+	Ready          int32        `json:"ready"`
+	Succeeded      int32        `json:"succeeded"`
+	Failed         int32        `json:"failed"`
+	StartTime      *metav1.Time `json:"startTime"`
+	CompletionTime *metav1.Time `json:"completionTime"`
 	// WorkdirSHA256 is the checksum of the --workdir snapshot the job runs (null without one),
 	// so that a user knows which code a run used.
 	WorkdirSHA256 *string `json:"workdirSHA256"`
 	// Queue is where a job waiting in a Kueue queue waits and the quota it waits for (null for
 	// any other job, or when Kueue's objects could not be read).
-	Queue *jobstatus.QueueState `json:"queue"`
+	Queue *QueueState `json:"queue"`
 
 	// created is for AGE in the table, position for its STATUS (Queue carries it in the
 	// JSON); not part of the JSON contract.
 	created  time.Time
-	position *jobstatus.Position
+	position *Position
 }
 
 // Summarize turns a Job, its pods (nil when not listed) and, for a job waiting in a Kueue
 // queue, its Workload (nil when none or not read) into a Summary. now tells a submit still
-// running from one that never finished (jobstatus.WithSubmit). A nil job is the Unknown
+// running from one that never finished (WithSubmit). A nil job is the Unknown
 // summary of namespace/name.
-func Summarize(namespace, name string, job *batchv1.Job, pods []corev1.Pod, wl *jobstatus.Workload, now time.Time) Summary {
-	r := jobstatus.Of(job, pods)
+func Summarize(namespace, name string, job *batchv1.Job, pods []corev1.Pod, wl *Workload, now time.Time) Summary {
+	r := Of(job, pods)
 	if job != nil {
-		r = jobstatus.WithSubmit(jobstatus.WithWorkload(r, job, wl), job, now)
+		r = WithSubmit(WithWorkload(r, job, wl), job, now)
 	}
 	s := Summary{Name: name, Namespace: namespace, Status: r.Status, Reason: r.Reason, Message: r.Message}
 	if job == nil {
@@ -60,7 +57,7 @@ func Summarize(namespace, name string, job *batchv1.Job, pods []corev1.Pod, wl *
 		return s
 	}
 	s.Name, s.Namespace, s.UID = job.Name, job.Namespace, string(job.UID)
-	s.GPUs, s.Nodes = jobstatus.GPUsPerNode(job), jobstatus.Nodes(job)
+	s.GPUs, s.Nodes = GPUsPerNode(job), Nodes(job)
 	s.Active, s.Succeeded, s.Failed = job.Status.Active, job.Status.Succeeded, job.Status.Failed
 	// "ready" is what is really up: pods in phase Running when they were listed, otherwise the
 	// Job's own ready counter.
@@ -74,4 +71,12 @@ func Summarize(namespace, name string, job *batchv1.Job, pods []corev1.Pod, wl *
 		s.WorkdirSHA256 = &sum
 	}
 	return s
+}
+
+// Created is when the Job was created, for the AGE column.
+func (s Summary) Created() time.Time { return s.created }
+
+// Shown is the status as the STATUS column shows it (with the queue position of a queued job).
+func (s Summary) Shown() string {
+	return Result{Status: s.Status, Reason: s.Reason, Position: s.position}.Shown()
 }
