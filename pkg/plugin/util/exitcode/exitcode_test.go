@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -68,7 +69,7 @@ func TestExplain(t *testing.T) {
 
 // README.md documents the same table; scripts read the README, so the two must never drift.
 func TestTableMatchesReadme(t *testing.T) {
-	readme, err := os.ReadFile("../../../README.md")
+	readme, err := os.ReadFile(filepath.Join(repoRoot(t), "README.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,5 +100,25 @@ func TestPassthrough(t *testing.T) {
 	}
 	if _, ok := PassedThrough(errors.New("other")); ok {
 		t.Error("a plain error passed through")
+	}
+}
+
+// repoRoot walks up from the test's directory to go.mod, so the test does not depend on how
+// deep this package sits.
+func repoRoot(t *testing.T) string {
+	t.Helper()
+	dir, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			t.Fatal("no go.mod above the test's directory")
+		}
+		dir = parent
 	}
 }
