@@ -24,13 +24,17 @@ import (
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmd/completion"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmd/config"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmd/createpullsecret"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmd/delete"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmd/deleteartifacts"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmd/diagnose"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmd/exec"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmd/list"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmd/logs"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmd/portforward"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmd/preflight"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmd/prune"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmd/rbac"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmd/replicas"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmd/results"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmd/stage"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmd/status"
@@ -95,14 +99,14 @@ func NewRootCmd(d Deps) *cobra.Command {
 		list.NewCmd(f, d.Streams, clk),
 		wait.NewCmd(f, d.Streams, clk),
 		submit.NewCmd(f, d.Streams, clk, d.RandomName, d.Getenv, version.Get().Version),
-		diagnose.NewReplicasCmd(f, d.Streams, clk),
+		replicas.NewCmd(f, d.Streams, clk),
 		diagnose.NewCmd(f, d.Streams, clk, d.Getenv),
 		logs.NewCmd(f, d.Streams, d.Getenv),
-		podexec.NewExecCmd(f, d.Streams),
-		podexec.NewPortForwardCmd(f, d.Streams),
+		exec.NewCmd(f, d.Streams),
+		portforward.NewCmd(f, d.Streams),
 		cancel.NewCmd(f, d.Streams),
-		cancel.NewDeleteCmd(f, d.Streams, clk),
-		cancel.NewPruneCmd(f, d.Streams, clk),
+		delete.NewCmd(f, d.Streams, clk),
+		prune.NewCmd(f, d.Streams, clk),
 		deleteartifacts.NewCmd(f, d.Streams, d.Getenv),
 		results.NewCmd(f, d.Streams, d.Getenv),
 		capacity.NewCmd(f, d.Streams),

@@ -17,7 +17,6 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
-	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/job/jobspec"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/util/exitcode"
 	"github.com/kubectl-tao/kubectl-tao/test/testutil/cmdtest"
 	"github.com/kubectl-tao/kubectl-tao/test/testutil/fixture"
@@ -59,6 +58,14 @@ func garbageCollect(t *testing.T, c *fake.Clientset, j *batchv1.Job, pods ...str
 			}
 			return true, w, nil
 		})
+	}
+}
+
+func TestCancelUsage(t *testing.T) {
+	for _, args := range [][]string{{"cancel"}, {"cancel", "a", "b"}, {"cancel", "pod/x"}, {"cancel", "x", "--timeout", "-1s"}, {"cancel", "x", "--grace-period", "-5"}} {
+		if code, _, _ := run(t, fake.NewClientset(), args...); code != int(exitcode.Usage) {
+			t.Errorf("%v: exit %d, want 2", args, code)
+		}
 	}
 }
 
@@ -137,87 +144,5 @@ func TestCancelFinishedJobIsANoOp(t *testing.T) {
 		if a.GetVerb() == "delete" {
 			t.Fatalf("finished job was deleted by cancel")
 		}
-	}
-}
-
-func TestDeleteRefusesRunningJobs(t *testing.T) {
-	c := fake.NewClientset(fixture.Job("busy").Namespace("default").Label("app.kubernetes.io/managed-by", "kubectl-tao").Obj(), fixture.Job("done").Namespace("default").Label("app.kubernetes.io/managed-by", "kubectl-tao").Condition(batchv1.JobFailed, "", "").Obj())
-	code, _, errOut := run(t, c, "delete", "busy")
-	if code != int(exitcode.Error) || !strings.Contains(errOut, "is Pending, not finished: cancel it") {
-		t.Fatalf("exit %d, stderr %q", code, errOut)
-	}
-	code, out, errOut := run(t, c, "delete", "done")
-	if code != 0 || out != "job.batch/done deleted\n" {
-		t.Fatalf("exit %d, stdout %q, stderr %q", code, out, errOut)
-	}
-}
-
-func TestCancelUsage(t *testing.T) {
-	for _, args := range [][]string{{"cancel"}, {"cancel", "a", "b"}, {"cancel", "pod/x"}, {"cancel", "x", "--timeout", "-1s"}, {"cancel", "x", "--grace-period", "-5"}, {"prune"}, {"delete"}} {
-		if code, _, _ := run(t, fake.NewClientset(), args...); code != int(exitcode.Usage) {
-			t.Errorf("%v: exit %d, want 2", args, code)
-		}
-	}
-}
-
-func TestPrune(t *testing.T) {
-	objs := []runtime.Object{
-		fixture.Job("old-ok").Namespace("default").Label("app.kubernetes.io/managed-by", "kubectl-tao").Finished(batchv1.JobComplete, now.Add(-48*time.Hour)).Obj(),
-		fixture.Job("old-failed").Namespace("default").Label("app.kubernetes.io/managed-by", "kubectl-tao").Finished(batchv1.JobFailed, now.Add(-30*time.Hour)).Obj(),
-		fixture.Job("recent").Namespace("default").Label("app.kubernetes.io/managed-by", "kubectl-tao").Finished(batchv1.JobComplete, now.Add(-time.Hour)).Obj(),
-		fixture.Job("running").Namespace("default").Label("app.kubernetes.io/managed-by", "kubectl-tao").Obj(),
-		// Incomplete submits count from their creation: the old one goes, the recent one stays.
-		incomplete("old-incomplete", 40*time.Hour),
-		incomplete("new-incomplete", time.Hour),
-	}
-	c := fake.NewClientset(objs...)
-	code, out, _ := run(t, c, "prune", "--older-than", "24h", "--dry-run")
-	if code != 0 || out != "job.batch/old-ok pruned (dry run)\njob.batch/old-incomplete pruned (dry run)\njob.batch/old-failed pruned (dry run)\n" {
-		t.Fatalf("dry run: exit %d, stdout %q", code, out)
-	}
-	for _, a := range c.Actions() {
-		if a.GetVerb() == "delete" {
-			t.Fatal("client dry run deleted something")
-		}
-	}
-	code, out, _ = run(t, c, "prune", "--older-than", "24h")
-	if code != 0 || out != "job.batch/old-ok pruned\njob.batch/old-incomplete pruned\njob.batch/old-failed pruned\n" {
-		t.Fatalf("prune: exit %d, stdout %q", code, out)
-	}
-	left, _ := c.BatchV1().Jobs("default").List(context.Background(), metav1.ListOptions{})
-	if len(left.Items) != 3 {
-		t.Fatalf("%d jobs left, want recent, running and new-incomplete", len(left.Items))
-	}
-}
-
-// incomplete is a Job a submit created age ago and never started (marked, suspended).
-func incomplete(name string, age time.Duration) *batchv1.Job {
-	return fixture.Job(name).Namespace("default").Label(jobspec.ManagedByLabel, jobspec.ManagedByValue).
-		Annotation(jobspec.SubmittingAnnotation, "true").Suspend(true).Created(now.Add(-age)).Obj()
-}
-
-// delete removes a Job whose submit never finished, as the IncompleteSubmit message says; one
-// still inside the submit grace (its submit may be running) is refused like any pending job.
-func TestDeleteIncompleteSubmit(t *testing.T) {
-	c := fake.NewClientset(incomplete("left", 10*time.Minute), incomplete("starting", 5*time.Second))
-	code, out, errOut := run(t, c, "delete", "left", "--wait=false")
-	if code != 0 || out != "job.batch/left deleted (deletion requested; pods may still be stopping)\n" {
-		t.Fatalf("exit %d, stdout %q, stderr %q", code, out, errOut)
-	}
-	var deleted []string
-	for _, a := range c.Actions() {
-		if d, ok := a.(k8stesting.DeleteActionImpl); ok {
-			deleted = append(deleted, d.Name)
-			if p := d.DeleteOptions.PropagationPolicy; p == nil || *p != metav1.DeletePropagationForeground || d.DeleteOptions.Preconditions == nil {
-				t.Errorf("delete of %s: options %+v, want foreground and UID-bound", d.Name, d.DeleteOptions)
-			}
-		}
-	}
-	if strings.Join(deleted, ",") != "left" {
-		t.Errorf("deleted %v, want left", deleted)
-	}
-	code, _, errOut = run(t, c, "delete", "starting")
-	if code != int(exitcode.Error) || !strings.Contains(errOut, "is Pending, not finished") {
-		t.Fatalf("a submit still running: exit %d, stderr %q", code, errOut)
 	}
 }

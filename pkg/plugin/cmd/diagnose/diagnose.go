@@ -1,3 +1,6 @@
+// Package diagnose implements `kubectl tao diagnose`: why a job failed or is stuck, and what to
+// do, from its live objects or, once it is gone, its log archive. The reading and the analysis
+// live in package triage.
 package diagnose
 
 import (
@@ -50,7 +53,7 @@ const archiveTail = 50
 
 // Options are the flags and arguments of `kubectl tao diagnose`.
 type Options struct {
-	jobCommand
+	cmdutil.TriageCommand
 	// UID names the run to diagnose from its log archive once its Job is gone.
 	UID string
 	// S3Secret names a Secret with the archive's S3 credentials, when the shell has none.
@@ -61,8 +64,8 @@ type Options struct {
 
 // NewCmd builds `kubectl tao diagnose`.
 func NewCmd(f cmdutil.Factory, streams genericiooptions.IOStreams, clk clock.PassiveClock, getenv func(string) string) *cobra.Command {
-	o := &Options{jobCommand: newJobCommand(f, streams, clk), getenv: getenv}
-	cmd := o.cobraCommand(o, "diagnose JOB [--uid UID] [-o FORMAT]", "Explain why a job failed or is stuck, and what to do", long, example, "the report")
+	o := &Options{TriageCommand: cmdutil.NewTriageCommand(f, streams, clk), getenv: getenv}
+	cmd := o.CobraCommand(o, "diagnose JOB [--uid UID] [-o FORMAT]", "Explain why a job failed or is stuck, and what to do", long, example, "the report")
 	cmd.Flags().StringVar(&o.UID, "uid", o.UID, "The run to diagnose from its log archive once its Job is gone, when the name has several runs (see 'kubectl tao results --all-runs').")
 	cmd.Flags().StringVar(&o.S3Secret, "s3-secret", o.S3Secret, "Secret with the S3 credentials of the log archive, when the shell has none and the Job is gone.")
 	return cmd
@@ -70,17 +73,17 @@ func NewCmd(f cmdutil.Factory, streams genericiooptions.IOStreams, clk clock.Pas
 
 // Validate checks the flags without contacting the server.
 func (o *Options) Validate() error {
-	if err := jobresults.ValidateUID(o.name, o.UID); err != nil {
+	if err := jobresults.ValidateUID(o.Name, o.UID); err != nil {
 		return err
 	}
-	return o.out.Validate()
+	return o.Printer.Validate()
 }
 
 // Run collects the evidence, analyses it and prints the report. A Job that is gone, or a run
 // of its name other than the Job's (--uid), is diagnosed from the run's log archive alone.
 func (o *Options) Run(ctx context.Context) error {
-	now := o.clock.Now()
-	snap, err := o.collect(ctx, triage.CollectOptions{Logs: true, Now: now})
+	now := o.Clock.Now()
+	snap, err := o.Collect(ctx, triage.CollectOptions{Logs: true, Now: now})
 	switch {
 	case exitcode.Of(err) == exitcode.NotFound:
 		return o.runGone(ctx, nil, true, now)
@@ -104,7 +107,7 @@ func (o *Options) Run(ctx context.Context) error {
 // give the credentials. A Job gone with no archive to read is NotFound, as it was before
 // archives.
 func (o *Options) runGone(ctx context.Context, live *batchv1.Job, jobGone bool, now time.Time) error {
-	missing := fmt.Sprintf("job %q not found in namespace %q", o.name, o.namespace)
+	missing := fmt.Sprintf("job %q not found in namespace %q", o.Name, o.Namespace)
 	store, err := o.connect(ctx, live)
 	if err != nil {
 		if jobGone && exitcode.Of(err) == exitcode.Usage {
@@ -113,7 +116,7 @@ func (o *Options) runGone(ctx context.Context, live *batchv1.Job, jobGone bool, 
 		return err
 	}
 	// The Job is gone: the run is the one --uid names, or the only one of the name.
-	uid, prefix, err := store.Run(ctx, o.name, nil, o.UID)
+	uid, prefix, err := store.Run(ctx, o.Name, nil, o.UID)
 	if err != nil {
 		return err
 	}
@@ -124,12 +127,12 @@ func (o *Options) runGone(ctx context.Context, live *batchv1.Job, jobGone bool, 
 		}
 		return err
 	}
-	return o.print(triage.AnalyzeArchive(o.name, o.namespace, arch), now)
+	return o.print(triage.AnalyzeArchive(o.Name, o.Namespace, arch), now)
 }
 
 func (o *Options) print(a triage.Analysis, now time.Time) error {
-	if !o.out.Human() {
-		return o.out.Print(o.Out, a, "job.batch/"+a.Job)
+	if !o.Printer.Human() {
+		return o.Printer.Print(o.Out, a, "job.batch/"+a.Job)
 	}
 	return Report(o.Out, a, now)
 }
@@ -150,7 +153,7 @@ func (o *Options) readArchive(ctx context.Context, job *batchv1.Job) (*triage.Ar
 	if err != nil {
 		return nil, err
 	}
-	uid, prefix, err := store.Run(ctx, o.name, job, o.UID)
+	uid, prefix, err := store.Run(ctx, o.Name, job, o.UID)
 	if err != nil {
 		return nil, err
 	}
@@ -160,11 +163,11 @@ func (o *Options) readArchive(ctx context.Context, job *batchv1.Job) (*triage.Ar
 // connect resolves the archive's S3 credentials as logs does: the shell, --s3-secret, or the
 // Secret of job (nil when gone).
 func (o *Options) connect(ctx context.Context, job *batchv1.Job) (jobresults.Store, error) {
-	client, err := o.factory.KubernetesClient()
+	client, err := o.Factory.KubernetesClient()
 	if err != nil {
 		return jobresults.Store{}, err
 	}
-	return jobresults.Connect(ctx, client, o.namespace, o.name, job, jobresults.Source{Getenv: o.getenv, Secret: o.S3Secret})
+	return jobresults.Connect(ctx, client, o.Namespace, o.Name, job, jobresults.Source{Getenv: o.getenv, Secret: o.S3Secret})
 }
 
 // readRun reads the last lines of each rank's last attempt of run uid, under results prefix.
@@ -301,15 +304,8 @@ func findingsTable(events []triage.NodeEvent, now time.Time) *metav1.Table {
 			at = *e.Time
 		}
 		t.Rows = append(t.Rows, metav1.TableRow{Cells: []any{
-			rank, orNone(e.Pod), orNone(e.Node), e.NodeEventName, exit, e.ErrClass, cmdutil.Age(at, now), strings.ReplaceAll(e.Message, "\n", " "),
+			rank, cmdutil.OrNone(e.Pod), cmdutil.OrNone(e.Node), e.NodeEventName, exit, e.ErrClass, cmdutil.Age(at, now), strings.ReplaceAll(e.Message, "\n", " "),
 		}})
 	}
 	return t
-}
-
-func orNone(s string) string {
-	if s == "" {
-		return "<none>"
-	}
-	return s
 }

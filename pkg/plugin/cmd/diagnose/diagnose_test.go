@@ -3,69 +3,26 @@ package diagnose_test
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"strings"
 	"testing"
-	"time"
 
-	batchv1 "k8s.io/api/batch/v1"
-	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/util/exitcode"
 	"github.com/kubectl-tao/kubectl-tao/test/testutil/cmdtest"
-	"github.com/kubectl-tao/kubectl-tao/test/testutil/fixture"
 	"github.com/kubectl-tao/kubectl-tao/test/testutil/golden"
 )
 
 var (
-	t0  = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-	now = t0.Add(10 * time.Minute)
+	t0      = cmdtest.TriageT0
+	now     = cmdtest.TriageNow
+	job     = cmdtest.TriageJob
+	pod     = cmdtest.TriagePod
+	cluster = cmdtest.TriageCluster
+	backoff = cmdtest.TriageBackoff
 )
 
-const msgNoGPU = "0/4 nodes are available: 4 Insufficient nvidia.com/gpu. preemption: 0/4 nodes are available: " +
-	"4 No preemption victims found for incoming pod."
-
-// job is a Job of ranks ranks of one container "tao" asking 8 GPUs, started at t0.
-func job(name string, ranks int32) *fixture.JobWrapper {
-	return fixture.Job(name).Namespace("ml").Created(t0).Nodes(ranks).DefaultSelector().
-		Container(corev1.Container{Name: "tao", Image: "nvcr.io/nvidia/pytorch:25.01-py3",
-			Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("8")}}})
-}
-
-// pod is rank rank of j, named as kubectl get shows it in the goldens.
-func pod(j *batchv1.Job, rank int) *fixture.PodWrapper {
-	return fixture.RankPod(j, rank).Name(fmt.Sprintf("%s-%d-q8x2z", j.Name, rank))
-}
-
-var backoff = batchv1.JobCondition{Type: batchv1.JobFailed, Status: corev1.ConditionTrue, Reason: "BackoffLimitExceeded",
-	Message: "Job has reached the specified backoff limit", LastTransitionTime: metav1.NewTime(t0.Add(3 * time.Minute))}
-
-// cluster holds the fixtures: a 2-rank job whose rank 1 was OOM-killed (rank 0 then died of
-// SIGTERM), a partial start, an image that cannot be pulled, and a job that completed.
-func cluster() *fake.Clientset {
-	oom := job("oom", 2).Conditions(backoff).Obj()
-	half := job("half", 2).Obj()
-	img := job("img", 1).Obj()
-	done := job("done", 1).Condition(batchv1.JobComplete, "", "").Succeeded(1).Obj()
-	objs := []runtime.Object{
-		oom,
-		pod(oom, 0).Node("gpu-node-0").Exited(143, "Error", t0.Add(2*time.Minute)).Obj(),
-		pod(oom, 1).Node("gpu-node-1").Exited(137, "OOMKilled", t0.Add(time.Minute)).Obj(),
-		half,
-		pod(half, 0).Node("gpu-node-2").Running(t0).Obj(),
-		pod(half, 1).Unschedulable(msgNoGPU, t0.Add(time.Second)).Obj(),
-		img,
-		pod(img, 0).Node("gpu-node-3").
-			Waiting("ImagePullBackOff", `Back-off pulling image "nvcr.io/nvidia/pytorch:25.01-py3": ErrImagePull: unauthorized`).Obj(),
-		done,
-		pod(done, 0).Node("gpu-node-0").Phase(corev1.PodSucceeded).Obj(),
-	}
-	return fake.NewClientset(objs...)
-}
+const msgNoGPU = cmdtest.MsgNoGPU
 
 func run(t *testing.T, c *fake.Clientset, args ...string) cmdtest.Result {
 	t.Helper()
@@ -78,11 +35,6 @@ func TestGoldens(t *testing.T) {
 		golden     string
 		wantStderr string
 	}{
-		{[]string{"replicas", "half"}, "replicas-partial.txt", "Warning: job half: partial start: 1 of 2 ranks running, 1 pending (rank 1 (Unschedulable))"},
-		{[]string{"replicas", "half", "-o", "json"}, "replicas-partial.json", "partial start"},
-		{[]string{"replicas", "half", "-o", "yaml"}, "replicas-partial.yaml", "partial start"},
-		{[]string{"replicas", "job/img"}, "replicas-image.txt", ""},
-		{[]string{"replicas", "oom", "-o", "name"}, "replicas-oom.name", ""},
 		{[]string{"diagnose", "oom"}, "diagnose-oom.txt", ""},
 		{[]string{"diagnose", "oom", "-o", "json"}, "diagnose-oom.json", ""},
 		{[]string{"diagnose", "img"}, "diagnose-image.txt", ""},
@@ -100,34 +52,6 @@ func TestGoldens(t *testing.T) {
 			}
 			golden.Check(t, tc.golden, r.Stdout)
 		})
-	}
-}
-
-// TestReplicasJSONIsTheSDKShape checks the exact keys a script written for the SDK reads.
-func TestReplicasJSONIsTheSDKShape(t *testing.T) {
-	r := run(t, cluster(), "replicas", "half", "-o", "json")
-	var got []map[string]any
-	if err := json.Unmarshal([]byte(r.Stdout), &got); err != nil {
-		t.Fatalf("stdout is not a JSON array: %v\n%s", err, r.Stdout)
-	}
-	if len(got) != 2 {
-		t.Fatalf("%d entries", len(got))
-	}
-	for _, e := range got {
-		var keys []string
-		for k := range e {
-			keys = append(keys, k)
-		}
-		if len(keys) != 5 || e["name"] == nil || e["rank"] == nil || e["phase"] == nil || e["status"] == nil {
-			t.Errorf("entry keys = %v, want exactly name, rank, node, phase, status", keys)
-		}
-	}
-	if got[0]["status"].(map[string]any)["readiness_issue"] != nil {
-		t.Errorf("the running rank has an issue: %v", got[0])
-	}
-	issue := got[1]["status"].(map[string]any)["readiness_issue"].(map[string]any)
-	if issue["reason"] != "Unschedulable" || issue["message"] != msgNoGPU {
-		t.Errorf("rank 1 issue = %v", issue)
 	}
 }
 
@@ -164,7 +88,7 @@ func TestDiagnoseJSONIsTheSDKShape(t *testing.T) {
 }
 
 func TestJobNotFound(t *testing.T) {
-	for _, cmd := range []string{"replicas", "diagnose"} {
+	for _, cmd := range []string{"diagnose"} {
 		r := run(t, cluster(), cmd, "nope")
 		if r.Code != int(exitcode.NotFound) || r.Stdout != "" || !strings.Contains(r.Stderr, `error: job "nope" not found in namespace "ml"`) {
 			t.Errorf("%s nope: %+v", cmd, r)
@@ -174,7 +98,7 @@ func TestJobNotFound(t *testing.T) {
 
 func TestUsageErrors(t *testing.T) {
 	for _, args := range [][]string{
-		{"replicas"}, {"diagnose", "a", "b"}, {"diagnose", "pod/x"}, {"diagnose", "oom", "-o", "wide"}, {"diagnose", "oom", "-o", "bogus"},
+		{"diagnose"}, {"diagnose", "a", "b"}, {"diagnose", "pod/x"}, {"diagnose", "oom", "-o", "wide"}, {"diagnose", "oom", "-o", "bogus"},
 	} {
 		r := run(t, fake.NewClientset(), args...)
 		if r.Code != int(exitcode.Usage) || r.Stdout != "" {
@@ -194,7 +118,6 @@ func TestQueuedGoldens(t *testing.T) {
 		quota  string
 		golden string
 	}{
-		{[]string{"replicas", "train"}, "16", "replicas-queued.txt"},
 		{[]string{"diagnose", "train"}, "16", "diagnose-queued.txt"},
 		{[]string{"diagnose", "train", "-o", "json"}, "16", "diagnose-queued.json"},
 		{[]string{"diagnose", "train"}, "8", "diagnose-inadmissible.txt"},

@@ -1,4 +1,8 @@
-package podexec
+// Package exec implements `kubectl tao exec`: it resolves a rank of a job to its pod
+// (cmd/util's FindRank), then hands over to kubectl's own exec code (k8s.io/kubectl/pkg/cmd/exec),
+// so streams, TTYs, terminal resizing and the websocket/SPDY fallback behave exactly as with
+// kubectl.
+package exec
 
 import (
 	"context"
@@ -11,7 +15,6 @@ import (
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/remotecommand"
 	uexec "k8s.io/client-go/util/exec"
@@ -19,7 +22,6 @@ import (
 	"k8s.io/kubectl/pkg/util/interrupt"
 
 	cmdutil "github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmd/util"
-	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/job/jobpods"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/util/exitcode"
 )
 
@@ -60,8 +62,8 @@ type ExecOptions struct {
 	genericiooptions.IOStreams
 }
 
-// NewExecCmd builds `kubectl tao exec`.
-func NewExecCmd(f cmdutil.Factory, streams genericiooptions.IOStreams) *cobra.Command {
+// NewCmd builds `kubectl tao exec`.
+func NewCmd(f cmdutil.Factory, streams genericiooptions.IOStreams) *cobra.Command {
 	return (&ExecOptions{factory: f, executor: &kexec.DefaultRemoteExecutor{}, IOStreams: streams}).cobraCommand(f)
 }
 
@@ -106,16 +108,16 @@ func (o *ExecOptions) Validate() error {
 	case len(o.command) == 0:
 		return exitcode.Usagef(`no command after "--"`)
 	}
-	return validateRank(o.Rank)
+	return cmdutil.ValidateRank(o.Rank)
 }
 
 // Run resolves the rank's pod and runs the command there through kubectl's exec.
 func (o *ExecOptions) Run(ctx context.Context) error {
-	t, err := findRank(ctx, o.factory, o.namespace, o.job, o.Rank)
+	t, err := cmdutil.FindRank(ctx, o.factory, o.namespace, o.job, o.Rank)
 	if err != nil {
 		return err
 	}
-	pod := t.pod
+	pod := t.Pod
 	ko := &kexec.ExecOptions{
 		StreamOptions: kexec.StreamOptions{
 			Namespace:     o.namespace,
@@ -132,8 +134,8 @@ func (o *ExecOptions) Run(ctx context.Context) error {
 		},
 		Command:   o.command,
 		Executor:  contextExecutor{ctx: ctx, RemoteExecutor: o.executor},
-		PodClient: t.client.CoreV1(),
-		Config:    t.config,
+		PodClient: t.Client.CoreV1(),
+		Config:    t.Config,
 	}
 	if err := ko.Validate(); err != nil {
 		return exitcode.WithCode(exitcode.Usage, err)
@@ -156,44 +158,6 @@ func execError(ctx context.Context, err error, pod *corev1.Pod, rank int, job st
 		return exitcode.WithCode(exitcode.Error, fmt.Errorf("interrupted: exec in pod %s (rank %d of job.batch/%s) stopped", pod.Name, rank, job))
 	}
 	return fmt.Errorf("exec in pod %s (rank %d of job.batch/%s): %w", pod.Name, rank, job, err)
-}
-
-// validateRank checks --rank, which exec and port-forward share.
-func validateRank(rank int) error {
-	if rank < 0 {
-		return exitcode.Usagef("--rank must be 0 or more, got %d", rank)
-	}
-	return nil
-}
-
-// rankTarget is what exec and port-forward stream to: the rank's pod, the client that found
-// it, and the REST config kubectl's executors dial the API server with.
-type rankTarget struct {
-	client kubernetes.Interface
-	pod    *corev1.Pod
-	config *rest.Config
-}
-
-// findRank reads the job and its pods (one get, one list), picks the rank's pod and sets up
-// the REST config for streaming to it.
-func findRank(ctx context.Context, f cmdutil.Factory, ns, job string, rank int) (rankTarget, error) {
-	client, err := f.KubernetesClient()
-	if err != nil {
-		return rankTarget{}, err
-	}
-	j, pods, err := jobpods.Fetch(ctx, client, ns, job)
-	if err != nil {
-		return rankTarget{}, err
-	}
-	pod, err := Resolve(job, Ranks(j), pods, rank)
-	if err != nil {
-		return rankTarget{}, err
-	}
-	cfg, err := cmdutil.CoreRESTConfig(f)
-	if err != nil {
-		return rankTarget{}, err
-	}
-	return rankTarget{client: client, pod: pod, config: cfg}, nil
 }
 
 // contextExecutor runs kubectl's executor under the command's context, so Ctrl-C (which the

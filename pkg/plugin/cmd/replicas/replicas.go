@@ -1,6 +1,6 @@
-// Package diagnose implements `kubectl tao replicas` and `kubectl tao diagnose`: the cobra glue
-// and the printing. The reading and the analysis live in package triage.
-package diagnose
+// Package replicas implements `kubectl tao replicas`: one row per rank of a job and why any is
+// not progressing. The reading and the analysis live in package triage.
+package replicas
 
 import (
 	"context"
@@ -38,43 +38,43 @@ ranks then wait at the rendezvous and make no progress.
 
 Guide: https://github.com/kubectl-tao/kubectl-tao/blob/main/docs/diagnose.md`
 
-// ReplicasOptions are the flags and arguments of `kubectl tao replicas`.
-type ReplicasOptions struct{ jobCommand }
+// Options are the flags and arguments of `kubectl tao replicas`.
+type Options struct{ cmdutil.TriageCommand }
 
-// NewReplicasCmd builds `kubectl tao replicas`.
-func NewReplicasCmd(f cmdutil.Factory, streams genericiooptions.IOStreams, clk clock.PassiveClock) *cobra.Command {
-	o := &ReplicasOptions{newJobCommand(f, streams, clk, printer.WithTable())}
-	return o.cobraCommand(o, "replicas JOB [-o FORMAT]", "Show a job's pods, one per rank, and why any is stuck", replicasLong, replicasExample, "a table, one row per pod")
+// NewCmd builds `kubectl tao replicas`.
+func NewCmd(f cmdutil.Factory, streams genericiooptions.IOStreams, clk clock.PassiveClock) *cobra.Command {
+	o := &Options{cmdutil.NewTriageCommand(f, streams, clk, printer.WithTable())}
+	return o.CobraCommand(o, "replicas JOB [-o FORMAT]", "Show a job's pods, one per rank, and why any is stuck", replicasLong, replicasExample, "a table, one row per pod")
 }
 
 // Validate checks the output format without contacting the server.
-func (o *ReplicasOptions) Validate() error {
-	return o.out.Validate()
+func (o *Options) Validate() error {
+	return o.Printer.Validate()
 }
 
 // Run reads the Job, its pods and their events, and prints one row per pod.
-func (o *ReplicasOptions) Run(ctx context.Context) error {
-	snap, err := o.collect(ctx, triage.CollectOptions{Now: o.clock.Now()})
+func (o *Options) Run(ctx context.Context) error {
+	snap, err := o.Collect(ctx, triage.CollectOptions{Now: o.Clock.Now()})
 	if err != nil {
 		return err
 	}
 	reps, notes := triage.Replicas(snap)
 	// Job-level notes go to stderr in every format, so that -o json stays the SDK's array.
 	for _, n := range notes {
-		fmt.Fprintf(o.ErrOut, "Warning: job %s: %s\n", o.name, n)
+		fmt.Fprintf(o.ErrOut, "Warning: job %s: %s\n", o.Name, n)
 	}
-	if !o.out.Human() {
+	if !o.Printer.Human() {
 		names := make([]string, len(reps))
 		for i, r := range reps {
 			names[i] = "pod/" + r.Name
 		}
-		return o.out.Print(o.Out, reps, names...)
+		return o.Printer.Print(o.Out, reps, names...)
 	}
 	if len(reps) == 0 {
-		fmt.Fprintf(o.ErrOut, "No pods found for job %s in namespace %s.\n", o.name, o.namespace)
+		fmt.Fprintf(o.ErrOut, "No pods found for job %s in namespace %s.\n", o.Name, o.Namespace)
 		return nil
 	}
-	return o.out.PrintTable(o.Out, ReplicasTable(reps))
+	return o.Printer.PrintTable(o.Out, ReplicasTable(reps))
 }
 
 // ReplicasTable is the human view: kubectl's table, one row per pod.
@@ -97,7 +97,7 @@ func ReplicasTable(reps []triage.Replica) *metav1.Table {
 			}
 		}
 		t.Rows = append(t.Rows, metav1.TableRow{Cells: []any{
-			r.Name, strconv.Itoa(r.Rank), orNone(r.Node), r.Phase, r.Ready, strconv.Itoa(int(r.Restarts)), issue,
+			r.Name, strconv.Itoa(r.Rank), cmdutil.OrNone(r.Node), r.Phase, r.Ready, strconv.Itoa(int(r.Restarts)), issue,
 		}})
 	}
 	return t

@@ -1,8 +1,4 @@
-// Package podexec implements `kubectl tao exec` and `kubectl tao port-forward`: it resolves a
-// rank of a job to its pod, then hands over to kubectl's own exec and port-forward code
-// (k8s.io/kubectl/pkg/cmd/exec and .../portforward), so streams, TTYs, terminal resizing and the
-// websocket/SPDY fallback behave exactly as with kubectl.
-package podexec
+package jobpods
 
 import (
 	"fmt"
@@ -12,7 +8,6 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/job/jobpods"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/util/exitcode"
 )
 
@@ -36,7 +31,7 @@ func Ranks(job *batchv1.Job) int {
 func Resolve(job string, ranks int, pods []corev1.Pod, rank int) (*corev1.Pod, error) {
 	byRank := map[int][]*corev1.Pod{}
 	for i := range pods {
-		r := jobpods.Rank(&pods[i])
+		r := Rank(&pods[i])
 		byRank[r] = append(byRank[r], &pods[i])
 	}
 	if rank < 0 || rank >= ranks {

@@ -1,9 +1,10 @@
-package cancel
+// Package prune implements `kubectl tao prune`: the UID-bound foreground delete of the
+// plugin's finished Jobs older than a duration (jobstatus.Expired picks them).
+package prune
 
 import (
 	"context"
 	"fmt"
-	"sort"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -20,8 +21,8 @@ import (
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/util/pages"
 )
 
-// PruneOptions are the flags of `kubectl tao prune`.
-type PruneOptions struct {
+// Options are the flags of `kubectl tao prune`.
+type Options struct {
 	OlderThan  time.Duration
 	DryRunFlag string
 
@@ -32,9 +33,9 @@ type PruneOptions struct {
 	genericiooptions.IOStreams
 }
 
-// NewPruneCmd builds `kubectl tao prune`.
-func NewPruneCmd(f cmdutil.Factory, streams genericiooptions.IOStreams, clk clock.PassiveClock) *cobra.Command {
-	o := &PruneOptions{DryRunFlag: string(cmdutil.DryRunNone), factory: f, clock: clk, IOStreams: streams}
+// NewCmd builds `kubectl tao prune`.
+func NewCmd(f cmdutil.Factory, streams genericiooptions.IOStreams, clk clock.PassiveClock) *cobra.Command {
+	o := &Options{DryRunFlag: string(cmdutil.DryRunNone), factory: f, clock: clk, IOStreams: streams}
 	cmd := &cobra.Command{
 		Use:   "prune --older-than DURATION",
 		Short: "Delete the plugin's finished jobs older than a duration",
@@ -55,7 +56,7 @@ like kubectl tao delete.`,
 }
 
 // Complete resolves the namespace and the dry-run mode.
-func (o *PruneOptions) Complete(cmd *cobra.Command, _ []string) error {
+func (o *Options) Complete(cmd *cobra.Command, _ []string) error {
 	var err error
 	if o.dryRun, err = cmdutil.ParseDryRun(o.DryRunFlag); err != nil {
 		return err
@@ -68,7 +69,7 @@ func (o *PruneOptions) Complete(cmd *cobra.Command, _ []string) error {
 }
 
 // Validate checks the flags.
-func (o *PruneOptions) Validate() error {
+func (o *Options) Validate() error {
 	if o.OlderThan < 0 {
 		return exitcode.Usagef("invalid --older-than %s: must not be negative", o.OlderThan)
 	}
@@ -76,7 +77,7 @@ func (o *PruneOptions) Validate() error {
 }
 
 // Run lists the plugin's Jobs (paged), picks the expired ones and deletes them.
-func (o *PruneOptions) Run(ctx context.Context) error {
+func (o *Options) Run(ctx context.Context) error {
 	client, err := o.factory.KubernetesClient()
 	if err != nil {
 		return err
@@ -91,7 +92,7 @@ func (o *PruneOptions) Run(ctx context.Context) error {
 	if o.dryRun != cmdutil.DryRunNone {
 		suffix = " (dry run)"
 	}
-	for _, job := range Expired(jobs, o.clock.Now(), o.OlderThan) {
+	for _, job := range jobstatus.Expired(jobs, o.clock.Now(), o.OlderThan) {
 		if o.dryRun != cmdutil.DryRunClient {
 			err := jobdelete.DeleteJob(ctx, client, &job, nil, o.dryRun == cmdutil.DryRunServer)
 			if exitcode.Of(err) == exitcode.NotFound {
@@ -104,54 +105,4 @@ func (o *PruneOptions) Run(ctx context.Context) error {
 		fmt.Fprintf(o.Out, "job.batch/%s pruned%s\n", job.Name, suffix)
 	}
 	return nil
-}
-
-// Expired returns the finished Jobs that finished before now-olderThan, and the Jobs of
-// incomplete submits (jobstatus.IncompleteSubmit) created before then, oldest first. A Job
-// being deleted already is left out.
-func Expired(jobs []batchv1.Job, now time.Time, olderThan time.Duration) []batchv1.Job {
-	type expired struct {
-		job batchv1.Job
-		at  time.Time
-	}
-	var found []expired
-	for _, j := range jobs {
-		if j.DeletionTimestamp != nil {
-			continue
-		}
-		st := jobstatus.WithSubmit(jobstatus.Of(&j, nil), &j, now)
-		var t time.Time
-		switch {
-		case st.Reason == jobstatus.IncompleteSubmit:
-			// It never ran, so it never finished: its age is what counts.
-			t = j.CreationTimestamp.Time
-		case st.Status == jobstatus.Complete || st.Status == jobstatus.Error:
-			t = finishedAt(&j)
-		default:
-			continue
-		}
-		if !t.IsZero() && now.Sub(t) > olderThan {
-			found = append(found, expired{j, t})
-		}
-	}
-	sort.SliceStable(found, func(a, b int) bool { return found[a].at.Before(found[b].at) })
-	out := make([]batchv1.Job, 0, len(found))
-	for _, e := range found {
-		out = append(out, e.job)
-	}
-	return out
-}
-
-// finishedAt is the completion time, or for failed Jobs the time the terminal condition was set.
-func finishedAt(j *batchv1.Job) time.Time {
-	if j.Status.CompletionTime != nil {
-		return j.Status.CompletionTime.Time
-	}
-	var t time.Time
-	for _, c := range j.Status.Conditions {
-		if (c.Type == batchv1.JobFailed || c.Type == batchv1.JobComplete) && c.LastTransitionTime.After(t) {
-			t = c.LastTransitionTime.Time
-		}
-	}
-	return t
 }

@@ -1,4 +1,7 @@
-package podexec
+// Package portforward implements `kubectl tao port-forward`: it resolves a rank of a job to its
+// pod (cmd/util's FindRank), then hands over to kubectl's own port-forward code
+// (k8s.io/kubectl/pkg/cmd/portforward).
+package portforward
 
 import (
 	"context"
@@ -44,8 +47,8 @@ type PortForwardOptions struct {
 	genericiooptions.IOStreams
 }
 
-// NewPortForwardCmd builds `kubectl tao port-forward`.
-func NewPortForwardCmd(f cmdutil.Factory, streams genericiooptions.IOStreams) *cobra.Command {
+// NewCmd builds `kubectl tao port-forward`.
+func NewCmd(f cmdutil.Factory, streams genericiooptions.IOStreams) *cobra.Command {
 	o := &PortForwardOptions{Address: []string{"localhost"}, factory: f, newOptions: kpf.NewDefaultPortForwardOptions, IOStreams: streams}
 	return o.cobraCommand(f)
 }
@@ -79,7 +82,7 @@ func (o *PortForwardOptions) Complete(_ *cobra.Command, args []string) error {
 
 // Validate checks the ports and flags without contacting the server.
 func (o *PortForwardOptions) Validate() error {
-	if err := validateRank(o.Rank); err != nil {
+	if err := cmdutil.ValidateRank(o.Rank); err != nil {
 		return err
 	}
 	if len(o.Address) == 0 {
@@ -115,24 +118,24 @@ func ParsePort(s string) error {
 // Run resolves the rank's pod and forwards through kubectl's port-forward until Ctrl-C or the
 // connection ends.
 func (o *PortForwardOptions) Run(ctx context.Context) error {
-	t, err := findRank(ctx, o.factory, o.namespace, o.job, o.Rank)
+	t, err := cmdutil.FindRank(ctx, o.factory, o.namespace, o.job, o.Rank)
 	if err != nil {
 		return err
 	}
-	restClient, err := rest.RESTClientFor(t.config)
+	restClient, err := rest.RESTClientFor(t.Config)
 	if err != nil {
 		return err
 	}
 	ko := o.newOptions(o.IOStreams)
-	ko.Namespace, ko.PodName = o.namespace, t.pod.Name
-	ko.Config, ko.RESTClient, ko.PodClient = t.config, restClient, t.client.CoreV1()
+	ko.Namespace, ko.PodName = o.namespace, t.Pod.Name
+	ko.Config, ko.RESTClient, ko.PodClient = t.Config, restClient, t.Client.CoreV1()
 	ko.Address, ko.Ports = o.Address, o.ports
 	ko.StopChannel, ko.ReadyChannel = make(chan struct{}, 1), make(chan struct{})
 	if err := ko.Validate(); err != nil {
 		return err
 	}
 	if err := ko.RunPortForwardContext(ctx); err != nil {
-		return fmt.Errorf("port-forward to pod %s (rank %d of job.batch/%s): %w", t.pod.Name, o.Rank, o.job, err)
+		return fmt.Errorf("port-forward to pod %s (rank %d of job.batch/%s): %w", t.Pod.Name, o.Rank, o.job, err)
 	}
 	return nil
 }

@@ -1,4 +1,4 @@
-package podexec
+package jobpods
 
 import (
 	"strconv"
@@ -104,18 +104,5 @@ func TestRanks(t *testing.T) {
 	indexed := &batchv1.Job{Spec: batchv1.JobSpec{CompletionMode: ptr.To(batchv1.IndexedCompletion), Completions: ptr.To[int32](4)}}
 	if Ranks(indexed) != 4 || Ranks(&batchv1.Job{}) != 1 {
 		t.Fatalf("Ranks = %d, %d", Ranks(indexed), Ranks(&batchv1.Job{}))
-	}
-}
-
-func TestParsePort(t *testing.T) {
-	for _, ok := range []string{"6006", "8080:6006", ":6006", "0:80"} {
-		if err := ParsePort(ok); err != nil {
-			t.Errorf("ParsePort(%q) = %v", ok, err)
-		}
-	}
-	for _, bad := range []string{"", "tb", "0", "70000", "x:80", "80:", "-1:80", "1:2:3"} {
-		if err := ParsePort(bad); err == nil {
-			t.Errorf("ParsePort(%q) accepted", bad)
-		}
 	}
 }
