@@ -194,7 +194,7 @@ func objectLabels(s Spec) map[string]string {
 }
 
 func containerEnv(s Spec) []corev1.EnvVar {
-	env := jobEnv(s)
+	env := append(jobEnv(s), pythonEnv(s)...)
 	if s.MultiNode() {
 		// NODE_RANK is the pod's completion index, read through the downward API from the
 		// annotation the Job controller puts on every pod of an Indexed Job. A
@@ -221,6 +221,24 @@ func containerEnv(s Spec) []corev1.EnvVar {
 		env = append(env, corev1.EnvVar{Name: kv.Key, Value: EscapeKubelet(kv.Value)})
 	}
 	return append(env, secretEnvVars(s)...)
+}
+
+// pythonEnv makes Python write its stdout and stderr unbuffered: in a container they are a
+// pipe, which Python block-buffers, so a rank's lines would reach the kubelet's log (and
+// `logs -f`) only when the buffer fills or the process exits, and an OOM kill would lose them.
+// A value the user gives by --env or --secret-env is theirs to keep, an empty one included
+// (Python reads an empty PYTHONUNBUFFERED as unset), so the default is left out then.
+// A variable from --env-from-secret cannot be seen here, and a container's env wins over its
+// envFrom: such a Secret does not turn the default off.
+func pythonEnv(s Spec) []corev1.EnvVar {
+	for _, kvs := range [][]KeyValue{s.Env, s.SecretEnv} {
+		for _, kv := range kvs {
+			if kv.Key == EnvPythonUnbuffered {
+				return nil
+			}
+		}
+	}
+	return []corev1.EnvVar{{Name: EnvPythonUnbuffered, Value: "1"}}
 }
 
 func envFrom(secrets []string) []corev1.EnvFromSource {

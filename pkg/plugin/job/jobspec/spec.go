@@ -46,6 +46,9 @@ const (
 	ResultsPath = "/results"
 	// EnvResultsRoot tells TAO entrypoints to write to ResultsPath instead of uploading.
 	EnvResultsRoot = "TAO_RESULTS_ROOT"
+	// EnvPythonUnbuffered is set to 1 in the training container unless the user sets it (see
+	// pythonEnv): Python then writes every line to the pipe the kubelet reads as it prints it.
+	EnvPythonUnbuffered = "PYTHONUNBUFFERED"
 	// MaxFilesBytes is the ConfigMap size limit (etcd's 1 MiB object limit).
 	MaxFilesBytes = 1 << 20
 	// Shell runs the user's command when it is one string, as the SDK does.

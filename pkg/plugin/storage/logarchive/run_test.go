@@ -180,3 +180,60 @@ func waitFile(t *testing.T, p string) {
 	}
 	t.Fatalf("%s never appeared", p)
 }
+
+// While the command still runs, its output is already out: a partial line on stdout and a line
+// on stderr as soon as they are written, and the archive file holds every complete line (the
+// partial one follows when its line ends or the command does).
+func TestRunnerPassesOutputWhileTheCommandRuns(t *testing.T) {
+	dir := t.TempDir()
+	ready, proceed := filepath.Join(dir, "ready"), filepath.Join(dir, "proceed")
+	f, err := os.Create(filepath.Join(dir, "archive"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var stdout, stderr testbuf.Buffer
+	r := &Runner{Argv: sh(`echo "step 1"; printf partial; echo "warn 1" >&2; touch ` + ready + `
+while [ ! -e ` + proceed + ` ]; do sleep 0.02; done
+echo " line"`), Stdin: strings.NewReader(""), Stdout: &stdout, Stderr: &stderr, Signals: make(chan os.Signal),
+		Archive: f, Upload: (&uploads{}).upload, Interval: time.Hour}
+	done := make(chan int)
+	go func() { done <- r.Run(context.Background()) }()
+	waitFile(t, ready)
+	deadline := time.Now().Add(10 * time.Second)
+	for stdout.String() != "step 1\npartial" || stderr.String() != "warn 1\n" {
+		if time.Now().After(deadline) {
+			t.Fatalf("while the command runs: stdout %q, stderr %q; want %q and %q", stdout.String(), stderr.String(), "step 1\npartial", "warn 1\n")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	for {
+		b, err := os.ReadFile(f.Name())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(b) == "step 1\nwarn 1\n" || string(b) == "warn 1\nstep 1\n" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("archive while the command runs: %q, want its two complete lines", b)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	select {
+	case code := <-done:
+		t.Fatalf("the runner returned %d before the command was let go", code)
+	default:
+	}
+	if err := os.WriteFile(proceed, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case code := <-done:
+		if code != 0 || stdout.String() != "step 1\npartial line\n" {
+			t.Errorf("exit %d, stdout %q", code, stdout.String())
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the runner did not return")
+	}
+}
