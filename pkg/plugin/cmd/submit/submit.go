@@ -29,7 +29,6 @@ import (
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/job/jobstatus"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/job/jobwait"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/job/kueue"
-	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/job/tail"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/storage/credentials"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/storage/s3layout"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/util/exitcode"
@@ -383,7 +382,7 @@ func (o *Options) Run(ctx context.Context) error {
 		if err := o.print(created); err != nil {
 			return err
 		}
-		return tail.FollowSubmitted(ctx, client, created.Job.Namespace, created.Job.Name, o.StuckTimeout, logStreams)
+		return o.follow(ctx, client, created.Job.Namespace, created.Job.Name, logStreams)
 	}
 	if err := o.print(created); err != nil || !o.Wait {
 		return err
