@@ -1,6 +1,6 @@
 // Package diagnose implements `kubectl tao diagnose`: why a job failed or is stuck, and what to
 // do, from its live objects or, once it is gone, its log archive. The reading and the analysis
-// live in package triage.
+// live in package triage; the run in S3 is found, and its archive read, by jobresults.
 package diagnose
 
 import (
