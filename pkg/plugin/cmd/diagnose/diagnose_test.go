@@ -17,12 +17,9 @@ var (
 	t0      = cmdtest.TriageT0
 	now     = cmdtest.TriageNow
 	job     = cmdtest.TriageJob
-	pod     = cmdtest.TriagePod
 	cluster = cmdtest.TriageCluster
 	backoff = cmdtest.TriageBackoff
 )
-
-const msgNoGPU = cmdtest.MsgNoGPU
 
 func run(t *testing.T, c *fake.Clientset, args ...string) cmdtest.Result {
 	t.Helper()
