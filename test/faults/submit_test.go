@@ -24,7 +24,7 @@ import (
 // The secret submit copies into NAME-env (--secret-env HF_TOKEN): it must appear in no output.
 const secretValue = "hf-faults-s3cr3t"
 
-// A submit's steps and the request each one sends, in order (see submit/create.go): the Job,
+// A submit's steps and the request each one sends, in order (see job/jobcreate): the Job,
 // suspended and marked; its children (--secret-env's Secret NAME-env, --file's ConfigMap
 // NAME-files, the rendezvous Service of a multi-node job); the patch that starts it.
 type step struct {

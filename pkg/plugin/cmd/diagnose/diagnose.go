@@ -1,10 +1,11 @@
 // Package diagnose implements `kubectl tao diagnose`: why a job failed or is stuck, and what to
 // do, from its live objects or, once it is gone, its log archive. The reading and the analysis
-// live in package triage.
+// live in package triage; the run in S3 is found, and its archive read, by jobresults.
 package diagnose
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"strconv"
@@ -108,19 +109,17 @@ func (o *Options) Run(ctx context.Context) error {
 // archives.
 func (o *Options) runGone(ctx context.Context, live *batchv1.Job, jobGone bool, now time.Time) error {
 	missing := fmt.Sprintf("job %q not found in namespace %q", o.Name, o.Namespace)
-	store, err := o.connect(ctx, live)
+	// The Job is gone (or live is another run): the run is the one --uid names, or the only one
+	// of the name.
+	run, err := o.findRun(ctx, live)
 	if err != nil {
-		if jobGone && exitcode.Of(err) == exitcode.Usage {
+		var noStore *jobresults.ConnectError
+		if jobGone && errors.As(err, &noStore) && exitcode.Of(err) == exitcode.Usage {
 			return exitcode.WithCode(exitcode.NotFound, fmt.Errorf("%s; to diagnose it from its log archive instead: %w", missing, err))
 		}
 		return err
 	}
-	// The Job is gone: the run is the one --uid names, or the only one of the name.
-	uid, prefix, err := store.Run(ctx, o.Name, nil, o.UID)
-	if err != nil {
-		return err
-	}
-	arch, err := readRun(ctx, store, uid, prefix)
+	arch, err := readRun(ctx, run)
 	if err != nil {
 		if jobGone && exitcode.Of(err) == exitcode.NotFound {
 			return fmt.Errorf("%s, and %w", missing, err)
@@ -149,34 +148,31 @@ func archived(snap triage.Snapshot) bool {
 
 // readArchive reads the last lines of each rank's last attempt from the Job's log archive.
 func (o *Options) readArchive(ctx context.Context, job *batchv1.Job) (*triage.Archive, error) {
-	store, err := o.connect(ctx, job)
+	run, err := o.findRun(ctx, job)
 	if err != nil {
 		return nil, err
 	}
-	uid, prefix, err := store.Run(ctx, o.Name, job, o.UID)
-	if err != nil {
-		return nil, err
-	}
-	return readRun(ctx, store, uid, prefix)
+	return readRun(ctx, run)
 }
 
-// connect resolves the archive's S3 credentials as logs does: the shell, --s3-secret, or the
-// Secret of job (nil when gone).
-func (o *Options) connect(ctx context.Context, job *batchv1.Job) (jobresults.Store, error) {
+// findRun finds the run in S3 as logs does: the credentials from the shell, --s3-secret, or
+// the Secret of job (nil when gone); the run --uid names, else job's, else the only one.
+func (o *Options) findRun(ctx context.Context, job *batchv1.Job) (jobresults.RunRef, error) {
 	client, err := o.Factory.KubernetesClient()
 	if err != nil {
-		return jobresults.Store{}, err
+		return jobresults.RunRef{}, &jobresults.ConnectError{Err: err}
 	}
-	return jobresults.Connect(ctx, client, o.Namespace, o.Name, job, jobresults.Source{Getenv: o.getenv, Secret: o.S3Secret})
+	return jobresults.FindRun(ctx, client, jobresults.Lookup{Namespace: o.Namespace, Name: o.Name, Job: job, UID: o.UID,
+		Source: jobresults.Source{Getenv: o.getenv, Secret: o.S3Secret}})
 }
 
-// readRun reads the last lines of each rank's last attempt of run uid, under results prefix.
-func readRun(ctx context.Context, store jobresults.Store, uid, prefix string) (*triage.Archive, error) {
-	logs, err := jobresults.ReadLogArchive(ctx, store.Client, store.Bucket, prefix, nil, 0)
+// readRun reads the last lines of each rank's last attempt of run.
+func readRun(ctx context.Context, run jobresults.RunRef) (*triage.Archive, error) {
+	logs, err := run.ReadLogs(ctx, nil, 0)
 	if err != nil {
 		return nil, err
 	}
-	arch := &triage.Archive{URL: store.URL(s3layout.LogArchivePrefix(prefix)), UID: uid}
+	arch := &triage.Archive{URL: run.LogArchiveURL(), UID: run.UID}
 	for _, l := range logs {
 		lines := strings.Split(strings.TrimSuffix(string(l.Data), "\n"), "\n")
 		r := triage.ArchivedRank{Rank: l.Rank, Pod: l.Pod, Written: l.Written, Lines: lines[max(0, len(lines)-archiveTail):]}

@@ -265,23 +265,24 @@ func (o *Options) archive(ctx context.Context, e *tail.Engine, client kubernetes
 			return false, nil
 		}
 	}
-	store, err := jobresults.Connect(ctx, client, o.cfg.Namespace, o.Job, job, jobresults.Source{Getenv: o.getenv, Secret: o.S3Secret})
+	run, err := jobresults.FindRun(ctx, client, jobresults.Lookup{Namespace: o.cfg.Namespace, Name: o.Job, Job: job, UID: o.UID,
+		Source: jobresults.Source{Getenv: o.getenv, Secret: o.S3Secret}})
 	if err != nil {
-		// Without credentials there is no archive to try; but a Secret the user named that
-		// cannot be read is an error to show, not a reason to fall back to "not found".
-		if !asked && o.S3Secret == "" {
+		var noStore *jobresults.ConnectError
+		switch {
+		case asked:
+		case errors.As(err, &noStore):
+			// Without credentials there is no archive to try; but a Secret the user named that
+			// cannot be read is an error to show, not a reason to fall back to "not found".
+			if o.S3Secret == "" {
+				return false, nil
+			}
+		case exitcode.Of(err) == exitcode.NotFound:
 			return false, nil
 		}
 		return false, err
 	}
-	uid, prefix, err := store.Run(ctx, o.Job, job, o.UID)
-	if err != nil {
-		if !asked && exitcode.Of(err) == exitcode.NotFound {
-			return false, nil
-		}
-		return false, err
-	}
-	logs, err := jobresults.ReadLogArchive(ctx, store.Client, store.Bucket, prefix, o.Ranks, o.Attempt)
+	logs, err := run.ReadLogs(ctx, o.Ranks, o.Attempt)
 	if err != nil {
 		if !asked && exitcode.Of(err) == exitcode.NotFound && len(o.Ranks) == 0 {
 			return false, nil
@@ -295,6 +296,6 @@ func (o *Options) archive(ctx context.Context, e *tail.Engine, client kubernetes
 	case asked:
 		why = "as asked"
 	}
-	fmt.Fprintf(o.ErrOut, "Reading the archived logs of job.batch/%s (uid %s) from %s: %s.\n", o.Job, uid, store.URL(s3layout.LogArchivePrefix(prefix)), why)
+	fmt.Fprintf(o.ErrOut, "Reading the archived logs of job.batch/%s (uid %s) from %s: %s.\n", o.Job, run.UID, run.LogArchiveURL(), why)
 	return true, e.WriteArchived(logs, o.cfg.Prefix, o.cfg.TailLines)
 }

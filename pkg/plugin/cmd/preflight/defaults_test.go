@@ -10,13 +10,13 @@ import (
 
 	"k8s.io/client-go/kubernetes/fake"
 
-	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmd/preflight"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cluster/preflightcheck"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/util/exitcode"
 	"github.com/kubectl-tao/kubectl-tao/test/testutil/cmdtest"
 )
 
 // runWithDefaults runs preflight -o json with $TAO_CONFIG naming a file holding config.
-func runWithDefaults(t *testing.T, c *fake.Clientset, config string, args ...string) (int, map[string]preflight.Check) {
+func runWithDefaults(t *testing.T, c *fake.Clientset, config string, args ...string) (int, map[string]preflightcheck.Check) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "config.yaml")
 	if err := os.WriteFile(path, []byte(config), 0o600); err != nil {
@@ -24,11 +24,11 @@ func runWithDefaults(t *testing.T, c *fake.Clientset, config string, args ...str
 	}
 	r := cmdtest.Cmd{NS: "ml", Client: c, Env: map[string]string{"TAO_CONFIG": path}}.
 		Run(context.Background(), append([]string{"preflight", "-o", "json"}, args...)...)
-	var checks []preflight.Check
+	var checks []preflightcheck.Check
 	if err := json.Unmarshal([]byte(r.Stdout), &checks); err != nil {
 		t.Fatalf("stdout is not a list of checks: %v\n%s\nstderr: %s", err, r.Stdout, r.Stderr)
 	}
-	byName := map[string]preflight.Check{}
+	byName := map[string]preflightcheck.Check{}
 	for _, c := range checks {
 		byName[c.Name] = c
 	}
@@ -42,16 +42,16 @@ func TestDefaultsFileSetsTheSharedFlags(t *testing.T) {
 	config := header + "  gpus: 9\n  image: nvcr.io/nvidia/tao/tao-toolkit:6.0\n"
 
 	code, checks := runWithDefaults(t, newClient(nil, cluster()...), config)
-	if code != int(exitcode.PreflightFailed) || checks["fit"].Result != preflight.Fail {
+	if code != int(exitcode.PreflightFailed) || checks["fit"].Result != preflightcheck.Fail {
 		t.Fatalf("exit %d, fit %+v; want the file's --gpus 9 to fail the fit (exit %d)", code, checks["fit"], exitcode.PreflightFailed)
 	}
 	d := checks["defaults file"]
-	if d.Result != preflight.Pass || !strings.Contains(d.Message, "--gpus") || strings.Contains(d.Message, "image") {
+	if d.Result != preflightcheck.Pass || !strings.Contains(d.Message, "--gpus") || strings.Contains(d.Message, "image") {
 		t.Errorf("defaults file check %+v; want PASS naming --gpus only (image is not preflight's)", d)
 	}
 
 	code, checks = runWithDefaults(t, newClient(nil, cluster()...), config, "--gpus", "8")
-	if code != 0 || checks["fit"].Result != preflight.Pass {
+	if code != 0 || checks["fit"].Result != preflightcheck.Pass {
 		t.Errorf("with --gpus 8 given: exit %d, fit %+v; the flag must win over the file", code, checks["fit"])
 	}
 }
@@ -65,10 +65,10 @@ func TestDefaultsFileSubmitWouldRefuseFails(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			code, checks := runWithDefaults(t, newClient(nil, cluster()...), config)
 			d := checks["defaults file"]
-			if code != int(exitcode.PreflightFailed) || d.Result != preflight.Fail || !strings.Contains(d.Message, "config.yaml") || d.Fix == "" {
-				t.Errorf("exit %d, check %+v; want FAIL naming the file, with a fix (exit %d)", code, d, exitcode.PreflightFailed)
+			if code != int(exitcode.PreflightFailed) || d.Result != preflightcheck.Fail || !strings.Contains(d.Message, "config.yaml") || !strings.Contains(d.Fix, "point $TAO_CONFIG at another") {
+				t.Errorf("exit %d, check %+v; want FAIL naming the file, with a fix naming $TAO_CONFIG (exit %d)", code, d, exitcode.PreflightFailed)
 			}
-			if checks["cluster"].Result != preflight.Pass {
+			if checks["cluster"].Result != preflightcheck.Pass {
 				t.Errorf("the other checks must still run: cluster %+v", checks["cluster"])
 			}
 		})
@@ -79,15 +79,15 @@ func TestDefaultsFileSubmitWouldRefuseFails(t *testing.T) {
 // capacity guard refuses such a job, so preflight must FAIL it too, whether --memory is typed or
 // comes from the defaults file.
 func TestMemoryNoNodeHoldsFailsTheFit(t *testing.T) {
-	check := func(t *testing.T, code int, fit preflight.Check) {
+	check := func(t *testing.T, code int, fit preflightcheck.Check) {
 		t.Helper()
-		if code != int(exitcode.PreflightFailed) || fit.Result != preflight.Fail || !strings.Contains(fit.Message, "memory") {
+		if code != int(exitcode.PreflightFailed) || fit.Result != preflightcheck.Fail || !strings.Contains(fit.Message, "memory") {
 			t.Errorf("exit %d, fit %+v; want FAIL naming memory (exit %d)", code, fit, exitcode.PreflightFailed)
 		}
 	}
 	t.Run("flag", func(t *testing.T) {
 		r := run(newClient(nil, cluster()...), "--gpus", "1", "--memory", "2Ti", "-o", "json")
-		var checks []preflight.Check
+		var checks []preflightcheck.Check
 		if err := json.Unmarshal([]byte(r.Stdout), &checks); err != nil {
 			t.Fatalf("stdout is not a list of checks: %v\n%s", err, r.Stdout)
 		}
@@ -102,13 +102,13 @@ func TestMemoryNoNodeHoldsFailsTheFit(t *testing.T) {
 	t.Run("defaults file", func(t *testing.T) {
 		code, checks := runWithDefaults(t, newClient(nil, cluster()...), header+"  memory: 2Ti\n")
 		check(t, code, checks["fit"])
-		if d := checks["defaults file"]; d.Result != preflight.Pass || !strings.Contains(d.Message, "--memory") {
+		if d := checks["defaults file"]; d.Result != preflightcheck.Pass || !strings.Contains(d.Message, "--memory") {
 			t.Errorf("defaults file check %+v; want PASS naming --memory", d)
 		}
 	})
 	t.Run("flag wins over the file", func(t *testing.T) {
 		code, checks := runWithDefaults(t, newClient(nil, cluster()...), header+"  memory: 2Ti\n", "--memory", "64Gi")
-		if code != 0 || checks["fit"].Result != preflight.Pass {
+		if code != 0 || checks["fit"].Result != preflightcheck.Pass {
 			t.Errorf("exit %d, fit %+v; want --memory 64Gi to win and fit", code, checks["fit"])
 		}
 	})

@@ -1,5 +1,6 @@
-// Package preflight implements `kubectl tao preflight`: what can be known before a first job
-// fails, read from the cluster and judged as PASS, INFO, WARN or FAIL lines.
+// Package preflight implements `kubectl tao preflight`: its flags, the defaults file and the
+// environment read for preflightcheck, which reads the cluster and judges it, and the table or
+// -o output of the checks.
 package preflight
 
 import (
@@ -13,6 +14,7 @@ import (
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cluster/gpufit"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cluster/preflightcheck"
 	cmdutil "github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmd/util"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmd/util/defaults"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmd/util/jobflags"
@@ -48,7 +50,7 @@ type Options struct {
 	Now bool
 
 	spec     jobspec.Spec
-	defaults DefaultsFile
+	defaults preflightcheck.DefaultsFile
 	out      *printer.Flags
 
 	factory cmdutil.Factory
@@ -83,6 +85,7 @@ func (o *Options) readDefaults(cmd *cobra.Command) {
 	if o.getenv == nil {
 		return
 	}
+	o.defaults.EnvVar = defaults.EnvConfig
 	f, err := defaults.Load(o.getenv, os.ReadFile)
 	if err != nil || f == nil {
 		o.defaults.Err = err
@@ -133,20 +136,20 @@ func (o *Options) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	facts := Gather(ctx, Targets{
+	facts := preflightcheck.Gather(ctx, preflightcheck.Targets{
 		Client: client, Dynamic: dyn, Namespace: o.spec.Namespace, Request: gpufit.RequestFor(&o.spec),
 		PullSecrets: o.spec.ImagePullSecrets, Queue: o.spec.Queue,
 	})
 	facts.Now = o.Now
 	facts.Defaults = o.defaults
-	facts.SkipNodeRuntime = o.getenv != nil && o.getenv(EnvSkipNodeRuntimeCheck) == "1"
-	checks := Evaluate(facts)
+	facts.SkipNodeRuntime = o.getenv != nil && o.getenv(preflightcheck.EnvSkipNodeRuntimeCheck) == "1"
+	checks := preflightcheck.Evaluate(facts)
 	if err := o.print(checks); err != nil {
 		return err
 	}
 	var failed []string
 	for _, c := range checks {
-		if c.Result == Fail {
+		if c.Result == preflightcheck.Fail {
 			failed = append(failed, c.Name)
 		}
 	}
@@ -156,7 +159,7 @@ func (o *Options) Run(ctx context.Context) error {
 	return nil
 }
 
-func (o *Options) print(checks []Check) error {
+func (o *Options) print(checks []preflightcheck.Check) error {
 	if o.out.Human() {
 		return o.out.PrintTable(o.Out, Table(checks))
 	}
@@ -164,7 +167,7 @@ func (o *Options) print(checks []Check) error {
 }
 
 // Table renders the checks for the table printer.
-func Table(checks []Check) *metav1.Table {
+func Table(checks []preflightcheck.Check) *metav1.Table {
 	t := &metav1.Table{ColumnDefinitions: []metav1.TableColumnDefinition{
 		{Name: "Check", Type: "string"}, {Name: "Result", Type: "string"},
 		{Name: "Detail", Type: "string"}, {Name: "Fix", Type: "string"},

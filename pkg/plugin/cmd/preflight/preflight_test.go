@@ -20,7 +20,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
-	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmd/preflight"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cluster/preflightcheck"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/util/exitcode"
 	"github.com/kubectl-tao/kubectl-tao/test/testutil/cmdtest"
 	"github.com/kubectl-tao/kubectl-tao/test/testutil/fixture"
@@ -43,7 +43,7 @@ func run(c *fake.Clientset, args ...string) cmdtest.Result {
 }
 
 func cluster() []runtime.Object {
-	return []runtime.Object{&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ml"}}, fixture.Node("a").Label(preflight.LabelDriverMajor, "580").Label(preflight.LabelCUDAMajor, "13").Label(preflight.LabelCUDAMinor, "0").GPUs(8).Allocatable(corev1.ResourceMemory, "1Ti").Obj(), fixture.Node("b").Label(preflight.LabelDriverMajor, "580").Label(preflight.LabelCUDAMajor, "13").Label(preflight.LabelCUDAMinor, "0").GPUs(8).Allocatable(corev1.ResourceMemory, "1Ti").Obj()}
+	return []runtime.Object{&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ml"}}, fixture.Node("a").Label(preflightcheck.LabelDriverMajor, "580").Label(preflightcheck.LabelCUDAMajor, "13").Label(preflightcheck.LabelCUDAMinor, "0").GPUs(8).Allocatable(corev1.ResourceMemory, "1Ti").Obj(), fixture.Node("b").Label(preflightcheck.LabelDriverMajor, "580").Label(preflightcheck.LabelCUDAMajor, "13").Label(preflightcheck.LabelCUDAMinor, "0").GPUs(8).Allocatable(corev1.ResourceMemory, "1Ti").Obj()}
 }
 
 func TestPreflightJSON(t *testing.T) {

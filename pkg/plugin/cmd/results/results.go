@@ -147,11 +147,12 @@ func (o *Options) Run(ctx context.Context) error {
 			return fmt.Errorf("job.batch/%s was not submitted with --output-path or a --workdir through S3: it has no results in S3 (an earlier run of the name may: see --all-runs)", job.Name)
 		}
 	}
-	store, err := jobresults.Connect(ctx, client, o.namespace, o.name, job, jobresults.Source{Getenv: o.getenv, Secret: o.S3Secret})
-	if err != nil {
-		return err
-	}
+	lookup := jobresults.Lookup{Namespace: o.namespace, Name: o.name, Job: job, UID: o.UID, Source: jobresults.Source{Getenv: o.getenv, Secret: o.S3Secret}}
 	if o.AllRuns {
+		store, err := jobresults.Connect(ctx, client, lookup)
+		if err != nil {
+			return err
+		}
 		runs, err := jobresults.ListRuns(ctx, store.Client, store.Bucket, o.name)
 		if err != nil {
 			return err
@@ -162,18 +163,19 @@ func (o *Options) Run(ctx context.Context) error {
 		}
 		return o.printRuns(RunList{Job: o.name, Namespace: o.namespace, Bucket: store.Bucket, Prefix: store.URL(runsPrefix), Runs: runs})
 	}
-	uid, prefix, err := store.Run(ctx, o.name, job, o.UID)
+	run, err := jobresults.FindRun(ctx, client, lookup)
 	if err != nil {
 		return err
 	}
-	l := Listing{Job: o.name, Namespace: o.namespace, UID: uid, Bucket: store.Bucket, Prefix: store.URL(prefix), Objects: []s3.Object{}}
-	objs, err := s3.List(ctx, store.Client, store.Bucket, prefix)
+	uid, prefix := run.UID, run.Prefix
+	l := Listing{Job: o.name, Namespace: o.namespace, UID: uid, Bucket: run.Bucket, Prefix: run.URL(prefix), Objects: []s3.Object{}}
+	objs, err := s3.List(ctx, run.Client, run.Bucket, prefix)
 	if err != nil {
 		return s3.Describe(err, "listing", l.Prefix)
 	}
 	objs = s3.Included(prefix, objs, o.Include)
 	if o.Download != "" {
-		return o.download(ctx, store.Client, l, prefix, objs)
+		return o.download(ctx, run.Client, l, prefix, objs)
 	}
 	for _, obj := range objs {
 		obj.Key = strings.TrimPrefix(obj.Key, prefix)

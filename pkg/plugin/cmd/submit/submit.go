@@ -1,9 +1,10 @@
-// Package submit implements `kubectl tao submit`: the cobra glue, and the thin layer that
-// checks capacity and creates the objects jobspec builds.
+// Package submit implements `kubectl tao submit`: its flags, the spec they make (jobspec), and
+// the report of what jobcreate created, followed with --wait or --follow.
 package submit
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -12,6 +13,8 @@ import (
 
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/cli-runtime/pkg/printers"
@@ -21,11 +24,11 @@ import (
 
 	cmdutil "github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmd/util"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmd/util/jobflags"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/job/jobcreate"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/job/jobspec"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/job/jobstatus"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/job/jobwait"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/job/kueue"
-	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/job/tail"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/storage/credentials"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/storage/s3layout"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/util/exitcode"
@@ -332,14 +335,18 @@ func (o *Options) Run(ctx context.Context) error {
 		return err
 	}
 	if st := o.spec.Staging; st != nil && st.ExistingSecret != "" {
-		if err := checkS3Secret(ctx, client, o.spec.Namespace, st.ExistingSecret, o.ErrOut); err != nil {
+		warning, err := jobcreate.CheckS3Secret(ctx, client, o.spec.Namespace, st.ExistingSecret)
+		if err != nil {
 			return err
 		}
+		o.warn(warning)
 	}
 	if !o.NoCapacityCheck && o.spec.GPUs > 0 {
-		if err := checkCapacity(ctx, client, o.spec, o.ErrOut); err != nil {
+		warning, err := jobcreate.CheckCapacity(ctx, client, o.spec)
+		if err != nil {
 			return err
 		}
+		o.warn(warning)
 	}
 	if o.spec.Queue != "" {
 		dyn, err := o.factory.DynamicClient()
@@ -356,7 +363,7 @@ func (o *Options) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	created, err := create(ctx, client, objs, o.dryRun == cmdutil.DryRunServer, upload)
+	created, err := jobcreate.Create(ctx, client, objs, o.dryRun == cmdutil.DryRunServer, upload)
 	if err != nil {
 		// An API error could quote what was sent: never the credentials.
 		return redact.Error(err, o.secretValues()...)
@@ -375,7 +382,7 @@ func (o *Options) Run(ctx context.Context) error {
 		if err := o.print(created); err != nil {
 			return err
 		}
-		return tail.FollowSubmitted(ctx, client, created.Job.Namespace, created.Job.Name, o.StuckTimeout, logStreams)
+		return o.follow(ctx, client, created.Job.Namespace, created.Job.Name, logStreams)
 	}
 	if err := o.print(created); err != nil || !o.Wait {
 		return err
@@ -388,6 +395,13 @@ func (o *Options) Run(ctx context.Context) error {
 	target := jobwait.Target{Namespace: created.Job.Namespace, Name: created.Job.Name, UID: created.Job.UID}
 	wait := jobwait.Options{StuckTimeout: o.StuckTimeout, Workload: o.workloadReader(client)}
 	return cmdutil.WaitAndReport(ctx, client, target, wait, cmdutil.WaitReport{Clock: o.clock, Streams: streams})
+}
+
+// warn shows a guard's warning on stderr; "" shows nothing.
+func (o *Options) warn(warning string) {
+	if warning != "" {
+		fmt.Fprintf(o.ErrOut, "Warning: %s\n", warning)
+	}
 }
 
 // workloadReader reads the Kueue Workload of a queued job for --wait; nil for a job without
@@ -470,4 +484,17 @@ func readFiles(flags []string) ([]jobspec.File, error) {
 		files = append(files, jobspec.File{Source: local, ContainerPath: container, Data: data})
 	}
 	return files, nil
+}
+
+// toList wraps objects in a v1 List, the shape kubectl prints for several objects.
+func toList(objs []runtime.Object) (*corev1.List, error) {
+	list := &corev1.List{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "List"}}
+	for _, obj := range objs {
+		raw, err := json.Marshal(obj)
+		if err != nil {
+			return nil, err
+		}
+		list.Items = append(list.Items, runtime.RawExtension{Raw: raw, Object: obj})
+	}
+	return list, nil
 }

@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	cmdutil "github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmd/util"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/job/jobcreate"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/job/jobspec"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/storage/s3"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/storage/s3layout"
@@ -115,9 +116,9 @@ func (o *Options) reportWorkdir(w io.Writer) {
 	fmt.Fprintf(w, "workdir %s: %s; %s in %s, unpacked at %s\n", o.workdir.dir, o.workdir.summary, verb, where, o.spec.Workdir.MountPath)
 }
 
-// workdirUpload is create's step for an S3 --workdir: the archive goes below the run's results
+// workdirUpload is jobcreate.Create's step for an S3 --workdir: the archive goes below the run's results
 // prefix, which needs the Job's UID, while the Job is still suspended.
-func (o *Options) workdirUpload(ctx context.Context, client kubernetes.Interface) (beforeStart, error) {
+func (o *Options) workdirUpload(ctx context.Context, client kubernetes.Interface) (jobcreate.BeforeStart, error) {
 	if o.spec.Workdir == nil || !o.spec.Workdir.InS3() || o.dryRun != cmdutil.DryRunNone {
 		return nil, nil
 	}

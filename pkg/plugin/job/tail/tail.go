@@ -1,7 +1,7 @@
-// Package tail is the multi-pod log engine behind `kubectl tao logs`: which pods of a Job, in
-// which order, read once or followed until the Job ends. It takes a plain Config and a
-// kubernetes.Interface and knows nothing of cobra; the line formatting, rank ordering and
-// resume logic it uses are pure and tested on their own.
+// Package tail is the multi-pod log engine behind `kubectl tao logs` and `submit --follow`:
+// which pods of a Job, in which order, read once or followed until the Job ends. It takes a
+// plain Config and a kubernetes.Interface and knows nothing of cobra; the line formatting, rank
+// ordering and resume logic it uses are pure and tested on their own.
 package tail
 
 import (

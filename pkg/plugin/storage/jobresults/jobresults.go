@@ -1,7 +1,7 @@
 // Package jobresults finds a job's results in S3 for the commands that read or remove them
 // (`results`, `delete-artifacts`, and `logs` and `diagnose` for the log archive): the S3
 // credentials, resolved the same way for each, and which run (UID) of a job name is meant, also
-// once the Job itself is gone. It never imports cobra; the key layout is s3layout's, the
+// once the Job itself is gone (FindRun), and the run's per-rank log archive (ReadLogs). It never imports cobra; the key layout is s3layout's, the
 // transfers s3's.
 package jobresults
 
@@ -19,6 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/job/tail"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/storage/s3"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/storage/s3layout"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/util/exitcode"
@@ -184,9 +185,21 @@ type Store struct {
 	Client *minio.Client
 }
 
-// Connect resolves the credentials (see Credentials) and makes the S3 client.
-func Connect(ctx context.Context, client kubernetes.Interface, namespace, name string, job *batchv1.Job, src Source) (Store, error) {
-	cfg, _, err := Credentials(ctx, client, namespace, name, job, src)
+// Lookup names the run of a job that a command reads: the job name in Namespace, its Job (nil
+// when gone), the run's UID (--uid; "" for the Job's own, or the only run when the Job is gone)
+// and where the credentials may come from besides the Job's Secret.
+type Lookup struct {
+	Namespace string
+	Name      string
+	Job       *batchv1.Job
+	UID       string
+	Source    Source
+}
+
+// Connect resolves the credentials of l's job (see Credentials) and makes the S3 client; l.UID
+// plays no part.
+func Connect(ctx context.Context, client kubernetes.Interface, l Lookup) (Store, error) {
+	cfg, _, err := Credentials(ctx, client, l.Namespace, l.Name, l.Job, l.Source)
 	if err != nil {
 		return Store{}, err
 	}
@@ -212,6 +225,44 @@ func ValidateUID(name, uid string) error {
 	}
 	return nil
 }
+
+// RunRef is a run found in S3: the bucket holding it, its UID and its results prefix.
+type RunRef struct {
+	Store
+	UID    string
+	Prefix string
+}
+
+// ConnectError is an error of FindRun's first step, connecting to the bucket (no credentials,
+// a Secret that cannot be read): a command that falls back when there are no credentials tells
+// it from a run that is not there. Its text is its cause's.
+type ConnectError struct{ Err error }
+
+func (e *ConnectError) Error() string { return e.Err.Error() }
+func (e *ConnectError) Unwrap() error { return e.Err }
+
+// FindRun is what `logs`, `diagnose` and `results` do first: connect to the bucket of l's job
+// (Connect; its errors come as a *ConnectError), then resolve which run is meant (Store.Run).
+func FindRun(ctx context.Context, client kubernetes.Interface, l Lookup) (RunRef, error) {
+	store, err := Connect(ctx, client, l)
+	if err != nil {
+		return RunRef{}, &ConnectError{Err: err}
+	}
+	uid, prefix, err := store.Run(ctx, l.Name, l.Job, l.UID)
+	if err != nil {
+		return RunRef{}, err
+	}
+	return RunRef{Store: store, UID: uid, Prefix: prefix}, nil
+}
+
+// ReadLogs reads the run's log archive (see ReadLogArchive): only ranks when given, only the
+// attempt-th attempt of each rank when attempt > 0.
+func (r RunRef) ReadLogs(ctx context.Context, ranks []int, attempt int) ([]tail.ArchivedLog, error) {
+	return ReadLogArchive(ctx, r.Client, r.Bucket, r.Prefix, ranks, attempt)
+}
+
+// LogArchiveURL is the s3:// URL of the run's log archive, for messages.
+func (r RunRef) LogArchiveURL() string { return r.URL(s3layout.LogArchivePrefix(r.Prefix)) }
 
 // Run resolves which run of job name is meant and returns its UID and results prefix: uid
 // when given (--uid), else the Job's own, else, when the Job is gone, the only run in S3

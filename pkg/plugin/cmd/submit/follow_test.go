@@ -1,4 +1,4 @@
-package logs_test
+package submit_test
 
 import (
 	"context"
@@ -15,7 +15,8 @@ import (
 	"github.com/kubectl-tao/kubectl-tao/test/testutil/cmdtest"
 )
 
-func submit(ctx context.Context, c *fake.Clientset, args ...string) cmdtest.Result {
+// submitTrain submits job train in namespace ns with args, and the command "echo hi".
+func submitTrain(ctx context.Context, c *fake.Clientset, args ...string) cmdtest.Result {
 	return cmdtest.Cmd{NS: "ns", Client: c, RandomName: "x7k2p"}.Run(ctx,
 		append([]string{"submit", "train", "--image", "busybox", "--gpus", "0"}, append(args, "--", "echo hi")...)...)
 }
@@ -34,22 +35,22 @@ func whenCreated(t *testing.T, c *fake.Clientset, change func(*batchv1.Job)) {
 }
 
 func TestSubmitFollow(t *testing.T) {
-	c, _ := client()
+	c := fake.NewClientset()
 	whenCreated(t, c, func(j *batchv1.Job) {
 		j.Status.Conditions = []batchv1.JobCondition{{Type: batchv1.JobComplete, Status: corev1.ConditionTrue}}
 		_, _ = c.BatchV1().Jobs("ns").UpdateStatus(context.Background(), j, metav1.UpdateOptions{})
 	})
-	r := submit(context.Background(), c, "--follow")
+	r := submitTrain(context.Background(), c, "--follow")
 	if r.Code != 0 || r.Stdout != "" || r.Stderr != "job.batch/train created\n" {
 		t.Fatalf("got %+v", r)
 	}
 }
 
 func TestSubmitFollowDetaches(t *testing.T) {
-	c, _ := client()
+	c := fake.NewClientset()
 	ctx, cancel := context.WithCancel(context.Background())
 	whenCreated(t, c, func(*batchv1.Job) { time.Sleep(100 * time.Millisecond); cancel() })
-	r := submit(ctx, c, "--follow")
+	r := submitTrain(ctx, c, "--follow")
 	want := "job.batch/train created\nerror: detached from job.batch/train: it keeps running; cancel it with: kubectl tao cancel train -n ns\n"
 	if r.Code != int(exitcode.Error) || r.Stdout != "" || r.Stderr != want {
 		t.Fatalf("got %+v", r)
@@ -61,8 +62,8 @@ func TestSubmitFollowDetaches(t *testing.T) {
 
 func TestSubmitFollowUsage(t *testing.T) {
 	for _, args := range [][]string{{"--follow", "--dry-run=client"}, {"--follow", "--wait"}} {
-		c, _ := client()
-		r := submit(context.Background(), c, args...)
+		c := fake.NewClientset()
+		r := submitTrain(context.Background(), c, args...)
 		if r.Code != int(exitcode.Usage) || !strings.Contains(r.Stderr, "--follow cannot be combined with --wait (it already waits) or --dry-run") {
 			t.Errorf("%v: got %+v", args, r)
 		}

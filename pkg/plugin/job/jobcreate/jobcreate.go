@@ -1,11 +1,15 @@
-package submit
+// Package jobcreate creates a job's objects atomically for `kubectl tao submit`: the Job
+// suspended, its children owned by it, then the Job resumed (or handed to Kueue), and on any
+// failure everything it made deleted again. It also holds submit's guards that read the
+// cluster before anything is made: the capacity check and the --s3-secret check. It never
+// prints: warnings come back as text for the command to show.
+package jobcreate
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"strings"
 	"time"
 
@@ -29,25 +33,25 @@ import (
 // the user's may be the very thing that was canceled (Ctrl-C).
 const rollbackTimeout = 30 * time.Second
 
-// checkCapacity refuses a job the cluster's allocatable GPUs can never hold. Users who may not
-// list nodes (common for namespace-scoped users) get a warning and go on.
-func checkCapacity(ctx context.Context, client kubernetes.Interface, s jobspec.Spec, warn io.Writer) error {
+// CheckCapacity refuses a job the cluster's allocatable GPUs can never hold. Users who may not
+// list nodes (common for namespace-scoped users) go on: warning says why nothing was checked
+// ("" when it was).
+func CheckCapacity(ctx context.Context, client kubernetes.Interface, s jobspec.Spec) (warning string, err error) {
 	nodes, err := nodeusage.ListNodes(ctx, client, "")
 	if apierrors.IsForbidden(err) {
-		fmt.Fprintf(warn, "Warning: capacity check skipped: you may not list nodes (%v)\n", apierrors.ReasonForError(err))
-		return nil
+		return fmt.Sprintf("capacity check skipped: you may not list nodes (%v)", apierrors.ReasonForError(err)), nil
 	}
 	if err != nil {
-		return fmt.Errorf("listing nodes for the capacity check (skip it with --no-capacity-check): %w", err)
+		return "", fmt.Errorf("listing nodes for the capacity check (skip it with --no-capacity-check): %w", err)
 	}
 	req := gpufit.RequestFor(&s)
 	if err := gpufit.Check(gpufit.Summarize(nodes, req), req); err != nil {
-		return exitcode.WithCode(exitcode.NoCapacity, err)
+		return "", exitcode.WithCode(exitcode.NoCapacity, err)
 	}
-	return nil
+	return "", nil
 }
 
-// create makes the objects atomically: the Job suspended (so no pod starts before its
+// Create makes the objects atomically: the Job suspended (so no pod starts before its
 // children exist), then each child owned by the Job, then the Job resumed. If any step fails,
 // whatever was created is deleted again, by UID, and the error returned.
 //
@@ -63,7 +67,7 @@ func checkCapacity(ctx context.Context, client kubernetes.Interface, s jobspec.S
 // before, when not nil, runs once the Job and its children exist and the Job is still
 // suspended (the --workdir upload, which needs the Job's UID); if a later step fails, its undo
 // runs with the rollback.
-func create(ctx context.Context, client kubernetes.Interface, objs jobspec.Objects, serverDryRun bool, before beforeStart) (out jobspec.Objects, err error) {
+func Create(ctx context.Context, client kubernetes.Interface, objs jobspec.Objects, serverDryRun bool, before BeforeStart) (out jobspec.Objects, err error) {
 	opts := metav1.CreateOptions{FieldManager: "kubectl-tao"}
 	if serverDryRun {
 		opts.DryRun = []string{metav1.DryRunAll}
@@ -142,8 +146,8 @@ func create(ctx context.Context, client kubernetes.Interface, objs jobspec.Objec
 	return withTypes(out), nil
 }
 
-// beforeStart is a step of create that needs the created Job (see create); undo reverses it.
-type beforeStart func(ctx context.Context, job *batchv1.Job) (undo func(context.Context) error, err error)
+// BeforeStart is a step of Create that needs the created Job (see Create); undo reverses it.
+type BeforeStart func(ctx context.Context, job *batchv1.Job) (undo func(context.Context) error, err error)
 
 // undoFresh runs undo on a fresh context, as rollback does.
 func undoFresh(undo func(context.Context) error) error {
@@ -231,32 +235,31 @@ func explainCreate(namespace, what string, err error) error {
 	return fmt.Errorf("creating %s: %w", what, err)
 }
 
-// checkS3Secret reads the --s3-secret once: it must exist and hold the keys staging needs, or
+// CheckS3Secret reads the --s3-secret once: it must exist and hold the keys staging needs, or
 // the pods would fail to start (CreateContainerConfigError) long after submit said yes. Users
-// who may not read Secrets get a warning and go on: the kubelet may still read it for them.
-// No value is ever shown.
-func checkS3Secret(ctx context.Context, client kubernetes.Interface, ns, name string, warn io.Writer) error {
+// who may not read Secrets go on, with warning saying so ("" otherwise): the kubelet may still
+// read it for them. No value is ever shown.
+func CheckS3Secret(ctx context.Context, client kubernetes.Interface, ns, name string) (warning string, err error) {
 	s, err := client.CoreV1().Secrets(ns).Get(ctx, name, metav1.GetOptions{})
 	switch {
 	case apierrors.IsForbidden(err):
-		fmt.Fprintf(warn, "Warning: --s3-secret %s not checked: you may not read Secrets in namespace %s (%v); if it is missing or lacks a key, the pods will not start\n",
-			name, ns, apierrors.ReasonForError(err))
-		return nil
+		return fmt.Sprintf("--s3-secret %s not checked: you may not read Secrets in namespace %s (%v); if it is missing or lacks a key, the pods will not start",
+			name, ns, apierrors.ReasonForError(err)), nil
 	case apierrors.IsNotFound(err):
-		return exitcode.WithCode(exitcode.NotFound, fmt.Errorf("--s3-secret: secret/%s not found in namespace %s: create it with the keys %s "+
+		return "", exitcode.WithCode(exitcode.NotFound, fmt.Errorf("--s3-secret: secret/%s not found in namespace %s: create it with the keys %s "+
 			"(e.g. kubectl create secret generic %s -n %s --from-env-file=FILE, which keeps the keys off the command line)",
 			name, ns, strings.Join(s3layout.CredentialKeys, ", "), name, ns))
 	case err != nil:
-		return fmt.Errorf("reading --s3-secret secret/%s: %w", name, err)
+		return "", fmt.Errorf("reading --s3-secret secret/%s: %w", name, err)
 	}
 	creds := map[string]string{}
 	for k, v := range s.Data {
 		creds[k] = string(v)
 	}
 	if errs := jobspec.ValidateCredentials(creds, "in secret/"+name, "add them to the Secret"); len(errs) > 0 {
-		return fmt.Errorf("--s3-secret: %w", errors.Join(errs...))
+		return "", fmt.Errorf("--s3-secret: %w", errors.Join(errs...))
 	}
-	return nil
+	return "", nil
 }
 
 // withTypes restores apiVersion and kind, which the typed client leaves empty on returned objects.
@@ -273,17 +276,4 @@ func withTypes(o jobspec.Objects) jobspec.Objects {
 		}
 	}
 	return o
-}
-
-// toList wraps objects in a v1 List, the shape kubectl prints for several objects.
-func toList(objs []runtime.Object) (*corev1.List, error) {
-	list := &corev1.List{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "List"}}
-	for _, obj := range objs {
-		raw, err := json.Marshal(obj)
-		if err != nil {
-			return nil, err
-		}
-		list.Items = append(list.Items, runtime.RawExtension{Raw: raw, Object: obj})
-	}
-	return list, nil
 }

@@ -1,4 +1,9 @@
-package preflight
+// Package preflightcheck is what a first job needs, for `kubectl tao preflight`: Gather reads
+// the cluster (version, access reviews, nodes, GPU daemonsets, pull secrets, Kueue) into Facts,
+// and Evaluate, a pure core, judges them as PASS, INFO, WARN or FAIL checks, each with its fix.
+// It reads no environment: the command fills in what the defaults file did and whether
+// EnvSkipNodeRuntimeCheck is set.
+package preflightcheck
 
 import (
 	"errors"
@@ -17,7 +22,6 @@ import (
 
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cluster/gpufit"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cluster/permissions"
-	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmd/util/defaults"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/job/jobspec"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/job/kueue"
 )
@@ -126,11 +130,13 @@ type PullSecret struct {
 }
 
 // DefaultsFile is what preflight made of the user's defaults file: Path is "" when there is
-// none; Applied are the flags it set here; Err is why submit would refuse it.
+// none; Applied are the flags it set here; Err is why submit would refuse it. EnvVar is the
+// environment variable that points at another file, named in the fix.
 type DefaultsFile struct {
 	Path    string
 	Applied []string
 	Err     error
+	EnvVar  string
 }
 
 // Evaluate runs every check. An unreachable cluster is the only line: nothing else can be known.
@@ -178,7 +184,7 @@ func defaultsCheck(d DefaultsFile) (Check, bool) {
 	switch {
 	case d.Err != nil:
 		c.Result, c.Message = Fail, "submit would refuse it: "+d.Err.Error()
-		c.Fix = "correct the file (`kubectl tao config view` checks it), or point $" + defaults.EnvConfig + " at another"
+		c.Fix = "correct the file (`kubectl tao config view` checks it), or point $" + d.EnvVar + " at another"
 	case d.Path == "":
 		return c, false
 	case len(d.Applied) == 0:
