@@ -91,12 +91,17 @@ unit: $(TESTSUMMARY) ## Run the unit tests (the plugin's under the race detector
 	$(if $(RACE_ON),$(RACE_TEST),$(GO) test -json $(PLUGIN_PKGS)) | $(call summary)
 	$(GO) test -json ./cmd/... ./test/... | $(call summary)
 
+# The e2e suite runs the plugin through kubectl: the one on PATH, or on a machine without one,
+# kubectl of the cluster's Kubernetes version that the launcher builds into its cache.
+KUBECTL_ON_PATH := $(shell command -v kubectl 2>/dev/null)
+E2E_PATH         = $(if $(KUBECTL_ON_PATH),,PATH="$$(dirname "$$($(LOCALCLUSTER) build --kubectl | grep '/kubectl$$')")":"$$PATH" )
+
 .PHONY: e2e
 e2e: STAGER_PLATFORMS = linux/$(shell $(GO) env GOARCH)
 e2e: build $(LOCALCLUSTER) $(TESTSUMMARY) $(VERSITYGW) $(if $(REAL_NODE_ON),stager-image) ## Bring the local cluster up, run the e2e suite against it, bring it down
 	$(if $(REAL_NODE_PRE),$(GO) test -json -tags e2e -count=1 -timeout 30m -run '^TestRealNode$$' ./test/localcluster/ | $(call summary))
-	$(LOCALCLUSTER) build --kueue >/dev/null
-	LOCALCLUSTER='$(LOCALCLUSTER)' hack/with-cluster.sh '$(CLUSTER_DIR)' --nodes $(GPU_NODES) --gpus-per-node $(GPUS_PER_NODE) --real-node=$(REAL_NODE_E2E) --kueue=0 -- \
+	$(LOCALCLUSTER) build --kueue $(if $(KUBECTL_ON_PATH),,--kubectl) >/dev/null
+	$(E2E_PATH)LOCALCLUSTER='$(LOCALCLUSTER)' hack/with-cluster.sh '$(CLUSTER_DIR)' --nodes $(GPU_NODES) --gpus-per-node $(GPUS_PER_NODE) --real-node=$(REAL_NODE_E2E) --kueue=0 -- \
 	  env KUBECTL_TAO='$(CURDIR)/bin/kubectl-tao' VERSITYGW='$(VERSITYGW)' \
 	  LOCALCLUSTER='$(CURDIR)/$(LOCALCLUSTER)' LOCALCLUSTER_STATE_DIR='$(CLUSTER_DIR)' \
 	  $(LOCALCLUSTER) exec --state-dir '$(CLUSTER_DIR)' -- $(GO) test -json -tags e2e -count=1 -timeout 45m $(E2E_FLAGS) ./test/... \
