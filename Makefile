@@ -124,7 +124,8 @@ e2e-faults-ci: build $(LOCALCLUSTER) $(TESTSUMMARY) ## The fault tests CI runs (
 # The heavy fault tests: a 1,000-rank job (pods without GPUs) followed by `logs -f`, its API
 # requests counted; the cluster has room for 1,320 pods. Run it before changing tail or the
 # follow path. kwok takes one inotify instance per followed log: the host needs
-# fs.inotify.max_user_instances of at least 1,200 (the test says so otherwise).
+# fs.inotify.max_user_instances of at least 1,200, which localcluster up sets where it may
+# (root), or says how (the test says so too).
 FAULTS_HEAVY_CLUSTER_DIR ?= $(CURDIR)/.cluster-faults-heavy
 
 .PHONY: e2e-faults
