@@ -57,31 +57,55 @@ toolchain: ## Fetch (once) and show the Go toolchain the targets use
 build: ## Build bin/kubectl-tao
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/kubectl-tao ./cmd/kubectl-tao
 
+# Every test run goes through bin/testsummary (hack/testsummary): go test -json in, go test's
+# usual output out (-v in E2E_FLAGS or FAULTS_FLAGS: all of it), then each skipped test and why;
+# it fails on a failure, and under CI=true on a skip too. pipefail (.SHELLFLAGS) keeps go test's
+# own exit code. TEST_SKIPS, when set, collects the skips of several runs: `make test` lists
+# all its parts' skips at the end.
+TESTSUMMARY := bin/testsummary
+TEST_SKIPS  ?=
+summary      = $(TESTSUMMARY)$(if $(filter -v,$(1)), -v)$(if $(TEST_SKIPS), -skips '$(TEST_SKIPS)')
+
+$(TESTSUMMARY): FORCE
+	@$(GO) build -o $@ ./hack/testsummary
+
 .PHONY: test
-test: unit e2e e2e-faults-ci ## Run the unit tests, then the end-to-end suite on the local cluster, then the fault tests on their own (what CI runs)
+test: TEST_SKIPS = $(CURDIR)/bin/test-skips.txt
+test: test-skips-reset unit e2e e2e-faults-ci ## Run the unit tests, then the end-to-end suite on the local cluster, then the fault tests on their own (what CI runs); lists every skipped test at the end
+	@$(TESTSUMMARY) -list '$(TEST_SKIPS)'
+
+.PHONY: test-skips-reset
+test-skips-reset: $(TESTSUMMARY)
+	@rm -f '$(TEST_SKIPS)'
 
 # The plugin's unit tests run under the race detector wherever cgo can build it, with the very
 # command of `make race` (RACE_TEST): in CI, which runs that first as a gate, they then come from
 # go test's cache instead of being built and run a second time without it (minutes on a cold
 # machine). Evaluated only when used: `go env` may fetch the toolchain.
 PLUGIN_PKGS := ./pkg/... ./hack/...
-RACE_TEST    = CGO_ENABLED=1 $(GO) test -race $(PLUGIN_PKGS)
+RACE_TEST    = CGO_ENABLED=1 $(GO) test -json -race $(PLUGIN_PKGS)
 RACE_ON      = $(filter 1,$(shell $(GO) env CGO_ENABLED 2>/dev/null))
 
 .PHONY: unit
-unit: ## Run the unit tests (the plugin's under the race detector where cgo is available)
-	$(if $(RACE_ON),$(RACE_TEST),$(GO) test $(PLUGIN_PKGS))
-	$(GO) test ./cmd/... ./test/...
+unit: $(TESTSUMMARY) ## Run the unit tests (the plugin's under the race detector where cgo is available)
+	$(if $(RACE_ON),$(RACE_TEST),$(GO) test -json $(PLUGIN_PKGS)) | $(call summary)
+	$(GO) test -json ./cmd/... ./test/... | $(call summary)
+
+# The e2e suite runs the plugin through kubectl: the one on PATH, or on a machine without one,
+# kubectl of the cluster's Kubernetes version that the launcher builds into its cache.
+KUBECTL_ON_PATH := $(shell command -v kubectl 2>/dev/null)
+E2E_PATH         = $(if $(KUBECTL_ON_PATH),,PATH="$$(dirname "$$($(LOCALCLUSTER) build --kubectl | grep '/kubectl$$')")":"$$PATH" )
 
 .PHONY: e2e
 e2e: STAGER_PLATFORMS = linux/$(shell $(GO) env GOARCH)
-e2e: build $(LOCALCLUSTER) $(VERSITYGW) $(if $(REAL_NODE_ON),stager-image) ## Bring the local cluster up, run the e2e suite against it, bring it down
-	$(if $(REAL_NODE_PRE),$(GO) test -tags e2e -count=1 -timeout 30m -run '^TestRealNode$$' ./test/localcluster/)
-	$(LOCALCLUSTER) build --kueue >/dev/null
-	LOCALCLUSTER='$(LOCALCLUSTER)' hack/with-cluster.sh '$(CLUSTER_DIR)' --nodes $(GPU_NODES) --gpus-per-node $(GPUS_PER_NODE) --real-node=$(REAL_NODE_E2E) --kueue=0 -- \
+e2e: build $(LOCALCLUSTER) $(TESTSUMMARY) $(VERSITYGW) $(if $(REAL_NODE_ON),stager-image) ## Bring the local cluster up, run the e2e suite against it, bring it down
+	$(if $(REAL_NODE_PRE),$(GO) test -json -tags e2e -count=1 -timeout 30m -run '^TestRealNode$$' ./test/localcluster/ | $(call summary))
+	$(LOCALCLUSTER) build --kueue $(if $(KUBECTL_ON_PATH),,--kubectl) >/dev/null
+	$(E2E_PATH)LOCALCLUSTER='$(LOCALCLUSTER)' hack/with-cluster.sh '$(CLUSTER_DIR)' --nodes $(GPU_NODES) --gpus-per-node $(GPUS_PER_NODE) --real-node=$(REAL_NODE_E2E) --kueue=0 -- \
 	  env KUBECTL_TAO='$(CURDIR)/bin/kubectl-tao' VERSITYGW='$(VERSITYGW)' \
 	  LOCALCLUSTER='$(CURDIR)/$(LOCALCLUSTER)' LOCALCLUSTER_STATE_DIR='$(CLUSTER_DIR)' \
-	  $(LOCALCLUSTER) exec --state-dir '$(CLUSTER_DIR)' -- $(GO) test -tags e2e -count=1 -timeout 45m $(E2E_FLAGS) ./test/...
+	  $(LOCALCLUSTER) exec --state-dir '$(CLUSTER_DIR)' -- $(GO) test -json -tags e2e -count=1 -timeout 45m $(E2E_FLAGS) ./test/... \
+	  | $(call summary,$(E2E_FLAGS))
 
 # The fault tests (test/faults) stop and start the control plane, so they run on a cluster of
 # their own, never the one `make e2e` shares: an API-server restart and a 30 s outage under
@@ -91,22 +115,25 @@ FAULTS_CLUSTER_DIR ?= $(CURDIR)/.cluster-faults
 FAULTS_FLAGS       ?=
 
 .PHONY: e2e-faults-ci
-e2e-faults-ci: build $(LOCALCLUSTER) ## The fault tests CI runs (API-server restart and outage, 429/503 bursts) on a cluster of their own
+e2e-faults-ci: build $(LOCALCLUSTER) $(TESTSUMMARY) ## The fault tests CI runs (API-server restart and outage, 429/503 bursts) on a cluster of their own
 	LOCALCLUSTER='$(LOCALCLUSTER)' hack/with-cluster.sh '$(FAULTS_CLUSTER_DIR)' --nodes 4 --gpus-per-node 8 -- \
 	  env KUBECTL_TAO='$(CURDIR)/bin/kubectl-tao' TAO_FAULT_CLUSTER='$(FAULTS_CLUSTER_DIR)' \
-	  $(GO) test -tags faults -count=1 -timeout 20m -skip '^TestHeavy' $(FAULTS_FLAGS) ./test/faults/
+	  $(GO) test -json -tags faults -count=1 -timeout 20m -skip '^TestHeavy' $(FAULTS_FLAGS) ./test/faults/ \
+	  | $(call summary,$(FAULTS_FLAGS))
 
 # The heavy fault tests: a 1,000-rank job (pods without GPUs) followed by `logs -f`, its API
 # requests counted; the cluster has room for 1,320 pods. Run it before changing tail or the
 # follow path. kwok takes one inotify instance per followed log: the host needs
-# fs.inotify.max_user_instances of at least 1,200 (the test says so otherwise).
+# fs.inotify.max_user_instances of at least 1,200, which localcluster up sets where it may
+# (root), or says how (the test says so too).
 FAULTS_HEAVY_CLUSTER_DIR ?= $(CURDIR)/.cluster-faults-heavy
 
 .PHONY: e2e-faults
-e2e-faults: build $(LOCALCLUSTER) $(VERSITYGW) ## The heavy fault tests (1,000-rank logs -f) on a cluster of their own, then e2e-faults-ci
+e2e-faults: build $(LOCALCLUSTER) $(TESTSUMMARY) $(VERSITYGW) ## The heavy fault tests (1,000-rank logs -f) on a cluster of their own, then e2e-faults-ci
 	LOCALCLUSTER='$(LOCALCLUSTER)' hack/with-cluster.sh '$(FAULTS_HEAVY_CLUSTER_DIR)' --nodes 12 --gpus-per-node 8 -- \
 	  env KUBECTL_TAO='$(CURDIR)/bin/kubectl-tao' TAO_FAULT_CLUSTER='$(FAULTS_HEAVY_CLUSTER_DIR)' \
-	  $(GO) test -tags faults -count=1 -timeout 40m -run '^TestHeavy' -v $(FAULTS_FLAGS) ./test/faults/
+	  $(GO) test -json -tags faults -count=1 -timeout 40m -run '^TestHeavy' -v $(FAULTS_FLAGS) ./test/faults/ \
+	  | $(call summary,-v)
 	$(MAKE) --no-print-directory e2e-faults-ci
 
 # versitygw is built once per machine into the tools cache: a cold build takes minutes.
@@ -312,8 +339,8 @@ vulncheck: $(GOVULNCHECK) $(VULNDB_DIR)/index/db.json ## govulncheck (offline da
 	$(GOVULNCHECK) -db 'file://$(VULNDB_DIR)' -format json ./... | bin/vulngate
 
 .PHONY: race
-race: ## Run the unit tests with the race detector
-	$(RACE_TEST)
+race: $(TESTSUMMARY) ## Run the unit tests with the race detector
+	$(RACE_TEST) | $(call summary)
 
 # The README is for users; the rest is in docs/ (hack/readme-check.sh).
 README_MAX_BYTES ?= 16384

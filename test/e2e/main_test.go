@@ -63,11 +63,7 @@ func tao(t *testing.T, env []string, args ...string) result {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, binary, args...)
-	// XDG_CONFIG_HOME points nowhere so that a developer's own defaults file
-	// (~/.config/kubectl-tao/config.yaml) never changes what submit does here; env, later in the
-	// list, wins where a test sets its own.
-	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME"), "KUBECONFIG=" + kubeconfig,
-		"XDG_CONFIG_HOME=" + filepath.Join(os.TempDir(), "kubectl-tao-e2e-no-config")}, env...)
+	cmd.Env = taoEnv(env)
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	err := cmd.Run()
@@ -80,6 +76,14 @@ func tao(t *testing.T, env []string, args ...string) result {
 		t.Fatalf("running %s: %v", binary, err)
 	}
 	return r
+}
+
+// taoEnv is the binary's environment: a minimal one with env added. XDG_CONFIG_HOME points
+// nowhere so that a developer's own defaults file (~/.config/kubectl-tao/config.yaml) never
+// changes what submit does here; env, later in the list, wins where a test sets its own.
+func taoEnv(env []string) []string {
+	return append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME"), "KUBECONFIG=" + kubeconfig,
+		"XDG_CONFIG_HOME=" + filepath.Join(os.TempDir(), "kubectl-tao-e2e-no-config")}, env...)
 }
 
 // namespace makes a namespace for one test and deletes it afterwards.

@@ -489,19 +489,16 @@ func TestQueue(t *testing.T) {
 		}
 		t.Logf("\n%s%s\n%s%s", st.stdout, st.stderr, ls.stdout, ls.stderr)
 
-		// pa ends (deleted here while wait runs): Kueue admits pb, and the two left move up.
-		// wait says pd's position once, then once when it changes (its Workload is read again
-		// at least every 30 s).
-		deleted := make(chan error, 1)
-		go func() {
-			time.Sleep(3 * time.Second)
-			bg := metav1.DeletePropagationBackground
-			deleted <- client.BatchV1().Jobs(ns).Delete(ctx, "pa", metav1.DeleteOptions{PropagationPolicy: &bg})
-		}()
-		w := tao(t, nil, "wait", "pd", "-n", ns, "--timeout", "45s")
-		if err := <-deleted; err != nil {
+		// pa ends (deleted once wait has said pd's position): Kueue admits pb, and the two left
+		// move up. wait says pd's position once, then once when it changes (its Workload is read
+		// again at least every 30 s).
+		waiting := taoBackground(t, "wait", "pd", "-n", ns, "--timeout", "45s")
+		waiting.waitStderr(t, 30*time.Second, "queued in LocalQueue team-p at position 2: waiting for Kueue to admit it")
+		bg := metav1.DeletePropagationBackground
+		if err := client.BatchV1().Jobs(ns).Delete(ctx, "pa", metav1.DeleteOptions{PropagationPolicy: &bg}); err != nil {
 			t.Fatal(err)
 		}
+		w := waiting.wait(t, time.Minute)
 		contains(t, w, 8)
 		if !strings.Contains(w.stderr, "queued in LocalQueue team-p at position 2: waiting for Kueue to admit it") ||
 			strings.Count(w.stderr, "queued in LocalQueue team-p: now at position 1\n") != 1 || strings.Count(w.stderr, "queued in LocalQueue") != 2 {

@@ -255,7 +255,7 @@ func taoBackground(t *testing.T, args ...string) *background {
 func taoBackgroundEnv(t *testing.T, env []string, args ...string) *background {
 	t.Helper()
 	b := &background{cmd: exec.Command(binary, args...), done: make(chan struct{})}
-	b.cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME"), "KUBECONFIG=" + kubeconfig}, env...)
+	b.cmd.Env = taoEnv(env)
 	b.cmd.Stdout, b.cmd.Stderr = &b.out, &b.errOut
 	if err := b.cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -34,6 +34,8 @@ const (
 	CompScheduler         = "kube-scheduler"
 	CompKwok              = "kwok"
 	CompLogsim            = "logsim"
+	// CompKubectl is no component: kubectl for the tests, where the machine has none.
+	CompKubectl = "kubectl"
 	// The real node's processes and binaries.
 	CompKubelet      = "kubelet"
 	CompContainerd   = "containerd"
@@ -109,6 +111,24 @@ func NodeBinaries() []Binary {
 		{Name: CompCoreDNS, Version: CoreDNSVersion, CacheKey: "coredns-" + CoreDNSVersion, Module: "test/localcluster/build/coredns", Package: "github.com/kubectl-tao/kubectl-tao/test/localcluster/build/coredns", LDFlags: "-s -w", CGO: "0"},
 		{Name: CompKubelet, Version: KubernetesVersion, CacheKey: kube, Module: "test/localcluster/build/kubernetes", Package: "k8s.io/kubernetes/cmd/kubelet", LDFlags: "-s -w" + kubeVersionFlags()},
 	}
+}
+
+// KubectlBinary is kubectl of the cluster's Kubernetes version, for a machine without one
+// (`localcluster build --kubectl`; `make e2e` puts it on PATH then). It comes from the control
+// plane's wrapper module with its settings, sharing its build cache, into a cache directory of
+// its own so that only kubectl goes on PATH.
+func KubectlBinary() Binary {
+	return Binary{Name: CompKubectl, Version: KubernetesVersion, CacheKey: CompKubectl + "-" + KubernetesVersion,
+		Module: "test/localcluster/build/kubernetes", Package: "k8s.io/kubernetes/cmd/kubectl", LDFlags: "-s -w" + kubeVersionFlags()}
+}
+
+// EnsureKubectl returns the path of KubectlBinary, building it if missing.
+func EnsureKubectl(ctx context.Context, cacheDir, sourceDir string, progress io.Writer) (string, error) {
+	paths, err := ensureBinaries(ctx, cacheDir, sourceDir, []Binary{KubectlBinary()}, progress)
+	if err != nil {
+		return "", err
+	}
+	return paths[CompKubectl], nil
 }
 
 // Path is where the finished binary lives in the cache.

@@ -122,3 +122,23 @@ func TestFindSourceDir(t *testing.T) {
 		t.Error("found a source dir under a temp dir")
 	}
 }
+
+// kubectl comes from the control plane's wrapper module with its settings (one build cache,
+// the same version), into a cache directory of its own (only kubectl goes on PATH), and the
+// module pins its package (builds run with -mod=readonly).
+func TestKubectlBinary(t *testing.T) {
+	k, api := KubectlBinary(), Binaries()[2]
+	if k.Module != api.Module || k.LDFlags != api.LDFlags || k.CGO != api.CGO || k.Version != api.Version {
+		t.Errorf("kubectl %+v is not built like %s %+v", k, api.Name, api)
+	}
+	if filepath.Dir(k.Path("/cache")) == filepath.Dir(api.Path("/cache")) {
+		t.Errorf("kubectl shares %s's cache directory %s", api.Name, filepath.Dir(api.Path("/cache")))
+	}
+	tools, err := os.ReadFile(filepath.Join("build", "kubernetes", "tools.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(tools), `"`+k.Package+`"`) {
+		t.Errorf("build/kubernetes/tools.go does not import %s", k.Package)
+	}
+}

@@ -128,6 +128,7 @@ func Up(ctx context.Context, cfg Config) error {
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
+	raiseInotifyInstances(InotifyInstancesWanted(cfg.Nodes), readSysctl, writeSysctl, cfg.logf)
 	unlock, err := lockStateParent(ctx, cfg)
 	if err != nil {
 		return err

@@ -143,7 +143,7 @@ func BuildNode(i int, shape NodeShape, now time.Time) *corev1.Node {
 	resources := corev1.ResourceList{
 		corev1.ResourceCPU:    resource.MustParse("96"),
 		corev1.ResourceMemory: resource.MustParse("1Ti"),
-		corev1.ResourcePods:   resource.MustParse("110"),
+		corev1.ResourcePods:   *resource.NewQuantity(PodsPerNode, resource.DecimalSI),
 		GPUResource:           *resource.NewQuantity(int64(shape.GPUs), resource.DecimalSI),
 	}
 	return &corev1.Node{

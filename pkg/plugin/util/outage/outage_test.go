@@ -6,10 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/klog/v2"
@@ -156,19 +158,81 @@ func TestIsKubelet(t *testing.T) {
 	}
 }
 
-// QuietContext may be called from many goroutines at once while their loggers log (run with
-// -race: make race).
+// recordingSink is a shared sink, like klog's global one: it counts Init calls and records
+// every message's level and whether it carried the error.
+type recordingSink struct {
+	mu    sync.Mutex
+	inits int
+	msgs  []recorded
+}
+
+type recorded struct {
+	level  int
+	msg    string
+	hasErr bool
+}
+
+func (s *recordingSink) Init(logr.RuntimeInfo) { s.mu.Lock(); s.inits++; s.mu.Unlock() }
+func (s *recordingSink) Enabled(int) bool      { return true }
+func (s *recordingSink) Info(level int, msg string, kv ...any) {
+	hasErr := false
+	for i := 0; i+1 < len(kv); i += 2 {
+		if kv[i] == "err" && kv[i+1] == errRefused {
+			hasErr = true
+		}
+	}
+	s.mu.Lock()
+	s.msgs = append(s.msgs, recorded{level, msg, hasErr})
+	s.mu.Unlock()
+}
+func (s *recordingSink) Error(err error, msg string, kv ...any) {
+	s.mu.Lock()
+	s.msgs = append(s.msgs, recorded{-1, msg, err != nil})
+	s.mu.Unlock()
+}
+func (s *recordingSink) WithValues(...any) logr.LogSink { return s }
+func (s *recordingSink) WithName(string) logr.LogSink   { return s }
+
+// QuietContext may be called from many goroutines at once on one shared sink while their
+// loggers log: it must not re-initialise the shared sink (logr.New calling Init wrote its call
+// depth while another goroutine's logger read it), and every message must still arrive demoted.
+// Run with -race (make race) it also proves the calls do not race.
 func TestQuietContextConcurrent(t *testing.T) {
-	done := make(chan struct{})
-	for i := 0; i < 8; i++ {
+	sink := &recordingSink{}
+	ctx := klog.NewContext(context.Background(), logr.New(sink))
+	initsBefore := sink.inits
+	const goroutines, perGoroutine = 8, 100
+	var wg sync.WaitGroup
+	for i := 0; i < goroutines; i++ {
+		wg.Add(1)
 		go func() {
-			defer func() { done <- struct{}{} }()
-			for j := 0; j < 100; j++ {
-				klog.FromContext(QuietContext(context.Background())).V(5).Info("quiet")
+			defer wg.Done()
+			for j := 0; j < perGoroutine; j++ {
+				l := klog.FromContext(QuietContext(ctx))
+				l.V(1).Info("quiet info")
+				l.Error(errRefused, "quiet error")
 			}
 		}()
 	}
-	for i := 0; i < 8; i++ {
-		<-done
+	wg.Wait()
+	if sink.inits != initsBefore {
+		t.Errorf("the shared sink was initialised %d more times by QuietContext", sink.inits-initsBefore)
+	}
+	if want := 2 * goroutines * perGoroutine; len(sink.msgs) != want {
+		t.Fatalf("%d messages reached the sink, want %d", len(sink.msgs), want)
+	}
+	for _, m := range sink.msgs {
+		switch m.msg {
+		case "quiet info":
+			if m.level != 1+DetailLevel {
+				t.Fatalf("an info at V(1) reached the sink at level %d, want %d", m.level, 1+DetailLevel)
+			}
+		case "quiet error":
+			if m.level != DetailLevel || !m.hasErr {
+				t.Fatalf("an error reached the sink as %+v, want an info at level %d carrying the error", m, DetailLevel)
+			}
+		default:
+			t.Fatalf("unexpected message %+v", m)
+		}
 	}
 }

@@ -43,7 +43,7 @@ func main() {
 const usage = `usage: localcluster <command> [flags]
 
 commands:
-  build          build the cluster binaries into the cache if missing
+  build          build the cluster binaries into the cache if missing (--kubectl: and kubectl)
   up             start the cluster (or reuse a healthy one) and wait until it is ready
   down           stop every process of the cluster and remove its state
   kueue-up       install and run Kueue on the running cluster (what up --kueue adds)
@@ -97,6 +97,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.Var(&realNode, "real-node", "also run a real kubelet node: 1 (required), auto (where the host allows it) or 0 (env REAL_NODE); needs root on Linux")
 	fs.DurationVar(&cfg.RealNodeWait, "real-node-wait", 0, "how long up waits for another cluster's real node to go (default 3m with --real-node=1, 0 with auto)")
 	fs.BoolVar(&cfg.Kueue, "kueue", os.Getenv("KUEUE") == "1", "up: also install and run Kueue "+localcluster.KueueVersion+"; build: also build it (env KUEUE=1)")
+	kubectl := fs.Bool("kubectl", false, "build: also build kubectl "+localcluster.KubernetesVersion+" (for a machine without one; its path is printed last)")
 	out := fs.String("out", "node-images", "images: directory to write the archives to")
 	product := fs.String("product", localcluster.GPUProducts[1].Short, "relabel: the GPU product to give some nodes: "+productNames())
 	productNodes := fs.Int("product-nodes", 0, "relabel: how many simulated nodes (the last ones) get --product")
@@ -176,6 +177,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			}
 			paths[localcluster.CompKueue] = p
 			list = append(list, localcluster.KueueBinary())
+		}
+		if *kubectl {
+			p, err := localcluster.EnsureKubectl(ctx, cacheDir, cfg.SourceDir, stderr)
+			if err != nil {
+				return err
+			}
+			paths[localcluster.CompKubectl] = p
+			list = append(list, localcluster.KubectlBinary())
 		}
 		for _, b := range list {
 			fmt.Fprintf(stdout, "%s\n", paths[b.Name])
