@@ -104,8 +104,10 @@ func jobRunning(ctx context.Context, ns, job string) (bool, error) {
 
 // oomScript prints a line without flushing, waits past the log archive's first upload (once a
 // minute while the command runs: an OOM kill of the container may take the wrapper, and its
-// final upload, with it), then allocates until the kernel kills it.
-const oomScript = `import time
+// final upload, with it), then allocates until the kernel kills it. It makes its output folder
+// itself: the torch image has python3, sh and bash, not mkdir.
+const oomScript = `import os, time
+os.makedirs("/results", exist_ok=True)
 print("the last line before the OOM kill")
 time.sleep(70)
 hog = []
@@ -128,7 +130,7 @@ func TestRealNodeUnbufferedOOMKill(t *testing.T) {
 	const last = "[rank 0] the last line before the OOM kill\n"
 	submitRealEnv(t, shell, n, ns, job, []string{"--image", image, "--memory", "128Mi", "--shm-size", "0",
 		"--stager-image", n.StagerImage, "--output-path", "/results", "--file", scriptFile(t, "oom.py", oomScript)},
-		"mkdir -p /results && python3 /opt/scripts/oom.py")
+		"python3 /opt/scripts/oom.py")
 	if err := pollErr(4*time.Minute, jobFinished(ns, job, batchv1.JobFailed)); err != nil {
 		t.Fatalf("%v\n%s", err, tao(t, nil, "logs", job, "-n", ns))
 	}
