@@ -11,7 +11,6 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
-	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/job/jobspec"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/util/exitcode"
 	"github.com/kubectl-tao/kubectl-tao/test/testutil/cmdtest"
 	"github.com/kubectl-tao/kubectl-tao/test/testutil/fixture"
@@ -48,7 +47,7 @@ func TestDeleteRefusesRunningJobs(t *testing.T) {
 // delete removes a Job whose submit never finished, as the IncompleteSubmit message says; one
 // still inside the submit grace (its submit may be running) is refused like any pending job.
 func TestDeleteIncompleteSubmit(t *testing.T) {
-	c := fake.NewClientset(incomplete("left", 10*time.Minute), incomplete("starting", 5*time.Second))
+	c := fake.NewClientset(cmdtest.IncompleteSubmit("left", now.Add(-10*time.Minute)), cmdtest.IncompleteSubmit("starting", now.Add(-5*time.Second)))
 	code, out, errOut := run(t, c, "delete", "left", "--wait=false")
 	if code != 0 || out != "job.batch/left deleted (deletion requested; pods may still be stopping)\n" {
 		t.Fatalf("exit %d, stdout %q, stderr %q", code, out, errOut)
@@ -69,10 +68,4 @@ func TestDeleteIncompleteSubmit(t *testing.T) {
 	if code != int(exitcode.Error) || !strings.Contains(errOut, "is Pending, not finished") {
 		t.Fatalf("a submit still running: exit %d, stderr %q", code, errOut)
 	}
-}
-
-// incomplete is a Job a submit created age ago and never started (marked, suspended).
-func incomplete(name string, age time.Duration) *batchv1.Job {
-	return fixture.Job(name).Namespace("default").Label(jobspec.ManagedByLabel, jobspec.ManagedByValue).
-		Annotation(jobspec.SubmittingAnnotation, "true").Suspend(true).Created(now.Add(-age)).Obj()
 }

@@ -10,7 +10,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
 
-	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/job/jobspec"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/util/exitcode"
 	"github.com/kubectl-tao/kubectl-tao/test/testutil/cmdtest"
 	"github.com/kubectl-tao/kubectl-tao/test/testutil/fixture"
@@ -39,8 +38,8 @@ func TestPrune(t *testing.T) {
 		fixture.Job("recent").Namespace("default").Label("app.kubernetes.io/managed-by", "kubectl-tao").Finished(batchv1.JobComplete, now.Add(-time.Hour)).Obj(),
 		fixture.Job("running").Namespace("default").Label("app.kubernetes.io/managed-by", "kubectl-tao").Obj(),
 		// Incomplete submits count from their creation: the old one goes, the recent one stays.
-		incomplete("old-incomplete", 40*time.Hour),
-		incomplete("new-incomplete", time.Hour),
+		cmdtest.IncompleteSubmit("old-incomplete", now.Add(-40*time.Hour)),
+		cmdtest.IncompleteSubmit("new-incomplete", now.Add(-time.Hour)),
 	}
 	c := fake.NewClientset(objs...)
 	code, out, _ := run(t, c, "prune", "--older-than", "24h", "--dry-run")
@@ -60,10 +59,4 @@ func TestPrune(t *testing.T) {
 	if len(left.Items) != 3 {
 		t.Fatalf("%d jobs left, want recent, running and new-incomplete", len(left.Items))
 	}
-}
-
-// incomplete is a Job a submit created age ago and never started (marked, suspended).
-func incomplete(name string, age time.Duration) *batchv1.Job {
-	return fixture.Job(name).Namespace("default").Label(jobspec.ManagedByLabel, jobspec.ManagedByValue).
-		Annotation(jobspec.SubmittingAnnotation, "true").Suspend(true).Created(now.Add(-age)).Obj()
 }
