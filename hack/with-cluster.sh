@@ -5,7 +5,8 @@
 #
 #   hack/with-cluster.sh STATE_DIR [localcluster up flags...] -- COMMAND [ARGS...]
 #
-# Environment: LOCALCLUSTER, the launcher binary (default bin/localcluster).
+# Environment: LOCALCLUSTER, the launcher binary (default bin/localcluster). The Kubernetes
+# release is an up flag (--kubernetes-version, as the Makefile passes it) or KUBERNETES_VERSION.
 set -euo pipefail
 
 localcluster=${LOCALCLUSTER:-bin/localcluster}

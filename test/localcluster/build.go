@@ -14,11 +14,11 @@ import (
 	"time"
 )
 
-// Versions of the upstream parts. They must match the wrapper modules under build/.
+// Versions of the upstream parts. They must match the wrapper modules under build/. The
+// Kubernetes release is chosen per cluster (KubeVersion; DefaultKubernetesVersion).
 const (
-	EtcdVersion       = "v3.6.16"
-	KubernetesVersion = "v1.37.2"
-	KwokVersion       = "v0.8.0"
+	EtcdVersion = "v3.6.16"
+	KwokVersion = "v0.8.0"
 	// The real node's parts (--real-node).
 	ContainerdVersion = "v2.4.2"
 	RuncVersion       = "v1.5.3"
@@ -64,29 +64,29 @@ type Binary struct {
 	// always has (cgo on where a C compiler is), which the kubelet must match to share its
 	// build cache.
 	CGO string
-}
-
-// kubeVersionFlags make the servers report v1.37.2 instead of v0.0.0, which kubectl's skew
-// warning and anything reading /version would otherwise trip over.
-func kubeVersionFlags() string {
-	var b strings.Builder
-	for _, pkg := range []string{"k8s.io/component-base/version", "k8s.io/client-go/pkg/version"} {
-		fmt.Fprintf(&b, " -X %s.gitVersion=%s -X %s.gitMajor=1 -X %s.gitMinor=37", pkg, KubernetesVersion, pkg, pkg)
-	}
-	return b.String()
+	// Kube is the Kubernetes release of a binary built from a Kubernetes wrapper module (zero
+	// for the others): its module is the committed one or one generated into the cache
+	// (EnsureKubeWrapper), and where the machine's Go cannot build it, the release's Go can.
+	Kube KubeVersion
 }
 
 // Binaries lists every upstream binary in build order (cheapest first, so a broken toolchain
 // shows up in a minute rather than after the eight-minute apiserver).
-func Binaries() []Binary {
-	kube := "kubernetes-" + KubernetesVersion
+func Binaries(v KubeVersion) []Binary {
 	return []Binary{
 		{Name: CompEtcd, Version: EtcdVersion, CacheKey: "etcd-" + EtcdVersion, Module: "test/localcluster/build/etcd", Package: "go.etcd.io/etcd/server/v3", LDFlags: "-s -w"},
 		{Name: CompKwok, Version: KwokVersion, CacheKey: "kwok-" + KwokVersion, Module: "test/localcluster/build/kwok", Package: "sigs.k8s.io/kwok/cmd/kwok", LDFlags: "-s -w"},
-		{Name: CompAPIServer, Version: KubernetesVersion, CacheKey: kube, Module: "test/localcluster/build/kubernetes", Package: "k8s.io/kubernetes/cmd/kube-apiserver", LDFlags: "-s -w" + kubeVersionFlags()},
-		{Name: CompControllerManager, Version: KubernetesVersion, CacheKey: kube, Module: "test/localcluster/build/kubernetes", Package: "k8s.io/kubernetes/cmd/kube-controller-manager", LDFlags: "-s -w" + kubeVersionFlags()},
-		{Name: CompScheduler, Version: KubernetesVersion, CacheKey: kube, Module: "test/localcluster/build/kubernetes", Package: "k8s.io/kubernetes/cmd/kube-scheduler", LDFlags: "-s -w" + kubeVersionFlags()},
+		kubeBinary(CompAPIServer, v),
+		kubeBinary(CompControllerManager, v),
+		kubeBinary(CompScheduler, v),
 	}
+}
+
+// kubeBinary is command name of Kubernetes release v, built from its wrapper module into the
+// release's cache directory kubernetes-<version>.
+func kubeBinary(name string, v KubeVersion) Binary {
+	return Binary{Name: name, Version: v.String(), CacheKey: "kubernetes-" + v.String(), Module: KubeWrapperDir(v),
+		Package: "k8s.io/kubernetes/cmd/" + name, LDFlags: v.LDFlags(), Kube: v}
 }
 
 // NodeBinaries lists the real node's binaries (--real-node), cheapest first. The kubelet comes
@@ -94,8 +94,7 @@ func Binaries() []Binary {
 // cache; containerd, runc and the CNI plugins have no replace directives and are installed as
 // released (Module empty: `go install Package@Version`), with upstream's build tags minus the
 // ones this host cannot satisfy (runc: no seccomp, which needs libseccomp headers).
-func NodeBinaries() []Binary {
-	kube := "kubernetes-" + KubernetesVersion
+func NodeBinaries(v KubeVersion) []Binary {
 	ctrd := "containerd-" + ContainerdVersion
 	cni := "cni-plugins-" + CNIPluginsVersion
 	ctrdLD := "-s -w -X github.com/containerd/containerd/v2/version.Version=" + ContainerdVersion
@@ -109,7 +108,7 @@ func NodeBinaries() []Binary {
 		{Name: CompCtr, Version: ContainerdVersion, CacheKey: ctrd, Package: "github.com/containerd/containerd/v2/cmd/ctr", LDFlags: ctrdLD, Tags: ctrdTags, CGO: "0"},
 		{Name: CompContainerd, Version: ContainerdVersion, CacheKey: ctrd, Package: "github.com/containerd/containerd/v2/cmd/containerd", LDFlags: ctrdLD, Tags: ctrdTags, CGO: "0"},
 		{Name: CompCoreDNS, Version: CoreDNSVersion, CacheKey: "coredns-" + CoreDNSVersion, Module: "test/localcluster/build/coredns", Package: "github.com/kubectl-tao/kubectl-tao/test/localcluster/build/coredns", LDFlags: "-s -w", CGO: "0"},
-		{Name: CompKubelet, Version: KubernetesVersion, CacheKey: kube, Module: "test/localcluster/build/kubernetes", Package: "k8s.io/kubernetes/cmd/kubelet", LDFlags: "-s -w" + kubeVersionFlags()},
+		kubeBinary(CompKubelet, v),
 	}
 }
 
@@ -117,14 +116,15 @@ func NodeBinaries() []Binary {
 // (`localcluster build --kubectl`; `make e2e` puts it on PATH then). It comes from the control
 // plane's wrapper module with its settings, sharing its build cache, into a cache directory of
 // its own so that only kubectl goes on PATH.
-func KubectlBinary() Binary {
-	return Binary{Name: CompKubectl, Version: KubernetesVersion, CacheKey: CompKubectl + "-" + KubernetesVersion,
-		Module: "test/localcluster/build/kubernetes", Package: "k8s.io/kubernetes/cmd/kubectl", LDFlags: "-s -w" + kubeVersionFlags()}
+func KubectlBinary(v KubeVersion) Binary {
+	b := kubeBinary(CompKubectl, v)
+	b.CacheKey = CompKubectl + "-" + v.String()
+	return b
 }
 
 // EnsureKubectl returns the path of KubectlBinary, building it if missing.
-func EnsureKubectl(ctx context.Context, cacheDir, sourceDir string, progress io.Writer) (string, error) {
-	paths, err := ensureBinaries(ctx, cacheDir, sourceDir, []Binary{KubectlBinary()}, progress)
+func EnsureKubectl(ctx context.Context, v KubeVersion, cacheDir, sourceDir string, progress io.Writer) (string, error) {
+	paths, err := ensureBinaries(ctx, cacheDir, sourceDir, []Binary{KubectlBinary(v)}, progress)
 	if err != nil {
 		return "", err
 	}
@@ -158,7 +158,7 @@ func FindSourceDir(start string) (string, error) {
 		return "", fmt.Errorf("resolve %s: %w", start, err)
 	}
 	for {
-		if _, err := os.Stat(filepath.Join(dir, "test", "localcluster", "build", "kubernetes", "go.mod")); err == nil {
+		if _, err := os.Stat(filepath.Join(dir, KubeWrapperDir(DefaultKubeVersion()), "go.mod")); err == nil {
 			return dir, nil
 		}
 		parent := filepath.Dir(dir)
@@ -232,14 +232,14 @@ func binaryUsable(ctx context.Context, bin string) (bool, string) {
 // EnsureBinaries returns the path of every binary, building the missing ones. Builds write to a
 // temporary name and rename into place, so an interrupted build never leaves a binary that
 // looks finished; a lock keeps two launchers (parallel test packages) from building twice.
-func EnsureBinaries(ctx context.Context, cacheDir, sourceDir string, progress io.Writer) (map[string]string, error) {
-	return ensureBinaries(ctx, cacheDir, sourceDir, Binaries(), progress)
+func EnsureBinaries(ctx context.Context, v KubeVersion, cacheDir, sourceDir string, progress io.Writer) (map[string]string, error) {
+	return ensureBinaries(ctx, cacheDir, sourceDir, Binaries(v), progress)
 }
 
 // EnsureNodeBinaries is EnsureBinaries for the real node's binaries. It is a separate build
 // under the same lock, so a launcher that only needs the control plane never waits for it.
-func EnsureNodeBinaries(ctx context.Context, cacheDir, sourceDir string, progress io.Writer) (map[string]string, error) {
-	return ensureBinaries(ctx, cacheDir, sourceDir, NodeBinaries(), progress)
+func EnsureNodeBinaries(ctx context.Context, v KubeVersion, cacheDir, sourceDir string, progress io.Writer) (map[string]string, error) {
+	return ensureBinaries(ctx, cacheDir, sourceDir, NodeBinaries(v), progress)
 }
 
 func ensureBinaries(ctx context.Context, cacheDir, sourceDir string, list []Binary, progress io.Writer) (map[string]string, error) {
@@ -294,25 +294,72 @@ func buildBinary(ctx context.Context, b Binary, cacheDir, sourceDir string, prog
 			_ = os.Remove(o)
 		}
 	}
+	dir := filepath.Join(sourceDir, b.Module)
+	if !b.Kube.IsZero() {
+		var err error
+		if dir, err = EnsureKubeWrapper(ctx, b.Kube, cacheDir, sourceDir, progress); err != nil {
+			return err
+		}
+	}
 	tmp := fmt.Sprintf("%s.tmp%d", dst, os.Getpid())
-	fmt.Fprintf(progress, "localcluster: building %s %s into %s (once per machine; the whole cold build takes ~13 min on 2 cores, the real node's another ~17)\n", b.Name, b.Version, filepath.Dir(dst))
+	fmt.Fprintf(progress, "localcluster: building %s %s into %s (once per machine and release; a cold Kubernetes release takes ~15-30 min on 2 cores, the real node's parts another ~17)\n", b.Name, b.Version, filepath.Dir(dst))
 	start := time.Now()
+	// The cluster is test scaffolding, built with the machine's Go (GOTOOLCHAIN=local, not the
+	// Makefile's plugin release) and cached by component version alone. A Kubernetes release
+	// it cannot build is retried with the Go the release names, remembered for its other
+	// binaries.
+	toolchain := "local"
+	if data, err := os.ReadFile(toolchainFile(b, cacheDir)); err == nil && !b.Kube.IsZero() {
+		toolchain = strings.TrimSpace(string(data))
+	}
+	err := goBuild(ctx, b, dir, tmp, toolchain, start, progress)
+	if err != nil && toolchain == "local" && !b.Kube.IsZero() && ctx.Err() == nil {
+		tc, terr := releaseToolchain(ctx, dir, b.Kube)
+		if terr != nil {
+			return fmt.Errorf("%w (and no Go release to retry with: %v)", err, terr)
+		}
+		fmt.Fprintf(progress, "localcluster: %s %s does not build with %s; retrying with %s, the Go its go.mod names\n", b.Name, b.Version, localGoVersion(ctx), tc)
+		toolchain = tc
+		if err = goBuild(ctx, b, dir, tmp, toolchain, start, progress); err == nil {
+			_ = os.WriteFile(toolchainFile(b, cacheDir), []byte(tc+"\n"), 0o644)
+		}
+	}
+	if err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, dst); err != nil {
+		_ = os.Remove(tmp)
+		return fmt.Errorf("move built %s into the cache: %w", b.Name, err)
+	}
+	if err := writeStamp(dst); err != nil {
+		return err
+	}
+	built := "the machine's Go"
+	if toolchain != "local" {
+		built = toolchain
+	} else if !b.Kube.IsZero() {
+		built = localGoVersion(ctx)
+	}
+	fmt.Fprintf(progress, "localcluster: built %s %s with %s in %s\n", b.Name, b.Version, built, time.Since(start).Round(time.Second))
+	return nil
+}
+
+// goBuild builds b from the module in dir into tmp with GOTOOLCHAIN=toolchain.
+func goBuild(ctx context.Context, b Binary, dir, tmp, toolchain string, start time.Time, progress io.Writer) error {
 	args := []string{"build", "-trimpath", "-ldflags", b.LDFlags}
 	if b.Tags != "" {
 		args = append(args, "-tags", b.Tags)
 	}
 	// The wrapper modules are self-contained: a GOFLAGS=-modfile or a go.work meant for the
-	// plugin must not leak into them, nor the Makefile's GOTOOLCHAIN (the plugin's release): the
-	// cluster is test scaffolding, built with the machine's Go as it always was, and cached by
-	// component version alone.
-	env := append(os.Environ(), "GOWORK=off", "GOTOOLCHAIN=local")
+	// plugin must not leak into them.
+	env := append(os.Environ(), "GOWORK=off", "GOTOOLCHAIN="+toolchain)
 	var installDir string
 	if b.Module == "" {
 		// A released module built as released: `go install pkg@version` resolves it with its own
 		// go.mod, checked against the checksum database. go install has no -o, so it installs
 		// into a private directory and the binary is moved from there.
 		var err error
-		if installDir, err = os.MkdirTemp(filepath.Dir(dst), ".install"); err != nil {
+		if installDir, err = os.MkdirTemp(filepath.Dir(tmp), ".install"); err != nil {
 			return fmt.Errorf("create build directory for %s: %w", b.Name, err)
 		}
 		defer os.RemoveAll(installDir)
@@ -327,23 +374,12 @@ func buildBinary(ctx context.Context, b Binary, cacheDir, sourceDir string, prog
 		env = append(env, "CGO_ENABLED="+b.CGO)
 	}
 	cmd := exec.CommandContext(ctx, "go", args...)
-	cmd.Dir = filepath.Join(sourceDir, b.Module)
+	cmd.Dir = dir
 	cmd.Env = env
 	cmd.Stdout = progress
 	cmd.Stderr = progress
 	stop := make(chan struct{})
-	go func() {
-		t := time.NewTicker(30 * time.Second)
-		defer t.Stop()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-t.C:
-				fmt.Fprintf(progress, "localcluster: still building %s (%s)\n", b.Name, time.Since(start).Round(time.Second))
-			}
-		}
-	}()
+	go ticker(progress, b.Name, start, stop)
 	err := cmd.Run()
 	close(stop)
 	if err == nil && installDir != "" {
@@ -351,16 +387,8 @@ func buildBinary(ctx context.Context, b Binary, cacheDir, sourceDir string, prog
 	}
 	if err != nil {
 		_ = os.Remove(tmp)
-		return fmt.Errorf("build %s %s in %s: %w", b.Name, b.Version, cmd.Dir, err)
+		return fmt.Errorf("build %s %s in %s (GOTOOLCHAIN=%s): %w", b.Name, b.Version, dir, toolchain, err)
 	}
-	if err := os.Rename(tmp, dst); err != nil {
-		_ = os.Remove(tmp)
-		return fmt.Errorf("move built %s into the cache: %w", b.Name, err)
-	}
-	if err := writeStamp(dst); err != nil {
-		return err
-	}
-	fmt.Fprintf(progress, "localcluster: built %s in %s\n", b.Name, time.Since(start).Round(time.Second))
 	return nil
 }
 

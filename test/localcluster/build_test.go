@@ -13,7 +13,7 @@ import (
 func fakeCache(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
-	for _, b := range Binaries() {
+	for _, b := range Binaries(DefaultKubeVersion()) {
 		p := b.Path(dir)
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 			t.Fatal(err)
@@ -29,11 +29,11 @@ func TestEnsureBinariesUsesCacheWithoutBuilding(t *testing.T) {
 	cache := fakeCache(t)
 	var progress bytes.Buffer
 	// No source dir: any attempt to build would fail, so success proves nothing was rebuilt.
-	paths, err := EnsureBinaries(context.Background(), cache, "", &progress)
+	paths, err := EnsureBinaries(context.Background(), DefaultKubeVersion(), cache, "", &progress)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, b := range Binaries() {
+	for _, b := range Binaries(DefaultKubeVersion()) {
 		if paths[b.Name] != b.Path(cache) {
 			t.Errorf("%s at %s, want %s", b.Name, paths[b.Name], b.Path(cache))
 		}
@@ -48,7 +48,7 @@ func TestEnsureBinariesUsesCacheWithoutBuilding(t *testing.T) {
 
 func TestEnsureBinariesRejectsHalfBuiltCache(t *testing.T) {
 	cache := fakeCache(t)
-	api := Binaries()[2]
+	api := Binaries(DefaultKubeVersion())[2]
 	if api.Name != CompAPIServer {
 		t.Fatalf("unexpected order %v", api.Name)
 	}
@@ -56,11 +56,11 @@ func TestEnsureBinariesRejectsHalfBuiltCache(t *testing.T) {
 	if err := os.Rename(api.Path(cache), api.Path(cache)+".tmp123"); err != nil {
 		t.Fatal(err)
 	}
-	etcd := Binaries()[0].Path(cache)
+	etcd := Binaries(DefaultKubeVersion())[0].Path(cache)
 	if err := os.WriteFile(etcd, []byte("#!/bin/sh\nexit 3\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	_, err := EnsureBinaries(context.Background(), cache, "", &bytes.Buffer{})
+	_, err := EnsureBinaries(context.Background(), DefaultKubeVersion(), cache, "", &bytes.Buffer{})
 	if err == nil || !strings.Contains(err.Error(), "2 cluster binaries missing") {
 		t.Fatalf("err = %v; want both the half-built and the broken binary reported", err)
 	}
@@ -68,7 +68,7 @@ func TestEnsureBinariesRejectsHalfBuiltCache(t *testing.T) {
 
 func TestBinaryUsableStamp(t *testing.T) {
 	cache := fakeCache(t)
-	p := Binaries()[0].Path(cache)
+	p := Binaries(DefaultKubeVersion())[0].Path(cache)
 	if ok, why := binaryUsable(context.Background(), p); !ok {
 		t.Fatal(why)
 	}
@@ -86,7 +86,7 @@ func TestBinaryUsableStamp(t *testing.T) {
 
 func TestBinariesLayout(t *testing.T) {
 	seen := map[string]bool{}
-	for _, b := range Binaries() {
+	for _, b := range Binaries(DefaultKubeVersion()) {
 		if seen[b.Name] {
 			t.Errorf("duplicate %s", b.Name)
 		}
@@ -98,8 +98,8 @@ func TestBinariesLayout(t *testing.T) {
 			t.Errorf("%s: ldflags %q lack -s -w", b.Name, b.LDFlags)
 		}
 	}
-	api := Binaries()[2]
-	for _, want := range []string{"k8s.io/component-base/version.gitVersion=" + KubernetesVersion, "k8s.io/client-go/pkg/version.gitMinor=37"} {
+	api := Binaries(DefaultKubeVersion())[2]
+	for _, want := range []string{"k8s.io/component-base/version.gitVersion=" + DefaultKubernetesVersion, "k8s.io/client-go/pkg/version.gitMinor=37"} {
 		if !strings.Contains(api.LDFlags, want) {
 			t.Errorf("apiserver ldflags lack %s", want)
 		}
@@ -127,18 +127,14 @@ func TestFindSourceDir(t *testing.T) {
 // the same version), into a cache directory of its own (only kubectl goes on PATH), and the
 // module pins its package (builds run with -mod=readonly).
 func TestKubectlBinary(t *testing.T) {
-	k, api := KubectlBinary(), Binaries()[2]
+	k, api := KubectlBinary(DefaultKubeVersion()), Binaries(DefaultKubeVersion())[2]
 	if k.Module != api.Module || k.LDFlags != api.LDFlags || k.CGO != api.CGO || k.Version != api.Version {
 		t.Errorf("kubectl %+v is not built like %s %+v", k, api.Name, api)
 	}
 	if filepath.Dir(k.Path("/cache")) == filepath.Dir(api.Path("/cache")) {
 		t.Errorf("kubectl shares %s's cache directory %s", api.Name, filepath.Dir(api.Path("/cache")))
 	}
-	tools, err := os.ReadFile(filepath.Join("build", "kubernetes", "tools.go"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(string(tools), `"`+k.Package+`"`) {
-		t.Errorf("build/kubernetes/tools.go does not import %s", k.Package)
+	if !strings.Contains(KubeWrapperTools, `"`+k.Package+`"`) {
+		t.Errorf("the wrappers' tools.go does not import %s", k.Package)
 	}
 }

@@ -66,6 +66,8 @@ type Config struct {
 	// Kueue says whether up also installs and runs Kueue (kueue.go). A cluster reused without
 	// it keeps a Kueue it already runs.
 	Kueue bool
+	// KubernetesVersion is the Kubernetes release the cluster runs (zero: the default).
+	KubernetesVersion KubeVersion
 }
 
 // Complete fills defaults and resolves paths.
@@ -94,6 +96,9 @@ func (c *Config) Complete() error {
 	}
 	if c.RealNode == "" {
 		c.RealNode = RealNodeOff
+	}
+	if c.KubernetesVersion.IsZero() {
+		c.KubernetesVersion = DefaultKubeVersion()
 	}
 	return nil
 }
@@ -153,7 +158,7 @@ func Up(ctx context.Context, cfg Config) error {
 		}
 	}
 
-	bins, err := EnsureBinaries(ctx, cfg.CacheDir, cfg.SourceDir, cfg.Progress)
+	bins, err := EnsureBinaries(ctx, cfg.KubernetesVersion, cfg.CacheDir, cfg.SourceDir, cfg.Progress)
 	if err != nil {
 		return err
 	}
@@ -230,7 +235,7 @@ func startCluster(ctx context.Context, cfg Config, bins map[string]string) error
 		return err
 	}
 
-	cfg.logf("starting etcd %s, kube-apiserver %s (port %d)", EtcdVersion, KubernetesVersion, ports.APIServer)
+	cfg.logf("starting etcd %s, kube-apiserver %s (port %d)", EtcdVersion, cfg.KubernetesVersion, ports.APIServer)
 	etcd, err := c.start(CompEtcd)
 	if err != nil {
 		return err
@@ -267,7 +272,7 @@ func startCluster(ctx context.Context, cfg Config, bins map[string]string) error
 		}
 	}
 	cfg.logf("kwok started (%s); creating %d nodes", since(), cfg.Nodes)
-	if err := EnsureNodes(ctx, admin.cs, cfg.Nodes, NodeShape{GPUs: cfg.GPUsPerNode, KubeletPort: ports.Kwok}, nodeCreateWorkers); err != nil {
+	if err := EnsureNodes(ctx, admin.cs, cfg.Nodes, NodeShape{GPUs: cfg.GPUsPerNode, KubeletPort: ports.Kwok, KubeletVersion: cfg.KubernetesVersion.String()}, nodeCreateWorkers); err != nil {
 		return err
 	}
 	cfg.logf("nodes created (%s); waiting for kwok to take them over", since())
@@ -277,7 +282,7 @@ func startCluster(ctx context.Context, cfg Config, bins map[string]string) error
 	if err := ensureRealNode(ctx, cfg, admin, ports.APIServer); err != nil {
 		return err
 	}
-	st := State{Ports: ports, Nodes: cfg.Nodes, GPUsPerNode: cfg.GPUsPerNode, Binaries: bins, StartedAt: time.Now().UTC()}
+	st := State{Ports: ports, Nodes: cfg.Nodes, GPUsPerNode: cfg.GPUsPerNode, Binaries: bins, StartedAt: time.Now().UTC(), KubernetesVersion: cfg.KubernetesVersion.String()}
 	if cfg.Kueue {
 		if err := c.ensureKueue(ctx, admin, &st); err != nil {
 			return err
@@ -292,6 +297,9 @@ func reuse(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
+	if running := st.kubeVersion(); running != cfg.KubernetesVersion {
+		return fmt.Errorf("the running cluster runs Kubernetes %s, not %s; run `localcluster down` first to change the version", running, cfg.KubernetesVersion)
+	}
 	if st.GPUsPerNode != cfg.GPUsPerNode {
 		return fmt.Errorf("the running cluster has %d GPUs per node, not %d; run `localcluster down` first to change the node shape", st.GPUsPerNode, cfg.GPUsPerNode)
 	}
@@ -300,7 +308,7 @@ func reuse(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
-	if err := EnsureNodes(ctx, admin.cs, cfg.Nodes, NodeShape{GPUs: cfg.GPUsPerNode, KubeletPort: st.Ports.Kwok}, nodeCreateWorkers); err != nil {
+	if err := EnsureNodes(ctx, admin.cs, cfg.Nodes, NodeShape{GPUs: cfg.GPUsPerNode, KubeletPort: st.Ports.Kwok, KubeletVersion: cfg.KubernetesVersion.String()}, nodeCreateWorkers); err != nil {
 		return err
 	}
 	if err := c.waitReady(ctx, admin); err != nil {
@@ -758,8 +766,10 @@ func down(cfg Config, keepLogs bool) error {
 		byName[r.Name] = r
 		exes[r.Exe] = true
 	}
-	for _, b := range append(Binaries(), append(NodeBinaries(), KueueBinary())...) {
-		exes[b.Path(cfg.CacheDir)] = true
+	for _, v := range []KubeVersion{cfg.KubernetesVersion, runningKubeVersion(cfg.StateDir)} {
+		for _, b := range append(Binaries(v), append(NodeBinaries(v), KueueBinary())...) {
+			exes[b.Path(cfg.CacheDir)] = true
+		}
 	}
 	// The real node first, while the apiserver still answers: its pods are deleted through it.
 	downRealNode(context.Background(), cfg)

@@ -412,7 +412,7 @@ func TestLocalClusterEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	var exes []string
-	for _, b := range Binaries() {
+	for _, b := range Binaries(DefaultKubeVersion()) {
 		exes = append(exes, b.Path(cfg.CacheDir))
 	}
 	exes = append(exes, logsimExe(cfg.StateDir))

@@ -28,10 +28,13 @@ const (
 	ImageShOnly = "sh-only"
 	ImagePause  = "pause"
 	ImageStager = "stager"
+	ImageDCGM   = "dcgm-exporter"
 
 	TestImageRef   = "docker.io/local/tao-test:1"
 	ShOnlyImageRef = "docker.io/local/sh-only:1"
 	PauseImageRef  = "docker.io/local/pause:1"
+	// DCGMImageRef is the dcgm-exporter stand-in (cmd/dcgmstandin) at /bin/dcgm-exporter.
+	DCGMImageRef = "docker.io/local/dcgm-exporter:1"
 	// StagerArchive is what `make stager-image` writes, relative to the repository root.
 	StagerArchive = "bin/kubectl-tao-stager.oci.tar"
 )
@@ -52,11 +55,12 @@ type NodeImage struct {
 	Unavailable string
 }
 
-// BuildNodeImages writes the node's images into outDir: the test image (with /bin/trainer
-// built from ./test/trainer when that package exists), the sh-only image, the pause image, the
+// BuildNodeImages writes the node's images into outDir: the test image (with /bin/nvidia-smi,
+// the stand-in of cmd/nvidiasmi, and /bin/trainer built from ./test/trainer when that package
+// exists), the sh-only image, the pause image, the dcgm-exporter stand-in's image, the
 // torch image where python3-torch is installed (else an entry saying why it is not), and it
 // adds the stager archive of `make stager-image` when present. Building needs the Go
-// toolchain and the repository (sourceDir) for the two Go programs.
+// toolchain and the repository (sourceDir) for the Go programs.
 func BuildNodeImages(ctx context.Context, sourceDir, outDir string, progress io.Writer) (map[string]NodeImage, error) {
 	if sourceDir == "" {
 		return nil, errors.New("the real node's images are built from the repository: run from inside it or pass --source-dir")
@@ -65,8 +69,14 @@ func BuildNodeImages(ctx context.Context, sourceDir, outDir string, progress io.
 		return nil, err
 	}
 	start := time.Now()
-	pause := filepath.Join(outDir, "pause.bin")
-	if err := goBuildStatic(ctx, sourceDir, "./test/localcluster/cmd/pause", pause); err != nil {
+	// One go build for every Go program: the toolchain starts once and links them in parallel.
+	pkgs := []string{"./test/localcluster/cmd/pause", "./test/localcluster/cmd/dcgmstandin", "./test/localcluster/cmd/nvidiasmi"}
+	haveTrainer := false
+	if _, err := os.Stat(filepath.Join(sourceDir, "test", "trainer")); err == nil {
+		pkgs, haveTrainer = append(pkgs, "./test/trainer"), true
+	}
+	progs, err := goBuildStatic(ctx, sourceDir, outDir, pkgs...)
+	if err != nil {
 		return nil, err
 	}
 	base := baseEntries()
@@ -76,29 +86,20 @@ func BuildNodeImages(ctx context.Context, sourceDir, outDir string, progress io.
 		return nil, err
 	}
 	testEntries = mergeEntries(testEntries, tools)
-	if _, err := os.Stat(filepath.Join(sourceDir, "test", "trainer")); err == nil {
-		trainer := filepath.Join(outDir, "trainer.bin")
-		if err := goBuildStatic(ctx, sourceDir, "./test/trainer", trainer); err != nil {
-			return nil, err
-		}
-		data, err := os.ReadFile(trainer)
-		if err != nil {
-			return nil, err
-		}
-		testEntries = mergeEntries(testEntries, []release.LayerEntry{{Path: "bin/trainer", Mode: 0o755, Data: data}})
+	testEntries = mergeEntries(testEntries, []release.LayerEntry{{Path: "bin/nvidia-smi", Mode: 0o755, Data: progs["nvidiasmi"]}})
+	if haveTrainer {
+		testEntries = mergeEntries(testEntries, []release.LayerEntry{{Path: "bin/trainer", Mode: 0o755, Data: progs["trainer"]}})
 	}
 	sh, err := hostToolEntries([]string{"sh"})
 	if err != nil {
 		return nil, err
 	}
-	pauseData, err := os.ReadFile(pause)
-	if err != nil {
-		return nil, err
-	}
+	pauseData := progs["pause"]
 	specs := []imageSpec{
 		{ImageTest, TestImageRef, testEntries, nil, []string{"/bin/bash"}},
 		{ImageShOnly, ShOnlyImageRef, mergeEntries(minimalEntries(), sh), nil, []string{"/bin/sh"}},
 		{ImagePause, PauseImageRef, []release.LayerEntry{{Path: "pause", Mode: 0o755, Data: pauseData}}, []string{"/pause"}, nil},
+		{ImageDCGM, DCGMImageRef, append(minimalEntries(), release.LayerEntry{Path: "bin/dcgm-exporter", Mode: 0o755, Data: progs["dcgmstandin"]}), []string{"/bin/dcgm-exporter"}, nil},
 	}
 	out := map[string]NodeImage{}
 	if why := TorchUnavailable("/"); why != "" {
@@ -163,15 +164,30 @@ func writeImage(path string, entries []release.LayerEntry, opts release.RootfsIm
 	return f.Close()
 }
 
-// goBuildStatic builds a static binary of a package of the repository.
-func goBuildStatic(ctx context.Context, sourceDir, pkg, out string) error {
-	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-buildvcs=false", "-ldflags=-s -w", "-o", out, pkg)
+// goBuildStatic builds static binaries of packages of the repository into outDir and returns
+// their contents by program name (the package's last path element).
+func goBuildStatic(ctx context.Context, sourceDir, outDir string, pkgs ...string) (map[string][]byte, error) {
+	binDir := filepath.Join(outDir, "programs")
+	if err := os.MkdirAll(binDir, 0o755); err != nil {
+		return nil, err
+	}
+	args := append([]string{"build", "-trimpath", "-buildvcs=false", "-ldflags=-s -w", "-o", binDir + string(filepath.Separator)}, pkgs...)
+	cmd := exec.CommandContext(ctx, "go", args...)
 	cmd.Dir = sourceDir
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux")
 	if data, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("build %s for the node's images: %w: %s", pkg, err, strings.TrimSpace(string(data)))
+		return nil, fmt.Errorf("build %s for the node's images: %w: %s", strings.Join(pkgs, " "), err, strings.TrimSpace(string(data)))
 	}
-	return nil
+	out := map[string][]byte{}
+	for _, pkg := range pkgs {
+		name := filepath.Base(pkg)
+		data, err := os.ReadFile(filepath.Join(binDir, name))
+		if err != nil {
+			return nil, err
+		}
+		out[name] = data
+	}
+	return out, nil
 }
 
 // minimalEntries are the directories every image has.

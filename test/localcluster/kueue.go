@@ -258,10 +258,6 @@ func KueueCRD(data []byte, webhookPort int, caBundle []byte) (*unstructured.Unst
 	return u, nil
 }
 
-var (
-	workloadGVR = schema.GroupVersionResource{Group: kueueGroup, Version: "v1beta2", Resource: "workloads"}
-)
-
 // startKueue installs Kueue's CRDs, namespace and webhook Secret and starts the manager, then
 // waits for its readyz. A port lost to another process between picking and binding is retried
 // with new ports, as the cluster's own start does.
@@ -570,40 +566,38 @@ func (c *cluster) kueueDown(ctx context.Context, admin *clients, st *State) erro
 	if err := writeState(cfg.StateDir, *st); err != nil {
 		return err
 	}
-	// With the manager gone nobody removes the Workloads' finalizers, and a CRD with
-	// instances left never goes away.
-	if list, err := admin.dyn.Resource(workloadGVR).List(ctx, metav1.ListOptions{}); err == nil {
-		for _, w := range list.Items {
-			if len(w.GetFinalizers()) == 0 {
-				continue
-			}
-			_, err := admin.dyn.Resource(workloadGVR).Namespace(w.GetNamespace()).Patch(ctx, w.GetName(),
-				types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{})
-			if err != nil && !apierrors.IsNotFound(err) {
-				return fmt.Errorf("remove finalizers of Workload %s/%s: %w", w.GetNamespace(), w.GetName(), err)
-			}
-		}
-	}
-	crds, err := admin.dyn.Resource(crdGVR).List(ctx, metav1.ListOptions{})
+	// With the manager gone nobody removes the finalizers it put on its objects (Workloads, and
+	// ClusterQueues, LocalQueues and ResourceFlavors still in use), and a CRD with instances
+	// left never goes away.
+	crds, err := kueueCRDs(ctx, admin)
 	if err != nil {
-		return fmt.Errorf("list CRDs: %w", err)
+		return err
 	}
-	for _, crd := range crds.Items {
-		if !strings.HasSuffix(crd.GetName(), "."+kueueGroup) {
-			continue
-		}
-		if err := admin.dyn.Resource(crdGVR).Delete(ctx, crd.GetName(), metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-			return fmt.Errorf("delete CRD %s: %w", crd.GetName(), err)
+	if err := dropKueueFinalizers(ctx, admin, crds); err != nil {
+		return err
+	}
+	for _, crd := range crds {
+		if err := admin.dyn.Resource(crdGVR).Delete(ctx, crd.name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("delete CRD %s: %w", crd.name, err)
 		}
 	}
 	if err := admin.cs.CoreV1().Namespaces().Delete(ctx, kueueNamespace, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("delete namespace %s: %w", kueueNamespace, err)
 	}
+	lastDrop := time.Now()
 	if err := c.waitFor(ctx, "Kueue's API to be gone", componentStartupTimeout, func(ctx context.Context) (bool, error) {
-		_, err := admin.cs.Discovery().ServerResourcesForGroupVersion(kueueGroup + "/v1beta2")
-		return err != nil, nil
+		if _, err := admin.cs.Discovery().ServerResourcesForGroupVersion(kueueGroup + "/v1beta2"); err != nil {
+			return true, nil
+		}
+		// An object created while the CRDs were being deleted (a Workload for a Job that was
+		// just admitted) may still carry a finalizer: drop them again now and then.
+		if time.Since(lastDrop) > 5*time.Second {
+			lastDrop = time.Now()
+			_ = dropKueueFinalizers(ctx, admin, crds)
+		}
+		return false, nil
 	}); err != nil {
-		return err
+		return fmt.Errorf("%w (left: %s)", err, kueueLeft(ctx, admin, crds))
 	}
 	// And its namespace: a kueue-up right after would otherwise find it terminating and be
 	// refused its webhook Secret.
@@ -616,4 +610,86 @@ func (c *cluster) kueueDown(ctx context.Context, admin *clients, st *State) erro
 	_ = os.RemoveAll(kueueDir(cfg.StateDir))
 	cfg.logf("kueue stopped and removed from the cluster in %s", cfg.StateDir)
 	return nil
+}
+
+// kueueCRD is one of Kueue's CRDs and the version its objects are listed at.
+type kueueCRD struct {
+	name string
+	gvr  schema.GroupVersionResource
+}
+
+func kueueCRDs(ctx context.Context, admin *clients) ([]kueueCRD, error) {
+	list, err := admin.dyn.Resource(crdGVR).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("list CRDs: %w", err)
+	}
+	var out []kueueCRD
+	for _, crd := range list.Items {
+		if !strings.HasSuffix(crd.GetName(), "."+kueueGroup) {
+			continue
+		}
+		plural, _, _ := unstructured.NestedString(crd.Object, "spec", "names", "plural")
+		versions, _, _ := unstructured.NestedSlice(crd.Object, "spec", "versions")
+		version := ""
+		for _, v := range versions {
+			m, _ := v.(map[string]any)
+			if storage, _ := m["storage"].(bool); storage {
+				version, _ = m["name"].(string)
+			}
+		}
+		out = append(out, kueueCRD{name: crd.GetName(), gvr: schema.GroupVersionResource{Group: kueueGroup, Version: version, Resource: plural}})
+	}
+	return out, nil
+}
+
+// dropKueueFinalizers removes the finalizers of every object of Kueue's CRDs.
+func dropKueueFinalizers(ctx context.Context, admin *clients, crds []kueueCRD) error {
+	for _, crd := range crds {
+		if crd.gvr.Version == "" || crd.gvr.Resource == "" {
+			continue
+		}
+		list, err := admin.dyn.Resource(crd.gvr).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			continue // the CRD is already gone or not served: nothing of it to free
+		}
+		for _, o := range list.Items {
+			if len(o.GetFinalizers()) == 0 {
+				continue
+			}
+			_, err := admin.dyn.Resource(crd.gvr).Namespace(o.GetNamespace()).Patch(ctx, o.GetName(),
+				types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{})
+			if err != nil && !apierrors.IsNotFound(err) {
+				return fmt.Errorf("remove finalizers of %s %s/%s: %w", crd.gvr.Resource, o.GetNamespace(), o.GetName(), err)
+			}
+		}
+	}
+	return nil
+}
+
+// kueueLeft says which of Kueue's CRDs and objects are still there, for a wait that timed out.
+func kueueLeft(ctx context.Context, admin *clients, crds []kueueCRD) string {
+	var left []string
+	for _, crd := range crds {
+		obj, err := admin.dyn.Resource(crdGVR).Get(ctx, crd.name, metav1.GetOptions{})
+		if err != nil {
+			continue
+		}
+		what := "CRD " + crd.name
+		if conds, _, _ := unstructured.NestedSlice(obj.Object, "status", "conditions"); len(conds) > 0 {
+			for _, c := range conds {
+				m, _ := c.(map[string]any)
+				if m["type"] == "Terminating" {
+					what += fmt.Sprintf(" (%v: %v)", m["reason"], m["message"])
+				}
+			}
+		}
+		if list, err := admin.dyn.Resource(crd.gvr).List(ctx, metav1.ListOptions{}); err == nil && len(list.Items) > 0 {
+			what += fmt.Sprintf(", %d objects, e.g. %s/%s finalizers %v", len(list.Items), list.Items[0].GetNamespace(), list.Items[0].GetName(), list.Items[0].GetFinalizers())
+		}
+		left = append(left, what)
+	}
+	if len(left) == 0 {
+		return "no CRD; discovery still serves the group"
+	}
+	return strings.Join(left, "; ")
 }

@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -20,16 +21,29 @@ func TestKueue(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
 	var cfgs []Config
+	// Only the clusters the test did not take down itself are taken down at its end: a skip's
+	// reason must be the test's last log line (the summary reads it there).
+	down := map[string]bool{}
+	defer func() {
+		for _, cfg := range cfgs {
+			if !down[cfg.StateDir] {
+				_ = Down(context.Background(), cfg)
+			}
+		}
+	}()
 	for i := 0; i < 2; i++ {
 		cfg := testCluster(t, 1, RealNodeOff, 0)
 		cfg.Kueue = true
 		if err := Up(ctx, cfg); err != nil {
 			t.Fatalf("up --kueue (cluster %d): %v", i, err)
 		}
-		defer func() { _ = Down(context.Background(), cfg) }()
 		cfgs = append(cfgs, cfg)
 	}
 	seen := map[int]bool{}
+	// Kueue keeps its visibility API's certificate in /visibility, a path it hard-codes: a
+	// launcher that is not root runs Kueue without that API, and this test then checks the rest
+	// and is reported skipped, naming why. As root the API must be there.
+	noVisibility := false
 	for _, cfg := range cfgs {
 		st, err := ReadState(cfg.StateDir)
 		if err != nil {
@@ -39,6 +53,9 @@ func TestKueue(t *testing.T) {
 			t.Fatalf("state of %s records no Kueue", cfg.StateDir)
 		}
 		for _, p := range []int{st.Kueue.Health, st.Kueue.Metrics, st.Kueue.Webhook, st.Kueue.Visibility} {
+			if p == 0 && os.Geteuid() != 0 {
+				continue // no visibility server
+			}
 			if seen[p] {
 				t.Errorf("port %d used twice across the two clusters' Kueues", p)
 			}
@@ -47,7 +64,9 @@ func TestKueue(t *testing.T) {
 		if !httpOK(ctx, fmt.Sprintf("http://127.0.0.1:%d/readyz", st.Kueue.Health)) {
 			t.Errorf("Kueue of %s not ready", cfg.StateDir)
 		}
-		if st.Kueue.Visibility == 0 {
+		if st.Kueue.Visibility == 0 && os.Geteuid() != 0 {
+			noVisibility = true
+		} else if st.Kueue.Visibility == 0 {
 			t.Errorf("Kueue of %s runs without its visibility API (is /visibility writable?)", cfg.StateDir)
 		} else if err := visibilityAnswers(ctx, cfg); err != nil {
 			t.Errorf("visibility API of %s: %v", cfg.StateDir, err)
@@ -75,7 +94,7 @@ func TestKueue(t *testing.T) {
 	if err := KueueUp(ctx, cfgs[0]); err != nil {
 		t.Fatalf("kueue-up: %v", err)
 	}
-	if err := visibilityAnswers(ctx, cfgs[0]); err != nil {
+	if err := visibilityAnswers(ctx, cfgs[0]); err != nil && !noVisibility {
 		t.Errorf("visibility API after kueue-up: %v", err)
 	}
 
@@ -84,9 +103,13 @@ func TestKueue(t *testing.T) {
 		if err := Down(ctx, cfg); err != nil {
 			t.Fatalf("down: %v", err)
 		}
+		down[cfg.StateDir] = true
 		if left := findOurProcesses(cfg.StateDir, []string{kueueExe}, ReadProc); len(left) > 0 {
 			t.Errorf("Kueue processes %v still run against %s after down", left, cfg.StateDir)
 		}
+	}
+	if noVisibility {
+		t.Skip("Kueue's visibility API (queue positions): needs root, Kueue keeps its certificate in /visibility; the rest of Kueue passed")
 	}
 }
 

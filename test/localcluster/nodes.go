@@ -38,6 +38,16 @@ type NodeShape struct {
 	GPUs int
 	// KubeletPort is kwok's server port, where the apiserver fetches logs.
 	KubeletPort int
+	// KubeletVersion is the kubelet version the nodes report: the cluster's release (empty:
+	// the default).
+	KubeletVersion string
+}
+
+func (s NodeShape) kubeletVersion() string {
+	if s.KubeletVersion == "" {
+		return DefaultKubernetesVersion
+	}
+	return s.KubeletVersion
 }
 
 // GPUProduct is one GPU model the simulated nodes can carry: what GPU Feature Discovery reads off
@@ -169,8 +179,8 @@ func BuildNode(i int, shape NodeShape, now time.Time) *corev1.Node {
 			NodeInfo: corev1.NodeSystemInfo{
 				Architecture:            "amd64",
 				OperatingSystem:         "linux",
-				KubeletVersion:          KubernetesVersion,
-				KubeProxyVersion:        KubernetesVersion,
+				KubeletVersion:          shape.kubeletVersion(),
+				KubeProxyVersion:        shape.kubeletVersion(),
 				ContainerRuntimeVersion: "kwok-" + KwokVersion,
 				KernelVersion:           "kwok-" + KwokVersion,
 			},

@@ -401,6 +401,10 @@ func ensureRealNode(ctx context.Context, cfg Config, admin *clients, apiPort int
 	if info, ok := readNodeInfo(realNodeFile(cfg.StateDir)); ok {
 		if realNodeRunning(info) {
 			cfg.logf("reusing the running real node %s", info.Name)
+			// What up runs on the node runs again, if a test stopped it.
+			if err := ensureGPUExporter(ctx, cfg, admin.cs, info); err != nil {
+				return err
+			}
 			return writeRealNodeEnv(cfg.StateDir, &info, "")
 		}
 		cfg.logf("the real node %s is not running; cleaning up and starting it again", info.Name)
@@ -437,7 +441,24 @@ func realNodeRunning(info RealNodeInfo) bool {
 
 // startRealNode starts the node for cfg's cluster and waits until it is Ready with its GPUs.
 // It returns a skip reason (and no error) when mode is auto and the host cannot run it.
+// RealNodeVersionUnsupported says why the real node does not run Kubernetes release v, or "":
+// it runs from RealNodeMinKubernetesMinor on, the oldest minor its containerd supports.
+func RealNodeVersionUnsupported(v KubeVersion) string {
+	if v.Minor < RealNodeMinKubernetesMinor {
+		return fmt.Sprintf("the real node runs Kubernetes 1.%d or newer (containerd %s supports 1.%d+), not %s: use --real-node=0 or a newer --kubernetes-version",
+			RealNodeMinKubernetesMinor, ContainerdVersion, RealNodeMinKubernetesMinor, v)
+	}
+	return ""
+}
+
 func startRealNode(ctx context.Context, cfg Config, admin *clients, apiPort int) (string, error) {
+	if why := RealNodeVersionUnsupported(cfg.KubernetesVersion); why != "" {
+		// A version chosen on purpose, not a host that lacks something: auto skips it even in CI.
+		if cfg.RealNode == RealNodeOn {
+			return "", errors.New(why)
+		}
+		return why, nil
+	}
 	if why := realNodeUnsupported(); why != "" {
 		if cfg.RealNode == RealNodeOn || os.Getenv("CI") == "true" {
 			return "", fmt.Errorf("real node: %s", why)
@@ -449,7 +470,7 @@ func startRealNode(ctx context.Context, cfg Config, admin *clients, apiPort int)
 		// In CI a node that cannot start fails the run: give another holder time to finish.
 		wait = 3 * time.Minute
 	}
-	bins, err := EnsureNodeBinaries(ctx, cfg.CacheDir, cfg.SourceDir, cfg.Progress)
+	bins, err := EnsureNodeBinaries(ctx, cfg.KubernetesVersion, cfg.CacheDir, cfg.SourceDir, cfg.Progress)
 	if err != nil {
 		return "", err
 	}
@@ -470,11 +491,7 @@ func startRealNode(ctx context.Context, cfg Config, admin *clients, apiPort int)
 			lock.release()
 		}
 	}()
-	// Holding the lock, any record left is a dead run's (killed launcher, reboot-less crash).
-	if stale, ok := readNodeInfo(machineRecordFile); ok {
-		cfg.logf("cleaning up the real node a killed run left (state dir %s)", stale.StateDir)
-		teardownRealNode(ctx, cfg, stale)
-	}
+	reclaimStaleRealNode(ctx, cfg)
 	info, err := PlanRealNode(cfg.StateDir, hostSubnets())
 	if err != nil {
 		return "", err
@@ -661,6 +678,9 @@ func (n *realNode) start(ctx context.Context, admin *clients, apiPort int) error
 	}, watch...); err != nil {
 		return err
 	}
+	if err := ensureGPUExporter(ctx, n.cfg, admin.cs, n.info, watch...); err != nil {
+		return err
+	}
 	return writeRealNodeEnv(n.cfg.StateDir, &n.info, "")
 }
 
@@ -734,7 +754,7 @@ func (n *realNode) writeConfigs(apiPort int) error {
 		"kubelet.kubeconfig":               string(kubeconfig),
 		"containerd.toml":                  containerdConfig(info, n.bins),
 		"cni/net.d/10-tao.conflist":        cniConfig(info),
-		"kubelet.yaml":                     kubeletConfig(info, pkiDir(n.cfg.StateDir)),
+		"kubelet.yaml":                     kubeletConfigFor(kubeletConfig(info, pkiDir(n.cfg.StateDir)), n.cfg.KubernetesVersion.Minor),
 		"Corefile":                         corefile(info, KubeconfigPath(n.cfg.StateDir)),
 		"resolv.conf":                      "nameserver " + info.Gateway + "\n",
 		"cni/ipam/.keep":                   "",
@@ -811,6 +831,30 @@ func cniConfig(info *RealNodeInfo) string {
 		}},
 	}, "", "  ")
 	return string(data) + "\n"
+}
+
+// kubeletFieldSince is the minor that added each KubeletConfiguration field kubeletConfig sets
+// which a kubelet of a supported minor may not know.
+var kubeletFieldSince = map[string]int{"podLogsDir": 29, "failCgroupV1": 31}
+
+// kubeletConfigFor drops from a kubelet configuration the top-level fields (and the comment
+// lines right above them) that a kubelet of the given minor does not know.
+func kubeletConfigFor(config string, minor int) string {
+	var out, comments []string
+	for _, line := range strings.SplitAfter(config, "\n") {
+		if strings.HasPrefix(line, "#") {
+			comments = append(comments, line)
+			continue
+		}
+		key, _, found := strings.Cut(line, ":")
+		if since, known := kubeletFieldSince[key]; found && known && minor < since {
+			comments = nil
+			continue
+		}
+		out = append(append(out, comments...), line)
+		comments = nil
+	}
+	return strings.Join(append(out, comments...), "")
 }
 
 func kubeletConfig(info *RealNodeInfo, pki string) string {
@@ -939,6 +983,15 @@ func downRealNode(ctx context.Context, cfg Config) {
 // teardownRealNode stops the node's pods and processes, unmounts, and removes the bridge,
 // cgroups and host files it made, restoring the kernel settings. Every step is best effort and
 // idempotent: it also cleans what a killed run left.
+// reclaimStaleRealNode tears down the real node a dead run left on the host. The caller holds
+// the machine lock, so any record left is a dead run's (killed launcher, reboot-less crash).
+func reclaimStaleRealNode(ctx context.Context, cfg Config) {
+	if stale, ok := readNodeInfo(machineRecordFile); ok {
+		cfg.logf("cleaning up the real node a killed run left (state dir %s)", stale.StateDir)
+		teardownRealNode(ctx, cfg, stale)
+	}
+}
+
 func teardownRealNode(ctx context.Context, cfg Config, info RealNodeInfo) {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
@@ -965,7 +1018,7 @@ func teardownRealNode(ctx context.Context, cfg Config, info RealNodeInfo) {
 	// Not the launcher copy: it also runs the cluster's logsim, which a node restart on a
 	// healthy cluster must leave alone; the device plugin is stopped by its pid file below.
 	var exes []string
-	for _, b := range NodeBinaries() {
+	for _, b := range NodeBinaries(runningKubeVersion(cfg.StateDir)) {
 		exes = append(exes, b.Path(cfg.CacheDir))
 	}
 	for _, pid := range findOurProcesses(info.StateDir, exes, ReadProc) {

@@ -142,29 +142,24 @@ func runOnRealNode(ctx context.Context, t *testing.T, cs kubernetes.Interface, n
 	return string(out)
 }
 
-// TestRealNode starts a cluster with the real node, runs pods on it (DNS, GPU env, an image
-// with only /bin/sh), starts a second cluster beside it, and checks that down leaves the host
-// as it found it. Under `make e2e` the suite's own cluster holds the machine's real node; then
-// the beside checks run against that one, and the full cycle runs in `make e2e`'s first step
-// (`go test -run TestRealNode ./test/localcluster/`, before the suite's cluster comes up).
-func TestRealNode(t *testing.T) {
+// requireRealNodeHost skips a real-node test where the host cannot run the node, except under
+// CI=true, where that fails it.
+func requireRealNodeHost(t *testing.T) {
+	t.Helper()
 	if why := realNodeUnsupported(); why != "" {
 		if os.Getenv("CI") == "true" {
 			t.Fatalf("CI=true and %s", why)
 		}
 		t.Skip(why)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
-	defer cancel()
-	if outer := os.Getenv("TAO_REAL_NODE"); outer != "" {
-		// The suite's cluster (KUBECONFIG) holds the machine's node.
-		testBeside(ctx, t, filepath.Dir(os.Getenv("KUBECONFIG")), outer)
-		return
-	}
-	before := snapshotHost(t)
-	first := testCluster(t, 1, RealNodeOn, 3*time.Minute)
+}
+
+// upRealNode starts cfg's cluster with the real node; a machine whose node another cluster
+// holds skips the test, except under CI=true.
+func upRealNode(ctx context.Context, t *testing.T, cfg Config) {
+	t.Helper()
 	start := time.Now()
-	if err := Up(ctx, first); err != nil {
+	if err := Up(ctx, cfg); err != nil {
 		var busy *nodeBusyError
 		if errors.As(err, &busy) && os.Getenv("CI") != "true" {
 			t.Skipf("another cluster on this machine holds its real node: %v", err)
@@ -172,6 +167,31 @@ func TestRealNode(t *testing.T) {
 		t.Fatalf("up --real-node: %v", err)
 	}
 	t.Logf("up --real-node took %s", time.Since(start).Round(10*time.Millisecond))
+}
+
+// TestRealNode starts a cluster with the real node, runs pods on it (DNS, GPU env, an image
+// with only /bin/sh), starts a second cluster beside it, and checks that down leaves the host
+// as it found it. Under `make e2e` the suite's own cluster holds the machine's real node; then
+// the beside checks run against that one, and the full cycle runs in `make e2e`'s first step
+// (`go test -run TestRealNode ./test/localcluster/`, before the suite's cluster comes up).
+func TestRealNode(t *testing.T) {
+	requireRealNodeHost(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
+	defer cancel()
+	if outer := os.Getenv("TAO_REAL_NODE"); outer != "" {
+		// The suite's cluster (KUBECONFIG) holds the machine's node.
+		testBeside(ctx, t, filepath.Dir(os.Getenv("KUBECONFIG")), outer)
+		return
+	}
+	first := testCluster(t, 1, RealNodeOn, 3*time.Minute)
+	// A run killed before its down (a stopped CI machine, a cancelled job) leaves its node on the
+	// host, and up would clean that up: the host this test must restore is the one without it.
+	if lock, err := acquireMachineLock(ctx, 3*time.Minute, first.logf); err == nil {
+		reclaimStaleRealNode(ctx, first)
+		lock.release()
+	}
+	before := snapshotHost(t)
+	upRealNode(ctx, t, first)
 	downed := false
 	defer func() {
 		if !downed {
@@ -212,7 +232,7 @@ func TestRealNode(t *testing.T) {
 
 	t.Run("beside", func(t *testing.T) { testBeside(ctx, t, first.StateDir, info.Name) })
 
-	start = time.Now()
+	start := time.Now()
 	if err := Down(context.Background(), first); err != nil {
 		t.Fatalf("down: %v", err)
 	}
@@ -223,7 +243,7 @@ func TestRealNode(t *testing.T) {
 		t.Errorf("the host differs after down:\nbefore %+v\nafter  %+v", before, after)
 	}
 	exes := []string{logsimExe(first.StateDir)}
-	for _, b := range NodeBinaries() {
+	for _, b := range NodeBinaries(DefaultKubeVersion()) {
 		exes = append(exes, b.Path(first.CacheDir))
 	}
 	if left := findOurProcesses(first.StateDir, exes, ReadProc); len(left) > 0 {

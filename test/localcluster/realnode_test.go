@@ -231,7 +231,7 @@ func TestNodeImagesAreReproducible(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	roles := []string{ImageTest, ImageShOnly, ImagePause}
+	roles := []string{ImageTest, ImageShOnly, ImagePause, ImageDCGM}
 	torchMissing := TorchUnavailable("/")
 	if torchMissing == "" {
 		roles = append(roles, ImageTorch)

@@ -26,6 +26,26 @@ type State struct {
 	StartedAt   time.Time         `json:"startedAt"`
 	// Kueue holds the ports of Kueue's manager, nil when the cluster runs without it.
 	Kueue *KueuePorts `json:"kueue,omitempty"`
+	// KubernetesVersion is the release the cluster runs; empty in a state written before
+	// versions were recorded, which ran the default.
+	KubernetesVersion string `json:"kubernetesVersion,omitempty"`
+}
+
+// kubeVersion is the release the cluster runs.
+func (st State) kubeVersion() KubeVersion {
+	if v, err := parseKubeVersion(st.KubernetesVersion); err == nil {
+		return v
+	}
+	return DefaultKubeVersion()
+}
+
+// runningKubeVersion is the release of the cluster in stateDir, the default where unknown.
+func runningKubeVersion(stateDir string) KubeVersion {
+	st, err := ReadState(stateDir)
+	if err != nil {
+		return DefaultKubeVersion()
+	}
+	return st.kubeVersion()
 }
 
 func writeState(stateDir string, st State) error {

@@ -50,7 +50,7 @@ func Status(ctx context.Context, cfg Config, out io.Writer) error {
 		fmt.Fprintf(out, "%-24s unreachable: %v\n", "api", err)
 		problems++
 	} else {
-		fmt.Fprintf(out, "%-24s https://127.0.0.1:%d\n", "api", st.Ports.APIServer)
+		fmt.Fprintf(out, "%-24s https://127.0.0.1:%d (Kubernetes %s)\n", "api", st.Ports.APIServer, st.kubeVersion())
 		fmt.Fprintf(out, "%-24s %d/%d Ready (%d nvidia.com/gpu each)\n", "nodes", ready, total, st.GPUsPerNode)
 		if ready != st.Nodes || total != st.Nodes {
 			problems++

@@ -48,6 +48,10 @@ commands:
   down           stop every process of the cluster and remove its state
   kueue-up       install and run Kueue on the running cluster (what up --kueue adds)
   kueue-down     stop Kueue and remove it (CRDs, queues, Workloads) from the running cluster
+  gpu-exporter-down
+                 remove the real node's dcgm-exporter stand-in pod (for "no exporter" tests)
+  gpu-exporter-up
+                 run it again (what up does); a running one is left as it is
   relabel        give the last --product-nodes simulated nodes the GPU Feature Discovery labels
                  of --product (a100 or h100), the others the default H100's; prints every
                  node's product; --product-nodes 0 makes them all H100 again
@@ -59,6 +63,8 @@ commands:
                  restart wait until it is healthy); for fault tests and by hand
   restart-kwok   restart only kwok (node leases are deleted first); same as restart kwok
   images         build the real node's images (OCI archives) into --out
+  wrapper        write the wrapper module of --kubernetes-version into --out (default
+                 test/localcluster/build/kubernetes-<version>), resolved from the module proxy
   exec -- CMD    run CMD with KUBECONFIG and the real node's TAO_* variables (see README)
 
 Run "localcluster <command> -h" for the flags of a command.
@@ -97,8 +103,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.Var(&realNode, "real-node", "also run a real kubelet node: 1 (required), auto (where the host allows it) or 0 (env REAL_NODE); needs root on Linux")
 	fs.DurationVar(&cfg.RealNodeWait, "real-node-wait", 0, "how long up waits for another cluster's real node to go (default 3m with --real-node=1, 0 with auto)")
 	fs.BoolVar(&cfg.Kueue, "kueue", os.Getenv("KUEUE") == "1", "up: also install and run Kueue "+localcluster.KueueVersion+"; build: also build it (env KUEUE=1)")
-	kubectl := fs.Bool("kubectl", false, "build: also build kubectl "+localcluster.KubernetesVersion+" (for a machine without one; its path is printed last)")
-	out := fs.String("out", "node-images", "images: directory to write the archives to")
+	kubectl := fs.Bool("kubectl", false, "build: also build kubectl of --kubernetes-version (for a machine without one; its path is printed last)")
+	kubeVersion := fs.String("kubernetes-version", envString("KUBERNETES_VERSION", localcluster.DefaultKubernetesVersion),
+		fmt.Sprintf("Kubernetes release to build and run, any v1.MINOR.PATCH from 1.%d to the default's minor (env KUBERNETES_VERSION)", localcluster.MinKubernetesMinor))
+	out := fs.String("out", "", "images: directory to write the archives to (default node-images); wrapper: the module's directory")
 	product := fs.String("product", localcluster.GPUProducts[1].Short, "relabel: the GPU product to give some nodes: "+productNames())
 	productNodes := fs.Int("product-nodes", 0, "relabel: how many simulated nodes (the last ones) get --product")
 	gpusFlag := fs.Int("gpus", localcluster.RealNodeGPUs, "deviceplugin: number of GPUs to advertise")
@@ -128,6 +136,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if *nodes < 0 || *gpus < 0 {
 		return errors.New("GPU_NODES and GPUS_PER_NODE must be non-negative integers")
 	}
+	v, err := localcluster.ParseKubernetesVersion(*kubeVersion)
+	if err != nil {
+		return fmt.Errorf("--kubernetes-version: %w", err)
+	}
+	cfg.KubernetesVersion = v
 	cfg.Nodes, cfg.GPUsPerNode, cfg.ReadyTimeout = *nodes, *gpus, *timeout
 	cfg.RealNode = realNode.mode
 	if !flagSet(fs, "real-node-wait") && cfg.RealNode == localcluster.RealNodeOn {
@@ -153,22 +166,30 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 				return err
 			}
 		}
-		paths, err := localcluster.EnsureBinaries(ctx, cacheDir, cfg.SourceDir, stderr)
+		buildNode := cfg.RealNode != localcluster.RealNodeOff
+		if why := localcluster.RealNodeVersionUnsupported(v); buildNode && why != "" {
+			if cfg.RealNode == localcluster.RealNodeOn {
+				return errors.New(why)
+			}
+			fmt.Fprintf(stderr, "localcluster: %s\n", why)
+			buildNode = false
+		}
+		paths, err := localcluster.EnsureBinaries(ctx, v, cacheDir, cfg.SourceDir, stderr)
 		if err != nil {
 			return err
 		}
-		list := localcluster.Binaries()
-		if cfg.RealNode != localcluster.RealNodeOff {
+		list := localcluster.Binaries(v)
+		if buildNode {
 			// A second build under the same lock: a launcher waiting for the control plane
 			// gets it as soon as that part is done.
-			nodePaths, err := localcluster.EnsureNodeBinaries(ctx, cacheDir, cfg.SourceDir, stderr)
+			nodePaths, err := localcluster.EnsureNodeBinaries(ctx, v, cacheDir, cfg.SourceDir, stderr)
 			if err != nil {
 				return err
 			}
 			for k, v := range nodePaths {
 				paths[k] = v
 			}
-			list = append(list, localcluster.NodeBinaries()...)
+			list = append(list, localcluster.NodeBinaries(v)...)
 		}
 		if cfg.Kueue {
 			p, err := localcluster.EnsureKueue(ctx, cacheDir, cfg.SourceDir, stderr)
@@ -179,12 +200,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			list = append(list, localcluster.KueueBinary())
 		}
 		if *kubectl {
-			p, err := localcluster.EnsureKubectl(ctx, cacheDir, cfg.SourceDir, stderr)
+			p, err := localcluster.EnsureKubectl(ctx, v, cacheDir, cfg.SourceDir, stderr)
 			if err != nil {
 				return err
 			}
 			paths[localcluster.CompKubectl] = p
-			list = append(list, localcluster.KubectlBinary())
+			list = append(list, localcluster.KubectlBinary(v))
 		}
 		for _, b := range list {
 			fmt.Fprintf(stdout, "%s\n", paths[b.Name])
@@ -199,6 +220,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return localcluster.KueueUp(ctx, cfg)
 	case "kueue-down":
 		return localcluster.KueueDown(context.WithoutCancel(ctx), cfg)
+	case "gpu-exporter-up":
+		return localcluster.StartGPUExporter(ctx, cfg)
+	case "gpu-exporter-down":
+		return localcluster.StopGPUExporter(context.WithoutCancel(ctx), cfg)
 	case "relabel":
 		nodes, err := localcluster.Relabel(ctx, cfg, *product, *productNodes)
 		if err != nil {
@@ -221,15 +246,31 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	case "stop", "start", "restart":
 		return localcluster.ControlComponent(ctx, cfg, localcluster.ComponentAction(cmd), component)
 	case "images":
+		if *out == "" {
+			*out = "node-images"
+		}
 		imgs, err := localcluster.BuildNodeImages(ctx, cfg.SourceDir, *out, stderr)
 		if err != nil {
 			return err
 		}
-		for _, role := range []string{localcluster.ImageTest, localcluster.ImageShOnly, localcluster.ImagePause, localcluster.ImageTorch, localcluster.ImageStager} {
+		for _, role := range []string{localcluster.ImageTest, localcluster.ImageShOnly, localcluster.ImagePause, localcluster.ImageDCGM, localcluster.ImageTorch, localcluster.ImageStager} {
 			if img, ok := imgs[role]; ok && img.Archive != "" {
 				fmt.Fprintf(stdout, "%s\t%s\n", img.Ref, img.Archive)
 			}
 		}
+		return nil
+	case "wrapper":
+		dir := *out
+		if dir == "" {
+			if cfg.SourceDir == "" {
+				return errors.New("wrapper: no repository found above the working directory: pass --source-dir or --out")
+			}
+			dir = filepath.Join(cfg.SourceDir, localcluster.KubeWrapperDir(v))
+		}
+		if err := localcluster.GenerateKubeWrapper(ctx, v, dir, stderr); err != nil {
+			return err
+		}
+		fmt.Fprintln(stdout, dir)
 		return nil
 	case "exec":
 		if fs.NArg() == 0 {
@@ -279,6 +320,14 @@ func productNames() string {
 		names[i] = p.Short
 	}
 	return strings.Join(names, ", ")
+}
+
+// envString reads a string knob from the environment.
+func envString(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
 }
 
 // envInt reads an integer knob from the environment; a malformed value is reported by making

@@ -33,3 +33,27 @@ func TestComponentCommandArguments(t *testing.T) {
 		}
 	}
 }
+
+// A bad --kubernetes-version is refused before anything is built or started.
+func TestKubernetesVersionFlag(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		args []string
+		env  string
+		want string
+	}{
+		{[]string{"up", "--kubernetes-version", "1.31.14", "--state-dir", dir}, "", "--kubernetes-version: Kubernetes version \"1.31.14\" is not a release vMAJOR.MINOR.PATCH"},
+		{[]string{"build", "--kubernetes-version", "v1.27.16", "--cache-dir", dir}, "", "minor 27 is outside the supported range 1.28 to 1.37"},
+		{[]string{"up", "--state-dir", dir}, "v1.40.0", "minor 40 is outside the supported range"},
+		// A valid one gets as far as the missing cluster.
+		{[]string{"restart", "kwok", "--kubernetes-version", "v1.31.14", "--state-dir", dir}, "", "read cluster state"},
+		{[]string{"build", "--real-node", "--kubernetes-version", "v1.31.14", "--cache-dir", dir, "--source-dir", dir}, "", "the real node runs Kubernetes 1.32 or newer"},
+	} {
+		t.Setenv("KUBERNETES_VERSION", tc.env)
+		var out, errOut bytes.Buffer
+		err := run(context.Background(), tc.args, &out, &errOut)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("run %v (KUBERNETES_VERSION=%q): error %v, want it to contain %q", tc.args, tc.env, err, tc.want)
+		}
+	}
+}
