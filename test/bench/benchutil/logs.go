@@ -21,9 +21,32 @@ import (
 // of the job's whole log at once with a typed client and discards it. It returns how long that
 // took: what the server takes, with no start-up and no printing.
 func FetchAll(ctx context.Context, cfg *rest.Config, ns, job string) (time.Duration, error) {
+	return eachLog(ctx, cfg, ns, job, &corev1.PodLogOptions{}, func(rc io.Reader) error {
+		_, err := io.Copy(io.Discard, rc)
+		return err
+	})
+}
+
+// FollowFloor is the floor of a `logs -f` benchmark: this process, already started, lists the
+// job's pods and follows every one's log at once with a typed client, and returns how long it
+// took until each stream had given its first line: what the server and its kubelets take to
+// start that many followed streams, with no start-up, ordering or printing.
+func FollowFloor(ctx context.Context, cfg *rest.Config, ns, job string) (time.Duration, error) {
+	return eachLog(ctx, cfg, ns, job, &corev1.PodLogOptions{Follow: true}, func(rc io.Reader) error {
+		_, err := bufio.NewReader(rc).ReadString('\n')
+		return err
+	})
+}
+
+// eachLog builds a client, lists the job's pods and opens every pod's log at once with opts,
+// handing each to read; it returns how long all that took, the client's creation included.
+func eachLog(ctx context.Context, cfg *rest.Config, ns, job string, opts *corev1.PodLogOptions, read func(io.Reader) error) (time.Duration, error) {
 	cfg = rest.CopyConfig(cfg)
 	cfg.QPS, cfg.Burst = 2000, 2000
 	cfg.ContentType = "application/vnd.kubernetes.protobuf"
+	// Followed streams never end by themselves: they are cut when this returns.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	start := time.Now()
 	client, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
@@ -36,9 +59,11 @@ func FetchAll(ctx context.Context, cfg *rest.Config, ns, job string) (time.Durat
 	errs := make(chan error, len(pods.Items))
 	for _, p := range pods.Items {
 		go func() {
-			rc, err := client.CoreV1().Pods(ns).GetLogs(p.Name, &corev1.PodLogOptions{}).Stream(ctx)
+			rc, err := client.CoreV1().Pods(ns).GetLogs(p.Name, opts).Stream(ctx)
 			if err == nil {
-				_, err = io.Copy(io.Discard, rc)
+				if err = read(rc); err != nil {
+					err = fmt.Errorf("log of %s: %w", p.Name, err)
+				}
 				rc.Close()
 			}
 			errs <- err

@@ -1,7 +1,8 @@
 // Command scalebench measures kubectl-tao against kubectl on a 1,000-rank job (pods without
 // GPUs) on the local cluster, side by side in one run: `logs` (1,000 ranks x 100 lines)
 // against `kubectl logs -l --prefix --max-log-requests=1000`, how soon `logs -f` shows every
-// rank's first line and its peak memory, and `cancel` against `kubectl delete job
+// rank's first line and its peak memory, `top` against `logs --tail 1` (top reads each rank's
+// last line too, and its findings need every rank), and `cancel` against `kubectl delete job
 // --cascade=foreground --wait`, with the API requests each sends. `make bench-scale` runs it.
 package main
 
@@ -136,16 +137,41 @@ func run(ranks, lines, runs, followRuns, cancelRuns int, tao, kubectl string) er
 	}
 	kLogs, oLogs, floor := benchutil.Median(ktl), benchutil.Median(ours), benchutil.Median(floors)
 
+	// top against logs --tail 1, alternating. The pods ask for no GPU, as on KWOK nodes no
+	// exporter or nvidia-smi answers: this is top's log part, which grows with the ranks (its
+	// GPU part is one request per node).
+	taoTop := []string{"top", job, "-n", ns}
+	taoTail := []string{"logs", job, "-n", ns, "--tail", "1"}
+	var tops, tails []benchutil.Sample
+	for i := 0; i < runs; i++ {
+		for _, c := range []struct {
+			args []string
+			into *[]benchutil.Sample
+		}{{taoTail, &tails}, {taoTop, &tops}} {
+			s, err := benchutil.Measure(nil, tao, c.args...)
+			if err != nil {
+				return err
+			}
+			*c.into = append(*c.into, s)
+		}
+	}
+	oTop, oTail := benchutil.Median(tops), benchutil.Median(tails)
+
 	// logs -f: every rank's first line, and the memory it takes to follow them all.
-	var firsts []benchutil.Sample
+	// Alternating with the floor: this process following every log at once.
+	var firsts, followFloors []benchutil.Sample
 	for i := 0; i < followRuns; i++ {
 		d, kb, err := benchutil.FollowFirstLines(nil, tao, ns, job, ranks)
 		if err != nil {
 			return err
 		}
 		firsts = append(firsts, benchutil.Sample{Wall: d, MaxKB: kb})
+		if d, err = benchutil.FollowFloor(ctx, cfg, ns, job); err != nil {
+			return err
+		}
+		followFloors = append(followFloors, benchutil.Sample{Wall: d})
 	}
-	first := benchutil.Median(firsts)
+	first, followFloor := benchutil.Median(firsts), benchutil.Median(followFloors)
 
 	// API requests of logs and logs -f (not timed).
 	counter, err := benchutil.NewCounter(cfg, ns)
@@ -160,6 +186,15 @@ func run(ranks, lines, runs, followRuns, cancelRuns int, tao, kubectl string) er
 		args      []string
 	}{{"kubectl logs -l", kubectl, kubectlLogs}, {"kubectl-tao logs", tao, taoLogs}} {
 		if _, err := benchutil.Measure(env, c.bin, c.args...); err != nil {
+			return err
+		}
+		counts[c.name] = benchutil.FormatCounts(counter.Take())
+	}
+	for _, c := range []struct {
+		name string
+		args []string
+	}{{"kubectl-tao logs --tail 1", taoTail}, {"kubectl-tao top", taoTop}} {
+		if _, err := benchutil.Measure(env, tao, c.args...); err != nil {
 			return err
 		}
 		counts[c.name] = benchutil.FormatCounts(counter.Take())
@@ -219,8 +254,14 @@ func run(ranks, lines, runs, followRuns, cancelRuns int, tao, kubectl string) er
 	benchutil.Row("kubectl-tao logs J", oLogs)
 	fmt.Printf("  %-62s %9s\n", fmt.Sprintf("floor: in-process client-go, %d concurrent reads, discarded", ranks), floor.Wall.Round(time.Millisecond))
 	fmt.Printf("  ratio kubectl-tao / kubectl: %.3fx (goal <= 0.05x); floor / kubectl: %.3fx\n\n", ratio(oLogs.Wall, kLogs.Wall), ratio(floor.Wall, kLogs.Wall))
-	fmt.Printf("kubectl-tao logs -f J: every rank's first line after %s (goal <= 2s), peak RSS %.1f MB (goal <= 200 MB), median of %d runs\n\n",
+	fmt.Printf("top of a %d-rank job against logs --tail 1, median of %d runs\n", ranks, runs)
+	benchutil.Header()
+	benchutil.Row("kubectl-tao logs J --tail 1", oTail)
+	benchutil.Row("kubectl-tao top J", oTop)
+	fmt.Printf("  ratio top / logs --tail 1: %.3fx (goal <= 1x)\n\n", ratio(oTop.Wall, oTail.Wall))
+	fmt.Printf("kubectl-tao logs -f J: every rank's first line after %s (goal <= 2s), peak RSS %.1f MB (goal <= 200 MB), median of %d runs\n",
 		first.Wall.Round(time.Millisecond), first.MB(), followRuns)
+	fmt.Printf("  floor: in-process client-go, %d concurrent follows, until each gave a line: %s\n\n", ranks, followFloor.Wall.Round(time.Millisecond))
 	if cancelRuns > 1 {
 		fmt.Printf("cancel of a %d-rank job, median of %d runs (the last run of each, through the request counter, is not timed)\n", ranks, cancelRuns-1)
 		kDel, oCancel := benchutil.Median(kdel), benchutil.Median(ocancel)
@@ -230,7 +271,7 @@ func run(ranks, lines, runs, followRuns, cancelRuns int, tao, kubectl string) er
 		fmt.Printf("  ratio kubectl-tao / kubectl: %.3fx (goal <= 1.2x)\n\n", ratio(oCancel.Wall, kDel.Wall))
 	}
 	fmt.Println("API requests per command")
-	for _, k := range []string{"kubectl logs -l", "kubectl-tao logs", "kubectl-tao logs -f (until every first line)",
+	for _, k := range []string{"kubectl logs -l", "kubectl-tao logs", "kubectl-tao logs --tail 1", "kubectl-tao top", "kubectl-tao logs -f (until every first line)",
 		"kubectl delete job --cascade=foreground --wait", "kubectl-tao cancel"} {
 		fmt.Printf("  %-48s %s\n", k, counts[k])
 	}

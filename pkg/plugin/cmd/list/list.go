@@ -4,7 +4,6 @@ package list
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -19,29 +18,24 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/cli-runtime/pkg/printers"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/cache"
-	watchtools "k8s.io/client-go/tools/watch"
-	"k8s.io/klog/v2"
 	"k8s.io/kubectl/pkg/cmd/get"
 	"k8s.io/utils/clock"
 
 	cmdutil "github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmd/util"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/job/jobstatus"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/job/jobwatch"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/job/kueue"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/util/exitcode"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/util/outage"
-	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/util/pages"
 )
 
 // managedBy selects the Jobs kubectl-tao made (jobspec puts this label on each).
 const managedBy = "app.kubernetes.io/managed-by=kubectl-tao"
-
-// pageSize bounds one Job list response; more Jobs are read in pages.
-const pageSize = 500
 
 const example = `  # The training jobs of the current namespace, and of every namespace
   kubectl tao list
@@ -214,87 +208,62 @@ func (o *Options) printAll(ctx context.Context, client kubernetes.Interface, job
 	return o.printer.PrintObj(list, o.Out)
 }
 
-// watch prints every change after resourceVersion rv until ctx ends. The retrying watcher
-// reconnects from the last version seen, so a dropped connection loses no change. When the
-// server no longer holds the changes since that version (an API server that restarted, or
-// etcd compacted), the Jobs are listed again and those that changed meanwhile are printed, as
-// an informer would, and the watch goes on from the new list. An unreachable server is told in
-// one stderr line when it goes and one when it is back; the retries show at -v=2.
+// watch prints every change after resourceVersion rv until ctx ends, through jobwatch: a
+// dropped connection is resumed from the last version seen, so it loses no change. When the
+// server no longer holds the changes since that version (an API server that restarted, or etcd
+// compacted), the Jobs are listed again and those that changed meanwhile are printed, as an
+// informer would, and the watch goes on from the new list. An unreachable server is told in
+// one stderr line when it goes and one when it is back; the retries show at -v=2. A list that
+// fails otherwise, or a watch the server forbids, ends the command.
 func (o *Options) watch(ctx context.Context, client kubernetes.Interface, rv string, jobs []batchv1.Job) error {
-	rep := outage.New(o.ErrOut, "watching jobs", o.clock)
-	ctx = outage.QuietContext(ctx)
 	last := map[types.UID]*batchv1.Job{}
 	for i := range jobs {
 		last[jobs[i].UID] = &jobs[i]
 	}
-	for {
-		err := o.watchFrom(ctx, client, rv, rep, last)
-		if ctx.Err() != nil {
-			return nil
+	src := jobwatch.JobsSource(client, o.namespace, o.selector)
+	src.Fatal = func(err error, listing bool) bool {
+		if listing {
+			return !outage.Is(err)
 		}
-		if !apierrors.IsResourceExpired(err) && !apierrors.IsGone(err) {
-			return err
-		}
-		klog.V(outage.DetailLevel).InfoS("watch expired; listing again", "resourceVersion", rv, "err", err)
-		backoff := outage.Backoff(200*time.Millisecond, 5*time.Second)
-		for {
-			if jobs, rv, err = List(ctx, client, o.namespace, o.selector); err == nil {
-				rep.OK()
-				break
-			}
-			if !rep.Wait(ctx, err, backoff) {
-				if ctx.Err() != nil {
-					return nil
-				}
-				return fmt.Errorf("listing jobs: %w", err)
-			}
-		}
-		if err := o.printChanges(last, jobs); err != nil {
-			return err
-		}
+		return apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err)
 	}
-}
-
-// watchFrom prints the changes after rv until the watch ends, keeping last (each Job's latest
-// printed state) up to date. It returns the watch's error, or nil when ctx ends.
-func (o *Options) watchFrom(ctx context.Context, client kubernetes.Interface, rv string, rep *outage.Reporter, last map[types.UID]*batchv1.Job) error {
-	lw := &cache.ListWatch{WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-		opts.LabelSelector = o.selector
-		w, err := client.BatchV1().Jobs(o.namespace).Watch(ctx, opts)
-		if err != nil {
-			rep.Failed(err)
-		} else {
-			rep.OK()
-		}
-		return w, err
-	}}
-	w, err := watchtools.NewRetryWatcherWithContext(ctx, rv, lw)
-	if err != nil {
-		return fmt.Errorf("watching jobs: %w", err)
-	}
-	defer w.Stop()
+	retry := jobwatch.Retry{Reach: outage.New(o.ErrOut, "watching jobs", o.clock),
+		Backoff: func() *wait.Backoff { return outage.Backoff(200*time.Millisecond, 5*time.Second) }}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	updates := make(chan jobwatch.Update, 64)
+	go jobwatch.Run(ctx, rv, src, retry, updates)
 	for {
+		var u jobwatch.Update
 		select {
 		case <-ctx.Done():
 			return nil
-		case ev, ok := <-w.ResultChan():
-			if !ok {
-				if ctx.Err() != nil {
-					return nil
+		case u = <-updates:
+		}
+		switch {
+		case u.Err != nil && u.Listing:
+			return fmt.Errorf("listing jobs: %w", u.Err)
+		case u.Err != nil:
+			return u.Err
+		case u.Resync:
+			jobs := make([]batchv1.Job, 0, len(u.Objects))
+			for _, obj := range u.Objects {
+				if j, ok := obj.(*batchv1.Job); ok {
+					jobs = append(jobs, *j)
 				}
-				return errors.New("watching jobs: the watch ended unexpectedly")
 			}
-			if ev.Type == watch.Error {
-				return apierrors.FromObject(ev.Object)
+			if err := o.printChanges(last, jobs); err != nil {
+				return err
 			}
-			if job, ok := ev.Object.(*batchv1.Job); ok {
-				if ev.Type == watch.Deleted {
+		default:
+			if job, ok := u.Event.Object.(*batchv1.Job); ok {
+				if u.Event.Type == watch.Deleted {
 					delete(last, job.UID)
 				} else {
 					last[job.UID] = job
 				}
 			}
-			if err := o.printEvent(ev, o.Out); err != nil {
+			if err := o.printEvent(u.Event, o.Out); err != nil {
 				return err
 			}
 		}
@@ -364,13 +333,7 @@ func apiError(obj runtime.Object) error {
 // List reads the Jobs of namespace ("" for all) matching selector, a page at a time, and
 // returns them with the list's resourceVersion (the point a watch continues from).
 func List(ctx context.Context, client kubernetes.Interface, namespace, selector string) ([]batchv1.Job, string, error) {
-	var jobs []batchv1.Job
-	rv, err := pages.Each(ctx, metav1.ListOptions{LabelSelector: selector, Limit: pageSize}, client.BatchV1().Jobs(namespace).List,
-		func(page *batchv1.JobList) { jobs = append(jobs, page.Items...) })
-	if err != nil {
-		return nil, "", err
-	}
-	return jobs, rv, nil
+	return jobwatch.ListJobs(ctx, client, namespace, selector)
 }
 
 // ToList wraps jobs in the v1 List kubectl get -o json|yaml prints, each with apiVersion/kind.

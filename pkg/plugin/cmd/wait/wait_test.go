@@ -58,7 +58,7 @@ func runTo(ctx context.Context, c *fake.Clientset, errOut *testbuf.Buffer, args 
 }
 
 // waitWhile runs `wait args` and, once its watch is up, applies the changes in order, each
-// once the previous one was reported (else the informer may see only the last state).
+// once the previous one was reported (else the watch may see only the last state).
 func waitWhile(t *testing.T, c *fake.Clientset, started <-chan struct{}, args []string, changes ...func()) cmdtest.Result {
 	t.Helper()
 	done := make(chan cmdtest.Result)
@@ -171,13 +171,13 @@ func TestWaitOutcomes(t *testing.T) {
 		},
 		{
 			name: "timeout",
-			args: []string{"--timeout", "200ms"},
+			args: []string{"--timeout", "2s"},
 			changes: func(t *testing.T, c *fake.Clientset) []func() {
 				return []func(){updateTo(t, c, train().Active(2).Ready(2).Obj())}
 			},
 			code:   exitcode.Timeout,
 			stdout: "",
-			stderr: []string{"error: timed out after 200ms waiting for job.batch/train (last status: Running (2/2 ranks))"},
+			stderr: []string{"error: timed out after 2s waiting for job.batch/train (last status: Running (2/2 ranks))"},
 		},
 		{
 			name: "a rank that cannot start, for --stuck-timeout",
@@ -221,7 +221,7 @@ func TestWaitOutcomes(t *testing.T) {
 					t.Errorf("stderr %q lacks %q", r.Stderr, s)
 				}
 			}
-			// A watch, not polling: one get, then the informer's list and watch.
+			// A watch, not polling: one get, then jobwatch's list and watch.
 			for i, v := range verbs(c) {
 				if v == "get jobs" && i > 0 {
 					t.Errorf("requests %v: the Job was polled", verbs(c))

@@ -6,7 +6,6 @@ package jobdelete
 import (
 	"context"
 	"fmt"
-	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -15,18 +14,14 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
-	batchclient "k8s.io/client-go/kubernetes/typed/batch/v1"
-	coreclient "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/utils/ptr"
 
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/job/jobpods"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/job/jobwatch"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/util/exitcode"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/util/outage"
-	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/util/pages"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/util/plural"
 )
 
@@ -74,129 +69,87 @@ func DeleteJob(ctx context.Context, client kubernetes.Interface, job *batchv1.Jo
 }
 
 // WaitGone blocks until the Job with job's UID and all its pods are gone, following both with
-// watches (no polling). An API server that stops answering meanwhile (restarted, down, 429 or
-// 503) is waited out quietly, told through rep in one line when it goes and one when it is
-// back; the timeout still holds. On timeout it names the pods that remain.
+// jobwatch (one list, then one event per change: a 1,000-pod job is not listed again at each
+// pod's deletion; no polling). An API server that stops answering meanwhile (restarted, down,
+// 429 or 503) is waited out quietly, told through rep in one line when it goes and one when it
+// is back; the timeout still holds. Any other failure ends the wait. On timeout it names the
+// pods that remain.
 func WaitGone(ctx context.Context, client kubernetes.Interface, job *batchv1.Job, timeout time.Duration, rep *outage.Reporter) error {
 	if timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, timeout)
 		defer cancel()
 	}
-	// client-go logs a watch cut mid-body as an error; rep says what the user needs instead.
-	ctx = outage.QuietContext(ctx)
-	jobs := client.BatchV1().Jobs(job.Namespace)
-	pods := client.CoreV1().Pods(job.Namespace)
-	// By UID, not name: a new Job of the same name must not hold up the wait for this one's pods.
-	podSel := jobpods.UIDSelector(job.UID)
-	jobSel := fields.OneTermEqualSelector("metadata.name", job.Name).String()
-	backoff := outage.Backoff(200*time.Millisecond, 5*time.Second)
-	var remaining []corev1.Pod
-	for {
-		jobList, err := jobs.List(ctx, metav1.ListOptions{FieldSelector: jobSel})
-		if err == nil {
-			var podRV string
-			left := map[types.UID]corev1.Pod{}
-			podRV, err = pages.Each(ctx, metav1.ListOptions{LabelSelector: podSel, Limit: podPage}, pods.List, func(page *corev1.PodList) {
-				for _, p := range page.Items {
-					left[p.UID] = p
-				}
-			})
-			if err == nil {
-				rep.OK()
-				backoff = outage.Backoff(200*time.Millisecond, 5*time.Second)
-				w := &gone{job: job, jobThere: slices.ContainsFunc(jobList.Items, func(j batchv1.Job) bool { return j.UID == job.UID }), left: left}
-				if w.done() {
-					return nil
-				}
-				var done bool
-				done, err = w.follow(ctx, jobs, pods, jobSel, podSel, jobList.ResourceVersion, podRV)
-				remaining = w.pods()
-				if done {
-					return nil
-				}
-				if err == nil {
-					continue // a watch ended: list again
-				}
-			}
-		}
-		if ctx.Err() != nil {
-			return waitErr(ctx, job, remaining, timeout, ctx.Err())
-		}
-		// An outage is waited out (after a pause); any other error, or the end of ctx, ends
-		// the wait.
-		if !rep.Wait(ctx, err, backoff) {
-			if ctx.Err() != nil {
-				err = ctx.Err()
-			}
-			return waitErr(ctx, job, remaining, timeout, err)
+	watchCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	w := jobwatch.Job{Client: client, Namespace: job.Namespace, Name: job.Name,
+		// By UID, not name: a new Job of the same name must not hold up the wait for this one's pods.
+		PodSelector: jobpods.UIDSelector(job.UID),
+		Retry:       jobwatch.Retry{Reach: rep, Backoff: func() *wait.Backoff { return outage.Backoff(200*time.Millisecond, 5*time.Second) }},
+		Fatal:       func(err error, _ bool) bool { return !outage.Is(err) },
+	}
+	st := jobwatch.NewState(job.Name)
+	// One list of each first: a Job already gone needs no watch. A list that failed is made
+	// again by the engine, which waits out an outage.
+	jobs, jobRV, pods, podRV, jobErr, podErr := w.List(ctx)
+	for _, err := range []error{jobErr, podErr} {
+		if err != nil && !outage.Is(err) {
+			return waitErr(ctx, job, nil, timeout, err)
 		}
 	}
-}
-
-// podPage bounds one page of a pod list: a 1,000-rank job is listed in two.
-const podPage = 500
-
-// gone is what WaitGone knows of a Job being deleted: whether it is still there and which of
-// its pods are.
-type gone struct {
-	job      *batchv1.Job
-	jobThere bool
-	left     map[types.UID]corev1.Pod
-}
-
-func (g *gone) done() bool { return !g.jobThere && len(g.left) == 0 }
-
-func (g *gone) pods() []corev1.Pod {
-	out := make([]corev1.Pod, 0, len(g.left))
-	for _, p := range g.left {
-		out = append(out, p)
+	if jobErr == nil {
+		st.SetJobs(jobs)
+	} else {
+		rep.Failed(jobErr)
 	}
-	return out
-}
-
-// follow watches the Job and its pods from the lists' versions, keeping g up to date from the
-// events alone (one list, then one event per change: a 1,000-pod job is not listed again at
-// each pod's deletion), until both are gone (true), a watch ends (false, nil: the caller lists
-// again) or fails, or ctx ends (its error).
-func (g *gone) follow(ctx context.Context, jobs batchclient.JobInterface, pods coreclient.PodInterface, jobSel, podSel, jobRV, podRV string) (bool, error) {
-	jw, err := jobs.Watch(ctx, metav1.ListOptions{FieldSelector: jobSel, ResourceVersion: jobRV})
-	if err != nil {
-		return false, err
+	if podErr == nil {
+		st.SetPods(pods)
+	} else {
+		rep.Failed(podErr)
 	}
-	defer jw.Stop()
-	pw, err := pods.Watch(ctx, metav1.ListOptions{LabelSelector: podSel, ResourceVersion: podRV})
-	if err != nil {
-		return false, err
+	if gone(st, job) {
+		return nil
 	}
-	defer pw.Stop()
+	// A stream whose list failed lists again ("") before it watches.
+	if jobErr != nil {
+		jobRV = ""
+	}
+	if podErr != nil {
+		podRV = ""
+	}
+	updates := w.Start(watchCtx, jobRV, podRV)
 	for {
 		select {
-		case ev, ok := <-jw.ResultChan():
-			if !ok || ev.Type == watch.Error {
-				return false, nil
-			}
-			if j, isJob := ev.Object.(*batchv1.Job); isJob && j.UID == g.job.UID {
-				g.jobThere = ev.Type != watch.Deleted
-			}
-		case ev, ok := <-pw.ResultChan():
-			if !ok || ev.Type == watch.Error {
-				return false, nil
-			}
-			if p, isPod := ev.Object.(*corev1.Pod); isPod {
-				if ev.Type == watch.Deleted {
-					delete(g.left, p.UID)
-				} else {
-					g.left[p.UID] = *p
-				}
-			}
 		case <-ctx.Done():
-			return false, ctx.Err()
+			return waitErr(ctx, job, remaining(st), timeout, ctx.Err())
+		case u := <-updates:
+			if u.Err == nil {
+				st.Apply(u)
+				u.Err = st.Drain(updates)
+			}
+			if u.Err != nil {
+				return waitErr(ctx, job, remaining(st), timeout, u.Err)
+			}
 		}
-		if g.done() {
-			return true, nil
+		if gone(st, job) {
+			return nil
 		}
 	}
+}
+
+// gone reports whether st shows the Job with job's UID and all its pods gone.
+func gone(st *jobwatch.State, job *batchv1.Job) bool {
+	jobThere := st.Job != nil && st.Job.UID == job.UID
+	return st.JobListed && st.PodsListed && !jobThere && len(st.Pods) == 0
+}
+
+// remaining is the pods st still knows.
+func remaining(st *jobwatch.State) []corev1.Pod {
+	out := make([]corev1.Pod, 0, len(st.Pods))
+	for _, p := range st.Pods {
+		out = append(out, *p)
+	}
+	return out
 }
 
 func waitErr(ctx context.Context, job *batchv1.Job, remaining []corev1.Pod, timeout time.Duration, err error) error {

@@ -18,8 +18,14 @@ const PageSize = 500
 // resourceVersion (every page is of the first page's snapshot: the point a watch continues
 // from). The caller keeps only the Owned ones once it knows the Job's UID.
 func List(ctx context.Context, client kubernetes.Interface, namespace, job string) ([]corev1.Pod, string, error) {
+	return ListSelected(ctx, client, namespace, Selector(job))
+}
+
+// ListSelected reads the pods selector selects (Selector, UIDSelector), PageSize at a time, and
+// the list's resourceVersion.
+func ListSelected(ctx context.Context, client kubernetes.Interface, namespace, selector string) ([]corev1.Pod, string, error) {
 	pods := []corev1.Pod{}
-	rv, err := pages.Each(ctx, metav1.ListOptions{LabelSelector: Selector(job), Limit: PageSize}, client.CoreV1().Pods(namespace).List,
+	rv, err := pages.Each(ctx, metav1.ListOptions{LabelSelector: selector, Limit: PageSize}, client.CoreV1().Pods(namespace).List,
 		func(page *corev1.PodList) { pods = append(pods, page.Items...) })
 	if err != nil {
 		return nil, "", err

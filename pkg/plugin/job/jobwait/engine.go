@@ -5,7 +5,6 @@ package jobwait
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"time"
@@ -13,15 +12,13 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/cache"
-	watchtools "k8s.io/client-go/tools/watch"
 
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/job/jobpods"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/job/jobstatus"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/job/jobwatch"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/util/exitcode"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/util/outage"
 )
@@ -53,16 +50,15 @@ type Options struct {
 }
 
 // Until blocks until the Job reaches a terminal status, ctx ends, o.Timeout passes, or the job
-// cannot start (o.StuckTimeout, Kueue's refusal), writing each transition to progress. It reads the Job once, then follows it with a watch
-// (list+watch by field selector through an informer, which relists on its own if the watch
-// breaks or its resourceVersion expires), never by polling.
+// cannot start (o.StuckTimeout, Kueue's refusal), writing each transition to progress. It reads
+// the Job once, then follows it and its pods with jobwatch (a list, then a watch of each, which
+// resumes or lists again by itself if the watch breaks or its resourceVersion expires), never
+// by polling.
 //
 // A terminal status is not an error here: use Err on Outcome.Result for the exit code. Errors
 // are a missing Job (NotFound), a timeout (Timeout), an interruption or an API failure.
 func Until(ctx context.Context, client kubernetes.Interface, t Target, o Options, progress io.Writer) (Outcome, error) {
-	timeout := o.Timeout
-	jobs := client.BatchV1().Jobs(t.Namespace)
-	job, err := jobs.Get(ctx, t.Name, metav1.GetOptions{})
+	job, err := client.BatchV1().Jobs(t.Namespace).Get(ctx, t.Name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return Outcome{Result: jobstatus.Of(nil, nil)}, exitcode.WithCode(exitcode.NotFound,
 			fmt.Errorf("job.batch %q not found in namespace %q", t.Name, t.Namespace))
@@ -70,7 +66,8 @@ func Until(ctx context.Context, client kubernetes.Interface, t Target, o Options
 	if err != nil {
 		return Outcome{}, fmt.Errorf("reading job.batch/%s: %w", t.Name, err)
 	}
-	w := &waiter{target: t, progress: progress}
+	w := &waiter{target: t, progress: progress, workload: o.Workload,
+		stuck: jobwatch.Stuckness{Job: t.Name, Namespace: t.Namespace, Timeout: o.StuckTimeout, Progress: progress}}
 	if t.UID != "" && job.UID != t.UID {
 		w.gone()
 		return w.outcome(), nil
@@ -82,83 +79,98 @@ func Until(ctx context.Context, client kubernetes.Interface, t Target, o Options
 		return w.outcome(), nil
 	}
 
-	// The pods are watched beside the Job, to say (and end the wait) when ranks cannot start.
-	sctx, stop := context.WithCancelCause(ctx)
-	w.stuck = newStuckWatch(client, w.target, o, progress, stop)
-	go w.stuck.run(outage.QuietContext(sctx), t.Namespace, w.target.UID)
-	defer func() {
-		stop(nil)
-		<-w.stuck.done
-	}()
-	w.stuck.setJob(job)
-
-	wctx, cancel := sctx, context.CancelFunc(func() {})
-	if timeout > 0 {
-		wctx, cancel = context.WithTimeout(sctx, timeout)
+	wctx, cancel := ctx, context.CancelFunc(func() {})
+	if o.Timeout > 0 {
+		wctx, cancel = context.WithTimeout(ctx, o.Timeout)
 	}
 	defer cancel()
-	selector := fields.OneTermEqualSelector("metadata.name", t.Name).String()
-	// The informer's reflector retries failed lists and watches by itself, with client-go's
-	// backoff (jittered, capped at 30 s; UntilWithSync has no option to shorten it), and logs
-	// each failure as an error: QuietContext moves those to -v=2 and report says an outage
-	// once and its end once, and any other failure once until a request works again.
-	reach := outage.New(progress, "waiting for job.batch/"+t.Name, nil)
-	saidOther := false
-	report := func(err error) {
-		switch {
-		case err == nil:
-			reach.OK()
-			saidOther = false
-		case !reach.Failed(err) && !saidOther && ctx.Err() == nil:
-			saidOther = true
-			fmt.Fprintf(progress, "watching job.batch/%s: %v (retrying)\n", t.Name, err)
-		}
-	}
-	lw := &cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
-			opts.FieldSelector = selector
-			l, err := jobs.List(ctx, opts)
-			report(err)
-			return l, err
-		},
-		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-			opts.FieldSelector = selector
-			w, err := jobs.Watch(ctx, opts)
-			report(err)
-			return w, err
-		},
-	}
-	// The precondition covers a Job deleted between the get and the list: no event would
-	// ever come for it.
-	precondition := func(store cache.Store) (bool, error) {
-		obj, exists, err := store.GetByKey(t.Namespace + "/" + t.Name)
-		if err != nil {
-			return false, err
-		}
-		if !exists {
-			w.gone()
-			return true, nil
-		}
-		j, ok := obj.(*batchv1.Job)
-		return ok && w.observe(j), nil
-	}
-	// The wrapper tells the informer whether client can stream its initial list (fake clients
-	// cannot), so it falls back to list+watch where it must.
-	_, err = watchtools.UntilWithSync(outage.QuietContext(wctx), cache.ToListWatcherWithWatchListSemantics(lw, client), &batchv1.Job{}, precondition, w.event)
+	// The pods are watched beside the Job, to say (and end the wait) when ranks cannot start;
+	// their failures other than an outage are not the wait's to say.
+	watcher := jobwatch.Job{Client: client, Namespace: t.Namespace, Name: t.Name, PodSelector: jobpods.UIDSelector(w.target.UID),
+		QuietPods: true, Retry: jobwatch.Retry{Reach: outage.New(progress, "waiting for job.batch/"+t.Name, nil), ErrOut: progress,
+			Backoff: func() *wait.Backoff { return outage.Backoff(retryFirst, retryCap) }}}
+	st := jobwatch.NewState(t.Name)
+	st.Job = job
+	err = w.follow(wctx, st, watcher.Start(wctx, "", ""))
 	switch {
 	case err == nil:
 		return w.outcome(), nil
 	case ctx.Err() != nil:
 		return w.outcome(), fmt.Errorf("interrupted while waiting for job.batch/%s (last status: %s): %w",
 			t.Name, Describe(w.last()), ctx.Err())
-	case sctx.Err() != nil:
-		// The stuck watch ended the wait: its cause carries the exit code.
-		return w.outcome(), context.Cause(sctx)
 	case wctx.Err() != nil:
 		return w.outcome(), exitcode.WithCode(exitcode.Timeout, fmt.Errorf("timed out after %s waiting for job.batch/%s (last status: %s)",
-			timeout, t.Name, Describe(w.last())))
+			o.Timeout, t.Name, Describe(w.last())))
 	}
-	return w.outcome(), fmt.Errorf("watching job.batch/%s: %w", t.Name, err)
+	// Stuck ranks or Kueue's refusal: the error carries the exit code.
+	return w.outcome(), err
+}
+
+// retryFirst and retryCap bound the pause before a failed list or watch is tried again.
+const (
+	retryFirst = 250 * time.Millisecond
+	retryCap   = 4 * time.Second
+)
+
+// workloadPoll is how often the Workload of a job waiting in a queue is read again when the
+// Job itself does not change: Kueue's verdict lives on the Workload, which is not watched.
+const workloadPoll = 30 * time.Second
+
+// follow applies the watches' updates to st until the Job is terminal or gone (nil), ranks
+// cannot start or Kueue refuses the job (that error), or ctx ends (its error). Each burst of
+// updates is one decision.
+func (w *waiter) follow(ctx context.Context, st *jobwatch.State, updates <-chan jobwatch.Update) error {
+	poll := time.NewTicker(workloadPoll)
+	defer poll.Stop()
+	var (
+		seen  *batchv1.Job // the state of the Job last observed
+		read  *batchv1.Job // the state its Workload was last read for
+		wl    *jobstatus.Workload
+		first = true
+	)
+	for {
+		polled := false
+		if !first {
+			var due <-chan time.Time
+			if d := w.stuck.Due(); !d.IsZero() {
+				due = time.After(time.Until(d))
+			}
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case u := <-updates:
+				st.Apply(u)
+			case <-due:
+			case <-poll.C:
+				polled = true
+			}
+			_ = st.Drain(updates)
+		}
+		first = false
+		job := st.Job
+		if st.JobListed && (job == nil || job.UID != w.target.UID) {
+			w.gone()
+			return nil
+		}
+		if job != seen {
+			seen = job
+			if w.observe(job) {
+				return nil
+			}
+		}
+		if job != read || polled {
+			read, wl = job, nil
+			if jobstatus.WithWorkload(jobstatus.Of(job, nil), job, nil).Reason == jobstatus.Queued && w.workload != nil {
+				// A Workload that cannot be read leaves the job Queued: the wait goes on.
+				if got, err := w.workload(ctx, job); err == nil {
+					wl = got
+				}
+			}
+		}
+		if err := w.stuck.Check(time.Now(), st, w.target.UID, wl); err != nil {
+			return err
+		}
+	}
 }
 
 // waiter holds what one wait has seen. Its methods run on one goroutine at a time: the caller's
@@ -168,7 +180,9 @@ type waiter struct {
 	progress io.Writer
 	prev     *jobstatus.Result
 	job      *batchv1.Job
-	stuck    *stuckWatch // nil until the watch starts
+	// stuck says when ranks cannot start (or Kueue refuses the job), and ends the wait.
+	stuck    jobwatch.Stuckness
+	workload WorkloadReader
 }
 
 // observe records a state of the Job, prints the transition and reports whether it is terminal.
@@ -181,11 +195,8 @@ func (w *waiter) observe(job *batchv1.Job) bool {
 		return true
 	}
 	w.job = job
-	if w.stuck != nil {
-		w.stuck.setJob(job)
-	}
-	// Kueue's Workload is read by the stuck watch, which ends the wait when Kueue refuses the
-	// job; here a job waiting in a queue reads as Queued.
+	// Kueue's Workload is read beside the stuck decision, which ends the wait when Kueue
+	// refuses the job; here a job waiting in a queue reads as Queued.
 	return w.record(jobstatus.WithWorkload(jobstatus.Of(job, nil), job, nil))
 }
 
@@ -204,25 +215,6 @@ func (w *waiter) record(r jobstatus.Result) bool {
 	return r.Status.Terminal()
 }
 
-func (w *waiter) event(ev watch.Event) (bool, error) {
-	switch ev.Type {
-	case watch.Added, watch.Modified:
-		if job, ok := ev.Object.(*batchv1.Job); ok {
-			return w.observe(job), nil
-		}
-	case watch.Deleted:
-		if job, ok := ev.Object.(*batchv1.Job); ok && job.Name == w.target.Name && job.Namespace == w.target.Namespace {
-			if job.UID == w.target.UID || w.target.UID == "" {
-				w.gone()
-				return true, nil
-			}
-		}
-	case watch.Error:
-		return false, errors.New(apierrors.FromObject(ev.Object).Error())
-	}
-	return false, nil
-}
-
 func (w *waiter) last() jobstatus.Result {
 	if w.prev == nil {
 		return jobstatus.Result{Status: jobstatus.Unknown}
@@ -233,3 +225,7 @@ func (w *waiter) last() jobstatus.Result {
 func (w *waiter) outcome() Outcome {
 	return Outcome{Result: w.last(), Job: w.job}
 }
+
+// WorkloadReader reads Kueue's Workload of a job waiting in a queue (kueue.WorkloadOf); nil,
+// nil when there is none to read.
+type WorkloadReader func(ctx context.Context, job *batchv1.Job) (*jobstatus.Workload, error)

@@ -12,18 +12,13 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/klog/v2"
 
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/job/jobpods"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/job/jobstatus"
-	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/job/jobwait"
-	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/job/triage"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/job/jobwatch"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/util/outage"
 )
 
@@ -51,37 +46,20 @@ type tailer struct {
 func (e *Engine) Follow(ctx context.Context, cfg Config) (jobstatus.Result, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-
+	f := e.newFollower(cfg)
 	// One Job list and one pod list, in parallel: the streams start from them at once, not
 	// after a watch has synced. Watches then continue from each list's resourceVersion, so no
 	// change in between is missed.
-	var (
-		jobs      []batchv1.Job
-		jobRV     string
-		jobErr    error
-		wg        sync.WaitGroup
-		jobByName = fields.OneTermEqualSelector("metadata.name", cfg.Job).String()
-	)
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		jobs, jobRV, jobErr = e.listJob(ctx, cfg, jobByName)
-	}()
-	pods, podRV, err := e.listPods(ctx, cfg)
-	wg.Wait()
+	jobs, jobRV, pods, podRV, jobErr, podErr := f.watch.List(ctx)
 	if jobErr != nil {
-		return jobstatus.Result{}, jobErr
+		return jobstatus.Result{}, fmt.Errorf("reading job.batch/%s: %w", cfg.Job, jobErr)
 	}
-	if err != nil {
-		return jobstatus.Result{}, err
+	if podErr != nil {
+		return jobstatus.Result{}, listErr(cfg, podErr)
 	}
-
-	f := &follower{e: e, cfg: cfg, out: &syncWriter{w: e.Out}, tailers: map[types.UID]*tailer{}, pods: map[types.UID]*corev1.Pod{},
-		reach: outage.New(e.ErrOut, "following job.batch/"+cfg.Job, e.Clock),
-		stuck: jobwait.Stuckness{Job: cfg.Job, Namespace: cfg.Namespace, Timeout: cfg.StuckTimeout, Progress: e.ErrOut}}
-	f.setJobs(jobs)
-	f.setPods(pods)
-	res, done, err := f.jobState(f.job)
+	f.st.SetJobs(jobs)
+	f.st.SetPods(pods)
+	res, done, err := f.jobState()
 	if err != nil {
 		return res, err
 	}
@@ -92,289 +70,132 @@ func (e *Engine) Follow(ctx context.Context, cfg Config) (jobstatus.Result, erro
 	// Streams are canceled apart from the watches: the last read needs them stopped first.
 	streamCtx, stopStreams := context.WithCancel(ctx)
 	defer stopStreams()
+	f.stopStreams = func() {
+		stopStreams()
+		f.wait()
+	}
 	if err := f.reconcile(streamCtx); err != nil {
 		return res, err
 	}
-
-	updates := make(chan update, 64)
-	jobsClient := e.Client.BatchV1().Jobs(cfg.Namespace)
-	go e.watchFrom(ctx, jobRV, updates, source{
-		what:  "job.batch/" + cfg.Job,
-		reach: f.reach,
-		list: func(ctx context.Context) ([]runtime.Object, string, error) {
-			jobs, rv, err := e.listJob(ctx, cfg, jobByName)
-			objs := make([]runtime.Object, len(jobs))
-			for i := range jobs {
-				objs[i] = &jobs[i]
-			}
-			return objs, rv, err
-		},
-		watch: func(ctx context.Context, rv string) (watch.Interface, error) {
-			return jobsClient.Watch(ctx, metav1.ListOptions{FieldSelector: jobByName, ResourceVersion: rv, AllowWatchBookmarks: true})
-		},
-	})
-	podsClient := e.Client.CoreV1().Pods(cfg.Namespace)
-	selector := jobpods.Selector(cfg.Job)
-	go e.watchFrom(ctx, podRV, updates, source{
-		isPod: true,
-		reach: f.reach,
-		what:  "the pods of job.batch/" + cfg.Job,
-		list: func(ctx context.Context) ([]runtime.Object, string, error) {
-			pods, rv, err := e.listPods(ctx, cfg)
-			objs := make([]runtime.Object, len(pods))
-			for i := range pods {
-				objs[i] = &pods[i]
-			}
-			return objs, rv, err
-		},
-		watch: func(ctx context.Context, rv string) (watch.Interface, error) {
-			return podsClient.Watch(ctx, metav1.ListOptions{LabelSelector: selector, ResourceVersion: rv, AllowWatchBookmarks: true})
-		},
-	})
-
-	// draining is set once the Job is canceled while ranks still run (see drained), until they
-	// are done or the deadline passes (drainOver).
-	var (
-		draining, drainOver bool
-		deadline, tick      <-chan time.Time
-	)
 	if err := f.checkStuck(); err != nil {
-		stopStreams()
-		f.wait()
+		f.stopStreams()
 		return res, err
 	}
-	for {
-		// A job whose ranks cannot start is looked at again when --stuck-timeout would pass,
-		// even if nothing changes by then.
-		var stuckDue <-chan time.Time
-		if d := f.stuck.Due(); !d.IsZero() {
-			stuckDue = time.After(time.Until(d))
+	return f.run(ctx, streamCtx, f.watch.Start(ctx, jobRV, podRV))
+}
+
+func (e *Engine) newFollower(cfg Config) *follower {
+	reach := outage.New(e.ErrOut, "following job.batch/"+cfg.Job, e.Clock)
+	return &follower{e: e, cfg: cfg, out: &syncWriter{w: e.Out}, tailers: map[types.UID]*tailer{},
+		st:    jobwatch.NewState(cfg.Job),
+		reach: reach,
+		watch: jobwatch.Job{Client: e.Client, Namespace: cfg.Namespace, Name: cfg.Job, PodSelector: jobpods.Selector(cfg.Job),
+			Retry: jobwatch.Retry{Reach: reach, ErrOut: e.ErrOut, Backoff: e.backoff}},
+		stuck: jobwatch.Stuckness{Job: cfg.Job, Namespace: cfg.Namespace, Timeout: cfg.StuckTimeout, Progress: e.ErrOut}}
+}
+
+// run follows the watches' updates until the Job is over (then the last read), ranks cannot
+// start (Stuck), or ctx ends. Each burst of updates is one decision (step).
+func (f *follower) run(ctx, streamCtx context.Context, updates <-chan jobwatch.Update) (jobstatus.Result, error) {
+	defer func() {
+		if f.drain.ticker != nil {
+			f.drain.ticker.Stop()
 		}
-		select {
-		case <-ctx.Done():
-			stopStreams()
-			f.wait()
-			return jobstatus.Result{}, ctx.Err()
-		case u := <-updates:
-			f.apply(u)
-		case <-tick:
-		case <-stuckDue:
-		case <-deadline:
-			draining, drainOver = false, true
+	}()
+	for {
+		if err := f.await(ctx, updates); err != nil {
+			f.stopStreams()
+			return jobstatus.Result{}, err
 		}
 		// Apply whatever else is queued before deciding: one decision per burst of events.
-		for drained := false; !drained; {
-			select {
-			case u := <-updates:
-				f.apply(u)
-			default:
-				drained = true
-			}
+		_ = f.st.Drain(updates)
+		res, done, err := f.step(streamCtx)
+		switch {
+		case err != nil:
+			return res, err
+		case !done:
+			continue
 		}
-		res, done, err := f.jobState(f.job)
+		f.stopStreams()
+		// A fresh list: the pod watch may lag the Job's.
+		pods, _, err := f.e.listPods(ctx, f.cfg)
 		if err != nil {
 			return res, err
 		}
-		if done && res.Status == jobstatus.Canceled && !draining && !drainOver && !f.drained() {
-			// A cancel sends SIGTERM: the ranks may still print their last lines (a final
-			// checkpoint) until they exit. A real kubelet ends each stream when its container
-			// exits, so the live streams read those lines; wait for that, as long as the pods'
-			// grace period allows. (A simulated kubelet never ends a stream: its pods are
-			// deleted instead, which ends the wait too.)
-			draining = true
-			deadline = time.After(f.drainBound())
-			ticker := time.NewTicker(drainPoll)
-			defer ticker.Stop()
-			tick = ticker.C
-		}
-		if done && draining && !f.drained() {
-			if err := f.reconcile(streamCtx); err != nil {
-				return res, err
-			}
-			continue
-		}
-		if done {
-			stopStreams()
-			f.wait()
-			// A fresh list: the pod watch may lag the Job's.
-			pods, _, err := e.listPods(ctx, cfg)
-			if err != nil {
-				return res, err
-			}
-			return res, f.lastRead(ctx, pods)
-		}
-		if err := f.checkStuck(); err != nil {
-			stopStreams()
-			f.wait()
-			return res, err
-		}
-		if err := f.reconcile(streamCtx); err != nil {
-			return res, err
-		}
+		return res, f.lastRead(ctx, pods)
 	}
+}
+
+// await blocks until an update comes (and applies it), a timer of the follow fires, or ctx
+// ends (its error). A job whose ranks cannot start is looked at again when --stuck-timeout
+// would pass, even if nothing changes by then.
+func (f *follower) await(ctx context.Context, updates <-chan jobwatch.Update) error {
+	var stuckDue <-chan time.Time
+	if d := f.stuck.Due(); !d.IsZero() {
+		stuckDue = time.After(time.Until(d))
+	}
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case u := <-updates:
+		f.st.Apply(u)
+	case <-f.drain.tick:
+	case <-stuckDue:
+	case <-f.drain.deadline:
+		f.drain.active, f.drain.over = false, true
+	}
+	return nil
+}
+
+// step decides, after a burst of updates, whether following is over (done: the caller reads the
+// last lines), and otherwise says stuck ranks and starts or stops streams. An error ends
+// following; the streams are then stopped, except on a refused --max-log-requests.
+func (f *follower) step(streamCtx context.Context) (jobstatus.Result, bool, error) {
+	res, done, err := f.jobState()
+	if err != nil {
+		return res, false, err
+	}
+	if done && res.Status == jobstatus.Canceled && !f.drain.active && !f.drain.over && !f.drained() {
+		f.startDrain()
+	}
+	switch {
+	case done && f.drain.active && !f.drained():
+		return res, false, f.reconcile(streamCtx)
+	case done:
+		return res, true, nil
+	}
+	if err := f.checkStuck(); err != nil {
+		f.stopStreams()
+		return res, false, err
+	}
+	return res, false, f.reconcile(streamCtx)
+}
+
+// drainState is set once the Job is canceled while ranks still run (see drained), until they
+// are done or the deadline passes (over).
+type drainState struct {
+	active, over   bool
+	deadline, tick <-chan time.Time
+	ticker         *time.Ticker
+}
+
+// startDrain waits for a canceled job's ranks to stop. A cancel sends SIGTERM: the ranks may
+// still print their last lines (a final checkpoint) until they exit. A real kubelet ends each
+// stream when its container exits, so the live streams read those lines; wait for that, as
+// long as the pods' grace period allows. (A simulated kubelet never ends a stream: its pods
+// are deleted instead, which ends the wait too.)
+func (f *follower) startDrain() {
+	f.drain.active = true
+	f.drain.deadline = time.After(f.drainBound())
+	f.drain.ticker = time.NewTicker(drainPoll)
+	f.drain.tick = f.drain.ticker.C
 }
 
 // checkStuck says, once, when ranks of the Job cannot start, and ends following (exit code
 // Stuck) once that has lasted cfg.StuckTimeout. Kueue's Workload is not read here: a queued
 // job is said to wait in its queue, and followed until it runs.
 func (f *follower) checkStuck() error {
-	if f.job == nil {
-		return nil
-	}
-	var pods []corev1.Pod
-	for _, p := range f.pods {
-		if jobpods.Owned(p, f.uid) {
-			pods = append(pods, *p)
-		}
-	}
-	r := jobstatus.WithWorkload(jobstatus.Of(f.job, nil), f.job, nil)
-	return f.stuck.Observe(time.Now(), r, triage.StuckOf(f.job, pods, r))
-}
-
-// listJob lists the Job by name: one request, and a resourceVersion to watch it from.
-func (e *Engine) listJob(ctx context.Context, cfg Config, byName string) ([]batchv1.Job, string, error) {
-	l, err := e.Client.BatchV1().Jobs(cfg.Namespace).List(ctx, metav1.ListOptions{FieldSelector: byName})
-	if err != nil {
-		return nil, "", fmt.Errorf("reading job.batch/%s: %w", cfg.Job, err)
-	}
-	return l.Items, l.ResourceVersion, nil
-}
-
-// update is one change from a watch, or (relist) the whole new state after the watch's
-// resourceVersion expired.
-type update struct {
-	isPod  bool
-	ev     watch.Event
-	resync bool // relist holds every object: it replaces what was known
-	relist []runtime.Object
-}
-
-// source lists and watches one kind of object.
-type source struct {
-	isPod bool
-	what  string
-	reach *outage.Reporter
-	list  func(ctx context.Context) ([]runtime.Object, string, error)
-	watch func(ctx context.Context, rv string) (watch.Interface, error)
-}
-
-// watchFrom watches from resourceVersion rv until ctx ends, sending each change to out. A
-// watch that closes is reopened from the last version seen (bookmarks included), so nothing is
-// missed or repeated; a version the server no longer has (410 Gone) means changes may have
-// been missed, so the objects are listed again and the whole list is sent. Failures are
-// retried with backoff; an unreachable server is src.reach's to report, any other failure is
-// said once on ErrOut until the watch works again.
-//
-// This is the loop of client-go's RetryWatcher plus the relist on 410 that RetryWatcher leaves
-// to its caller (it stops there), and it shares the follower's outage reporting and backoff;
-// an informer would keep a cache of every pod the follower already keeps itself.
-func (e *Engine) watchFrom(ctx context.Context, rv string, out chan<- update, src source) {
-	isPod := src.isPod
-	failing := false
-	bo := e.backoff()
-	fail := func(err error) bool {
-		if ctx.Err() != nil {
-			return false
-		}
-		if !src.reach.Failed(err) && !failing {
-			fmt.Fprintf(e.ErrOut, "watching %s: %v (retrying)\n", src.what, err)
-			failing = true
-		}
-		select {
-		case <-ctx.Done():
-			return false
-		case <-time.After(bo.Step()):
-			return true
-		}
-	}
-	send := func(u update) bool {
-		select {
-		case out <- u:
-			return true
-		case <-ctx.Done():
-			return false
-		}
-	}
-	relist := false
-	for ctx.Err() == nil {
-		if relist {
-			objs, newRV, err := src.list(ctx)
-			if err != nil {
-				if !fail(err) {
-					return
-				}
-				continue
-			}
-			if !send(update{isPod: isPod, resync: true, relist: objs}) {
-				return
-			}
-			rv, relist = newRV, false
-		}
-		w, err := src.watch(ctx, rv)
-		if err != nil {
-			if apierrors.IsResourceExpired(err) || apierrors.IsGone(err) {
-				relist = true
-				continue
-			}
-			if !fail(err) {
-				return
-			}
-			continue
-		}
-		var events int
-		relist, events = e.drainWatch(ctx, w, &rv, isPod, send, func() {
-			// The server answers only once an event (a bookmark at least) arrives: client-go
-			// turns a connection cut before the answer into an empty watch and no error.
-			failing = false
-			src.reach.OK()
-			bo = e.backoff()
-		})
-		w.Stop()
-		if events == 0 && !relist && ctx.Err() == nil {
-			// Ended before its first event: a cut connection (or a server that ends watches at
-			// once) is a failure to wait out, not a reason to reopen in a tight loop.
-			if !fail(io.ErrUnexpectedEOF) {
-				return
-			}
-		}
-	}
-}
-
-// drainWatch forwards w's events until it closes or ctx ends, advancing *rv. It reports
-// whether the objects must be listed again (the watch's version expired), and how many events
-// it got; first runs at the first.
-func (e *Engine) drainWatch(ctx context.Context, w watch.Interface, rv *string, isPod bool, send func(update) bool, first func()) (bool, int) {
-	events := 0
-	for {
-		select {
-		case <-ctx.Done():
-			return false, events
-		case ev, ok := <-w.ResultChan():
-			if !ok {
-				return false, events
-			}
-			if ev.Type == watch.Error {
-				err := apierrors.FromObject(ev.Object)
-				return apierrors.IsResourceExpired(err) || apierrors.IsGone(err), events
-			}
-			if events++; events == 1 {
-				first()
-			}
-			switch ev.Type {
-			case watch.Bookmark:
-				if m, err := meta.Accessor(ev.Object); err == nil && m.GetResourceVersion() != "" {
-					*rv = m.GetResourceVersion()
-				}
-				continue
-			}
-			if m, err := meta.Accessor(ev.Object); err == nil && m.GetResourceVersion() != "" {
-				*rv = m.GetResourceVersion()
-			}
-			if !send(update{ev: ev, isPod: isPod}) {
-				return false, events
-			}
-		}
-	}
+	return f.stuck.Check(time.Now(), f.st, f.uid, nil)
 }
 
 type follower struct {
@@ -391,11 +212,14 @@ type follower struct {
 	noLogSaid atomic.Bool // a rank's "no log yet" was said: the others' are not
 	kubeletM  sync.Mutex
 	kubelets  map[string]*outage.Reporter
-	// What the lists and watches say now: the Job (nil when absent) and its selected pods.
-	job  *batchv1.Job
-	pods map[types.UID]*corev1.Pod
+	// watch lists and watches the Job and its pods; st is what they say now.
+	watch jobwatch.Job
+	st    *jobwatch.State
 	// stuck says when ranks cannot start, and ends following when that lasts.
-	stuck jobwait.Stuckness
+	stuck jobwatch.Stuckness
+	drain drainState
+	// stopStreams stops every stream and waits for their goroutines.
+	stopStreams func()
 	// attempts numbers the attempts of the pods followed, for all of the follow.
 	attempts attempts
 }
@@ -409,70 +233,10 @@ func (f *follower) writer(tl *tailer) io.Writer {
 	return f.out
 }
 
-func (f *follower) setJobs(jobs []batchv1.Job) {
-	f.job = nil
-	for i := range jobs {
-		if jobs[i].Name == f.cfg.Job {
-			f.job = &jobs[i]
-		}
-	}
-}
-
-func (f *follower) setPods(pods []corev1.Pod) {
-	clear(f.pods)
-	for i := range pods {
-		f.pods[pods[i].UID] = &pods[i]
-	}
-}
-
-// apply records one update in the follower's view of the Job and its pods.
-func (f *follower) apply(u update) {
-	if u.resync {
-		if u.isPod {
-			clear(f.pods)
-			for _, o := range u.relist {
-				if p, ok := o.(*corev1.Pod); ok {
-					f.pods[p.UID] = p
-				}
-			}
-			return
-		}
-		f.job = nil
-		for _, o := range u.relist {
-			if j, ok := o.(*batchv1.Job); ok && j.Name == f.cfg.Job {
-				f.job = j
-			}
-		}
-		return
-	}
-	if u.isPod {
-		p, ok := u.ev.Object.(*corev1.Pod)
-		if !ok {
-			return
-		}
-		if u.ev.Type == watch.Deleted {
-			delete(f.pods, p.UID)
-		} else {
-			f.pods[p.UID] = p
-		}
-		return
-	}
-	j, ok := u.ev.Object.(*batchv1.Job)
-	if !ok || j.Name != f.cfg.Job {
-		return
-	}
-	if u.ev.Type == watch.Deleted {
-		if f.job != nil && f.job.UID == j.UID {
-			f.job = nil
-		}
-		return
-	}
-	f.job = j
-}
-
 // jobState decides whether following is over. A Job that disappears, or is replaced by a
 // same-name Job with another UID, was canceled.
-func (f *follower) jobState(job *batchv1.Job) (jobstatus.Result, bool, error) {
+func (f *follower) jobState() (jobstatus.Result, bool, error) {
+	job := f.st.Job
 	switch {
 	case job == nil && !f.seen:
 		return jobstatus.Result{Status: jobstatus.Unknown}, false,
@@ -492,7 +256,7 @@ func (f *follower) jobState(job *batchv1.Job) (jobstatus.Result, bool, error) {
 func (f *follower) reconcile(ctx context.Context) error {
 	live := map[types.UID]bool{}
 	var start []Target
-	for _, pod := range f.pods {
+	for _, pod := range f.st.Pods {
 		if !jobpods.Owned(pod, f.uid) {
 			continue
 		}
@@ -550,12 +314,12 @@ const drainPoll = 100 * time.Millisecond
 // or its stream ended after the container stopped, or nothing is stopping it (the Job is not
 // being deleted and the pod is not terminating: an orphaned pod runs on).
 func (f *follower) drained() bool {
-	jobDeleting := f.job != nil && f.job.DeletionTimestamp != nil
+	jobDeleting := f.st.Job != nil && f.st.Job.DeletionTimestamp != nil
 	for uid, tl := range f.tailers {
 		if tl.gone || tl.complete.Load() {
 			continue
 		}
-		if p := f.pods[uid]; jobDeleting || (p != nil && p.DeletionTimestamp != nil) {
+		if p := f.st.Pods[uid]; jobDeleting || (p != nil && p.DeletionTimestamp != nil) {
 			return false
 		}
 	}
@@ -567,7 +331,7 @@ func (f *follower) drained() bool {
 // minutes.
 func (f *follower) drainBound() time.Duration {
 	grace := int64(30)
-	for _, p := range f.pods {
+	for _, p := range f.st.Pods {
 		if g := p.Spec.TerminationGracePeriodSeconds; g != nil && *g > grace {
 			grace = *g
 		}

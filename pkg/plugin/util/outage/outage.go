@@ -170,10 +170,9 @@ func Backoff(first, limit time.Duration) *wait.Backoff {
 }
 
 // QuietContext returns ctx with a logger that logs everything DetailLevel levels further down:
-// errors and unconditional infos at -v=DetailLevel instead of always. client-go's reflector
-// (under the informer `wait` uses) logs every failed list and watch as an error, and a watch
-// that ends early as a warning, one line per retry; the Reporter says what the user needs
-// instead.
+// errors and unconditional infos at -v=DetailLevel instead of always. client-go logs a watch
+// cut mid-body as an error, one line per retry (jobwatch's streams run under it); the
+// Reporter says what the user needs instead.
 func QuietContext(ctx context.Context) context.Context {
 	l := klog.FromContext(ctx)
 	return klog.NewContext(ctx, logr.New(demoted{LogSink: l.GetSink()}))
@@ -184,7 +183,7 @@ type demoted struct{ logr.LogSink }
 
 // Init does not reach the wrapped sink: it was initialised by the logger it came from, and it
 // is shared (klog's global one), so logr.New calling Init on it from two goroutines at once
-// (two waits starting their informers) wrote its call depth while the other's reflector read it
+// (two streams starting at once) wrote its call depth while the other's reflector read it
 // (found by -race).
 func (d demoted) Init(logr.RuntimeInfo) {}
 

@@ -1,4 +1,4 @@
-package jobwait
+package jobwatch
 
 import (
 	"fmt"
@@ -6,37 +6,18 @@ import (
 	"strings"
 	"time"
 
-	"github.com/spf13/pflag"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/job/jobstatus"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/job/triage"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/util/exitcode"
 )
 
-// DefaultStuckTimeout is --stuck-timeout's default: long enough for a slow image pull's
-// back-off or a cluster autoscaler to bring a node, short enough that a job that can never
-// start does not hold a script (or a CI run) for hours.
-const DefaultStuckTimeout = 10 * time.Minute
-
-// AddStuckTimeoutFlag declares --stuck-timeout, which wait, logs -f and submit --wait/--follow
-// share, setting *d to its default.
-func AddStuckTimeoutFlag(fl *pflag.FlagSet, d *time.Duration) {
-	fl.DurationVar(d, "stuck-timeout", DefaultStuckTimeout, "Give up (exit code 12) once ranks have been unable to start for this long, as when an image cannot be pulled "+
-		"or no node can take a pod; 0 waits forever.")
-}
-
-// ValidateStuckTimeout checks a --stuck-timeout value: 0 means no limit, a negative one is a
-// usage error.
-func ValidateStuckTimeout(d time.Duration) error {
-	if d < 0 {
-		return exitcode.Usagef("invalid --stuck-timeout %s: must not be negative", d)
-	}
-	return nil
-}
-
-// Stuckness follows whether a job cannot start, for a command that waits on it: it says a
-// finding once on progress (again only when it changes), and turns one that lasts Timeout, or
-// Kueue's refusal, into the command's error. The time is the caller's, so it is a state
+// Stuckness follows whether a job cannot start, for a command that waits on it (wait, logs -f,
+// submit --wait|--follow), the one home of that decision, fed by a Job's State (Check): it says
+// a finding once on progress (again only when it changes), and turns one that lasts Timeout,
+// or Kueue's refusal, into the command's error. Which pods cannot start is triage.StuckOf's to
+// judge, by the rules replicas and diagnose share. The time is the caller's, so it is a state
 // machine a test drives step by step.
 type Stuckness struct {
 	Job, Namespace string
@@ -115,6 +96,17 @@ func (st *Stuckness) Observe(now time.Time, r jobstatus.Result, s *triage.Stuck)
 			st.Job, st.Timeout, s.Issue.Reason, s.Issue.Message, st.Job, st.Namespace))
 	}
 	return nil
+}
+
+// Check observes the job as st shows it at now: the Job with uid and its pods, with wl the
+// Kueue Workload of a queued job (nil when not read: the job then reads as Queued). It returns
+// the error that ends the wait, if any. Nothing is decided before the Job is seen.
+func (st *Stuckness) Check(now time.Time, s *State, uid types.UID, wl *jobstatus.Workload) error {
+	if s.Job == nil {
+		return nil
+	}
+	r := jobstatus.WithWorkload(jobstatus.Of(s.Job, nil), s.Job, wl)
+	return st.Observe(now, r, triage.StuckOf(s.Job, s.Owned(uid), r))
 }
 
 // Due is when the current stuck spell reaches Timeout: the caller looks again then, even if
