@@ -5,7 +5,9 @@
 //   - `submit --workdir DIR` (scan, pack into a tar.zst, upload while the Job is suspended)
 //     against `tar -c DIR | zstd > FILE` followed by `rclone copy FILE`;
 //   - `results JOB --download DIR` of 1,000 objects of 1 MiB against `rclone copy` of the same
-//     prefix.
+//     prefix;
+//   - a --checkpoint-dir checkpoint (1 GiB) uploaded and restored by the wrapper's `stage run`
+//     against `rclone copy` up and down.
 //
 // Both kubectl-tao commands run as the real binary, start-up included. They need a Kubernetes
 // API server only for a few small requests (submit: create the Job and its Secret, resume the
@@ -60,8 +62,9 @@ func main() {
 	treeMiB := flag.Int("tree-mib", 100, "size of the --workdir tree in MiB")
 	objects := flag.Int("objects", 1000, "objects of the results download")
 	objectKiB := flag.Int("object-kib", 1024, "size of each downloaded object in KiB")
+	checkpointMiB := flag.Int("checkpoint-mib", 1024, "size of the --checkpoint-dir checkpoint in MiB (10240 for the 10 GiB case)")
 	benchutil.Main(func() error {
-		return run(tools.Runs, tools.Tao, *rclone, *files, *treeMiB, *objects, *objectKiB)
+		return run(tools.Runs, tools.Tao, *rclone, *files, *treeMiB, *objects, *objectKiB, *checkpointMiB)
 	})
 }
 
@@ -74,7 +77,7 @@ func defaultRclone() string {
 	return filepath.Join(cache, "kubectl-tao", "tools", "rclone-"+rcloneVersion, "rclone")
 }
 
-func run(runs int, tao, rclone string, files, treeMiB, objects, objectKiB int) error {
+func run(runs int, tao, rclone string, files, treeMiB, objects, objectKiB, checkpointMiB int) error {
 	if rclone != "" {
 		if _, err := os.Stat(rclone); err != nil {
 			return fmt.Errorf("rclone %s not found at %s (make rclone, or -rclone \"\" to leave it out): %w", rcloneVersion, rclone, err)
@@ -204,7 +207,7 @@ func run(runs int, tao, rclone string, files, treeMiB, objects, objectKiB int) e
 		benchutil.Row("rclone copy REMOTE:BUCKET/PREFIX DIR", benchutil.Median(dlRclone))
 		ratio("ratio kubectl-tao / rclone", benchutil.Median(dlTao), benchutil.Median(dlRclone))
 	}
-	return nil
+	return checkpointBench(ctx, srv.Client, env, tao, rclone, tmp, runs, checkpointMiB)
 }
 
 func ratio(what string, a, b benchutil.Summary) {

@@ -144,3 +144,11 @@ func (s *Server) Keys(prefix string) []string {
 	}
 	return keys
 }
+
+// WriteError answers a request as S3 refuses one: status with an XML error of code (for an
+// Options.Wrap that injects failures).
+func WriteError(w http.ResponseWriter, status int, code string) {
+	w.Header().Set("Content-Type", "application/xml")
+	w.WriteHeader(status)
+	_, _ = w.Write([]byte(`<?xml version="1.0" encoding="UTF-8"?><Error><Code>` + code + `</Code><Message>injected</Message></Error>`))
+}

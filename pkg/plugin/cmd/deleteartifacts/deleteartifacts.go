@@ -188,7 +188,7 @@ func Eligible(job *batchv1.Job) error {
 		return err
 	}
 	if !has {
-		return fmt.Errorf("job.batch/%s was not submitted with --output-path or a --workdir through S3: it has no results in S3 (use `kubectl tao delete %s -n %s` to delete the job)",
+		return fmt.Errorf("job.batch/%s was not submitted with --output-path, --checkpoint-dir or a --workdir through S3: it has no results in S3 (use `kubectl tao delete %s -n %s` to delete the job)",
 			job.Name, job.Name, job.Namespace)
 	}
 	return nil

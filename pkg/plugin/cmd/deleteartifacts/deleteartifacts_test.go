@@ -207,3 +207,19 @@ func TestDeletesTheLogArchive(t *testing.T) {
 		t.Errorf("left %s\nwant %s", got, want)
 	}
 }
+
+// A job that kept only checkpoints (--checkpoint-dir, no --output-path) has results in S3:
+// delete-artifacts takes it and removes them with the rest of its run.
+func TestDeletesTheCheckpoints(t *testing.T) {
+	e := setup(t, fixture.Job("train").Namespace("default").UID("uid-1").Condition(batchv1.JobFailed, "", "").
+		Annotation(s3layout.AnnotationCheckpoints, `{"dir":"/ckpt"}`).Annotation(s3layout.AnnotationS3Secret, s3layout.SecretName("train")).Obj())
+	e.s3.Put(s3layout.CheckpointManifestKey("results/train/uid-1/", 0), `{"version":1,"rank":0,"files":[]}`)
+	e.s3.Put(s3layout.CheckpointFilesPrefix("results/train/uid-1/", 0)+"step-4.pt", "0123456789")
+	code, out, errOut := e.run(e.s3.Env(), "delete-artifacts", "train")
+	if code != 0 || !strings.HasPrefix(out, "job.batch/train deleted; 4 objects") {
+		t.Fatalf("exit %d\nstdout %q\nstderr %s", code, out, errOut)
+	}
+	if keys := e.s3.Keys("results/train/uid-1/"); len(keys) != 0 {
+		t.Errorf("left %q", keys)
+	}
+}

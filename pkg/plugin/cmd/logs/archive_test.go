@@ -128,11 +128,16 @@ func TestLogsFromArchiveWhilePodsExist(t *testing.T) {
 		{"train", "--uid", "x", "--timestamps"},
 		{"train", "--attempt", "1", "-f"},
 		{"train", "--attempt", "-1"},
+		{"train", "--attempt", "0"},
 		{"train", "--from-archive", "--container", "x"},
 		{"train", "--uid", "a/b"},
 	} {
 		if r := runArchive(cmdtest.Cmd{Client: c}, env, args...); r.Code != 2 || r.Stdout != "" {
 			t.Errorf("%v: exit %d %q %s", args, r.Code, r.Stdout, r.Stderr)
 		}
+	}
+	// Attempts count from 1: an explicit 0 is refused, not read as "every attempt".
+	if r := runArchive(cmdtest.Cmd{Client: c}, env, "train", "--attempt", "0"); !strings.Contains(r.Stderr, "--attempt must be 1 or more, got 0") {
+		t.Errorf("--attempt 0: exit %d %s", r.Code, r.Stderr)
 	}
 }

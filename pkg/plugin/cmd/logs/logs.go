@@ -62,6 +62,8 @@ type Options struct {
 	StuckTimeout   time.Duration
 
 	prefixSet bool
+	// attemptSet is --attempt given: an explicit 0 names no attempt (they count from 1).
+	attemptSet bool
 	// save, with --save, takes each attempt's lines instead of stdout.
 	save    *tail.SaveFiles
 	getenv  func(string) string
@@ -125,6 +127,7 @@ func (o *Options) Complete(cmd *cobra.Command, args []string) error {
 	}
 	o.Job = name
 	o.prefixSet = cmd.Flags().Changed("prefix")
+	o.attemptSet = cmd.Flags().Changed("attempt")
 	ns, err := o.factory.Namespace()
 	if err != nil {
 		return err
@@ -180,7 +183,7 @@ func (o *Options) Validate() error {
 			return exitcode.WithCode(exitcode.Usage, err)
 		}
 	}
-	if o.Attempt < 0 {
+	if o.Attempt < 0 || o.attemptSet && o.Attempt == 0 {
 		return exitcode.Usagef("--attempt must be 1 or more, got %d", o.Attempt)
 	}
 	if o.fromArchive() {

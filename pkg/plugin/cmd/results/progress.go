@@ -3,20 +3,11 @@ package results
 import (
 	"fmt"
 	"io"
-	"os"
 	"sync/atomic"
 	"time"
 
 	"github.com/schollz/progressbar/v3"
-	"golang.org/x/term"
 )
-
-// isTerminal reports whether w is a terminal: the progress bar is drawn only there, so that a
-// redirected or piped stderr stays quiet.
-func isTerminal(w io.Writer) bool {
-	f, ok := w.(*os.File)
-	return ok && term.IsTerminal(int(f.Fd()))
-}
 
 // progress is --download's bar: objects, bytes, rate and ETA, redrawn in place on stderr.
 type progress struct {

@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	cmdutil "github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmd/util"
 	"github.com/kubectl-tao/kubectl-tao/test/testutil/testbuf"
 )
 
@@ -19,7 +20,7 @@ func TestProgressShowsObjectsAndBytes(t *testing.T) {
 	if !strings.Contains(out, "2/2 objects") || !strings.Contains(out, "3.0 MiB") || !strings.HasSuffix(out, "\n") {
 		t.Errorf("bar output %q", out)
 	}
-	if isTerminal(&w) {
+	if cmdutil.IsTerminal(&w) {
 		t.Error("a buffer is a terminal")
 	}
 }

@@ -114,6 +114,9 @@ type Listing struct {
 	// Prefix is the s3:// URL of the run's results prefix; the objects' keys are relative to it.
 	Prefix  string      `json:"prefix"`
 	Objects []s3.Object `json:"objects"`
+	// Checkpoints are the complete checkpoints of a job with --checkpoint-dir, apart from the
+	// objects, which leave out the checkpoints' own.
+	Checkpoints []jobresults.Checkpoint `json:"checkpoints,omitempty"`
 }
 
 // RunList is every run of a job name; -o json with --all-runs prints it.
@@ -144,7 +147,7 @@ func (o *Options) Run(ctx context.Context) error {
 			return err
 		}
 		if !has {
-			return fmt.Errorf("job.batch/%s was not submitted with --output-path or a --workdir through S3: it has no results in S3 (an earlier run of the name may: see --all-runs)", job.Name)
+			return fmt.Errorf("job.batch/%s was not submitted with --output-path, --checkpoint-dir or a --workdir through S3: it has no results in S3 (an earlier run of the name may: see --all-runs)", job.Name)
 		}
 	}
 	lookup := jobresults.Lookup{Namespace: o.namespace, Name: o.name, Job: job, UID: o.UID, Source: jobresults.Source{Getenv: o.getenv, Secret: o.S3Secret}}
@@ -177,11 +180,17 @@ func (o *Options) Run(ctx context.Context) error {
 	if o.Download != "" {
 		return o.download(ctx, run.Client, l, prefix, objs)
 	}
+	if l.Checkpoints, err = o.checkpoints(ctx, run, job, objs); err != nil {
+		return err
+	}
 	for _, obj := range objs {
+		if strings.HasPrefix(obj.Key, s3layout.CheckpointsPrefix(prefix)) {
+			continue
+		}
 		obj.Key = strings.TrimPrefix(obj.Key, prefix)
 		l.Objects = append(l.Objects, obj)
 	}
-	if len(l.Objects) == 0 {
+	if len(l.Objects) == 0 && len(l.Checkpoints) == 0 {
 		// The Job's own run may simply not have written yet; a run named by --uid, or the only
 		// run of a Job that is gone, with nothing in it does not exist.
 		if !ownRun(job, uid) && len(o.Include) == 0 {
@@ -190,6 +199,19 @@ func (o *Options) Run(ctx context.Context) error {
 		fmt.Fprintf(o.ErrOut, "No objects under %s yet.\n", l.Prefix)
 	}
 	return o.printListing(l)
+}
+
+// checkpoints are the run's complete checkpoints, named as the Job names them (its
+// --checkpoint-pattern; the defaults once it is gone).
+func (o *Options) checkpoints(ctx context.Context, run jobresults.RunRef, job *batchv1.Job, objs []s3.Object) ([]jobresults.Checkpoint, error) {
+	settings := s3layout.CheckpointSettings{}
+	if job != nil {
+		var err error
+		if settings, _, err = jobresults.Checkpoints(job); err != nil {
+			return nil, err
+		}
+	}
+	return jobresults.ListCheckpoints(ctx, run.Client, run.Bucket, run.Prefix, objs, settings.PatternsOrDefault())
 }
 
 // Fetched is what --download did; -o json prints it.
@@ -210,7 +232,7 @@ func (o *Options) download(ctx context.Context, store *minio.Client, l Listing, 
 	}
 	tree := s3.Tree{Bucket: l.Bucket, Prefix: prefix, Objects: objs, Dir: o.Download}
 	var bar *progress
-	if isTerminal(o.ErrOut) {
+	if cmdutil.IsTerminal(o.ErrOut) {
 		bar = newProgress(o.ErrOut, len(objs), total)
 		tree.Progress = bar
 	}
@@ -236,9 +258,36 @@ func (o *Options) printListing(l Listing) error {
 	if !o.out.Human() {
 		return o.out.Print(o.Out, l)
 	}
-	if len(l.Objects) == 0 {
+	if len(l.Objects) > 0 {
+		if err := o.printObjects(l); err != nil {
+			return err
+		}
+	}
+	if len(l.Checkpoints) == 0 {
 		return nil
 	}
+	if len(l.Objects) > 0 {
+		fmt.Fprintln(o.Out)
+	}
+	t := &metav1.Table{ColumnDefinitions: []metav1.TableColumnDefinition{
+		{Name: "Rank", Type: "integer"},
+		{Name: "Checkpoint", Type: "string"},
+		{Name: "Size", Type: "string"},
+		{Name: "Written", Type: "string"},
+		{Name: "Resume", Type: "string"},
+	}}
+	for _, c := range l.Checkpoints {
+		resume := ""
+		if c.Resume {
+			resume = "*"
+		}
+		t.Rows = append(t.Rows, metav1.TableRow{Cells: []any{int64(c.Rank), c.Path, s3.HumanBytes(c.Size), stamp(c.Written), resume}})
+	}
+	return o.out.PrintTable(o.Out, t)
+}
+
+// printObjects is the table of the run's objects.
+func (o *Options) printObjects(l Listing) error {
 	t := &metav1.Table{ColumnDefinitions: []metav1.TableColumnDefinition{
 		{Name: "Key", Type: "string"},
 		{Name: "Size", Type: "string"},

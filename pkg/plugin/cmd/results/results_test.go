@@ -286,7 +286,50 @@ func TestListsARunWithOnlyItsWorkdirSnapshot(t *testing.T) {
 		t.Errorf("solo: %+v", r)
 	}
 	// Its snapshot travelled in a ConfigMap: nothing of it is in S3.
-	if r := e.run(e.shell(), "cm"); r.Code != 1 || !strings.Contains(r.Stderr, "job.batch/cm was not submitted with --output-path or a --workdir through S3") {
+	if r := e.run(e.shell(), "cm"); r.Code != 1 || !strings.Contains(r.Stderr, "job.batch/cm was not submitted with --output-path, --checkpoint-dir or a --workdir through S3") {
 		t.Errorf("cm: %+v", r)
+	}
+}
+
+// A job with --checkpoint-dir: its checkpoints are listed apart, by rank, newest first, the one
+// a new attempt resumes from marked, and the checkpoints' own objects are not among the outputs.
+func TestListsCheckpointsApart(t *testing.T) {
+	srv := s3fake.Start(t, s3fake.Options{Bucket: "results-bucket", AccessKey: accessKey, SecretKey: secretKey, Now: t0})
+	prefix := "results/ddp/uid-5/"
+	srv.Put(prefix+"results/final.pth", "0123456789")
+	for rank, files := range map[int][]string{0: {"step-4.pt", "step-9.pt", "notes.txt"}, 1: {"shard-9.pt"}} {
+		var m s3layout.Manifest
+		m.Version, m.Rank = s3layout.ManifestVersion, rank
+		for i, rel := range files {
+			f, err := s3layout.NewManifestFile(prefix, rank, rel, int64(100*(i+1)), t0.Add(time.Duration(i)*time.Minute))
+			if err != nil {
+				t.Fatal(err)
+			}
+			srv.Put(f.Key, strings.Repeat("x", int(f.Size)))
+			m.Files = append(m.Files, f)
+		}
+		data, err := s3layout.EncodeManifest(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv.Put(s3layout.CheckpointManifestKey(prefix, rank), string(data))
+	}
+	job := fixture.Job("ddp").Namespace("default").UID("uid-5").Condition(batchv1.JobFailed, "", "").
+		Annotation(s3layout.AnnotationCheckpoints, `{"dir":"/ckpt"}`).Annotation(s3layout.AnnotationS3Secret, "ddp-s3").Obj()
+	e := &env{t: t, url: srv.Endpoint, client: fake.NewClientset(job)}
+	r := e.run(e.shell(), "ddp")
+	want := "KEY                 SIZE   LAST-MODIFIED\n" +
+		"results/final.pth   10 B   2026-11-30T09:00:00Z\n" +
+		"\n" +
+		"RANK   CHECKPOINT   SIZE    WRITTEN                RESUME\n" +
+		"0      step-9.pt    200 B   2026-11-30T09:01:00Z   *\n" +
+		"0      step-4.pt    100 B   2026-11-30T09:00:00Z   \n" +
+		"1      shard-9.pt   100 B   2026-11-30T09:00:00Z   \n"
+	if r.Code != 0 || r.Stdout != want {
+		t.Fatalf("exit %d\nstdout:\n%s\nwant:\n%s\nstderr: %s", r.Code, r.Stdout, want, r.Stderr)
+	}
+	r = e.run(e.shell(), "ddp", "-o", "jsonpath={.checkpoints[?(@.resume)].path}")
+	if r.Code != 0 || r.Stdout != "step-9.pt" {
+		t.Errorf("jsonpath: exit %d %q %s", r.Code, r.Stdout, r.Stderr)
 	}
 }

@@ -14,27 +14,34 @@ import (
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 
 	cmdutil "github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmd/util"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/job/jobspec"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/storage/checkpoint"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/storage/logarchive"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/storage/s3"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/storage/s3layout"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/util/exitcode"
 )
 
-// EnvNodeRank is the rank variable the Job sets on multi-node pods; a single-node pod has none
-// and is rank 0.
-const EnvNodeRank = "NODE_RANK"
-
 // RunOptions are the flags of `stage run -- COMMAND...`.
 type RunOptions struct {
 	Interval time.Duration
+	// NoLogArchive runs the command for its checkpoints alone: no log is kept.
+	NoLogArchive bool
 
 	argv    []string
 	getenv  func(string) string
 	signals <-chan os.Signal
 	// upload is nil when the archive cannot be uploaded (warned about in Complete).
 	upload logarchive.Upload
+	// checkpoints is set when the Job keeps checkpoints (TAO_STAGE_CHECKPOINT_DIR).
+	checkpoints *checkpoint.Config
+
 	genericiooptions.IOStreams
 }
+
+// yield lowers the wrapper's priority once the command runs; the tests, which run the wrapper
+// in their own process, keep theirs.
+var yield = checkpoint.Yield
 
 // stagingError gives the wrapper's own failure code to an error of `stage run` itself, so that
 // it is never taken for the command's (see s3layout.ExitStageRun).
@@ -46,12 +53,16 @@ func newRunCmd(streams genericiooptions.IOStreams, getenv func(string) string) *
 		Use:   "run -- COMMAND [ARG...]",
 		Short: "Run the command, passing its output through, and archive its log below the run's results prefix",
 		Long: "Runs COMMAND with its stdout and stderr passed through as they come and kept in a file, uploaded to " +
-			"results/<job>/<uid>/" + s3layout.ToolDir + "/logs/rank-<$" + EnvNodeRank + ">.<$" + s3layout.EnvPodName + ">.log every --interval and when it " +
+			"results/<job>/<uid>/" + s3layout.ToolDir + "/logs/rank-<$" + jobspec.EnvNodeRank + ">.<$" + s3layout.EnvPodName + ">.log every --interval and when it " +
 			"ends; SIGTERM and SIGINT are forwarded to it; the exit code is its own. An archive that cannot be uploaded " +
-			"is a warning: the command runs all the same.",
+			"is a warning: the command runs all the same. With $" + s3layout.EnvStageCheckpointDir + " the checkpoints of every rank are " +
+			"restored into it first (exit 201 when they cannot be), the command is told " + s3layout.EnvCheckpointDir + ", " + s3layout.EnvAttempt +
+			" and " + s3layout.EnvResumeCheckpoint + ", its complete files are uploaded while it runs, and flushed when it ends, before the log " +
+			"archive (exit 202 when that fails after a success).",
 		RunE: cmdutil.RunE(o),
 	}
 	cmd.Flags().DurationVar(&o.Interval, "interval", o.Interval, "how often the log is uploaded while the command runs")
+	cmd.Flags().BoolVar(&o.NoLogArchive, "no-log-archive", o.NoLogArchive, "keep no log archive (the checkpoints are still kept)")
 	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return stagingError(err) })
 	return cmd
 }
@@ -65,6 +76,18 @@ func (o *RunOptions) Complete(cmd *cobra.Command, args []string) error {
 	o.argv = args
 	if o.Interval <= 0 {
 		return stagingError(fmt.Errorf("--interval must be positive"))
+	}
+	if o.getenv(s3layout.EnvStageCheckpointDir) != "" {
+		// Unlike the log archive, kept checkpoints are not optional: an attempt that cannot
+		// restore them would start over from step 0 (exit 201, no retry spent).
+		c, err := checkpointTarget(o.getenv)
+		if err != nil {
+			return exitcode.WithCode(s3layout.ExitStageIn, fmt.Errorf("checkpoints: %w", err))
+		}
+		o.checkpoints = c
+	}
+	if o.NoLogArchive {
+		return nil
 	}
 	upload, err := o.archiveTarget()
 	if err != nil {
@@ -85,11 +108,9 @@ func (o *RunOptions) archiveTarget() (logarchive.Upload, error) {
 	if err != nil {
 		return nil, err
 	}
-	rank := 0
-	if v := o.getenv(EnvNodeRank); v != "" {
-		if rank, err = strconv.Atoi(v); err != nil || rank < 0 {
-			return nil, fmt.Errorf("$%s=%q is not a rank", EnvNodeRank, v)
-		}
+	rank, err := nodeRank(o.getenv)
+	if err != nil {
+		return nil, err
 	}
 	client, err := s3.NewClient(cfg, nil)
 	if err != nil {
@@ -134,5 +155,67 @@ func (o *RunOptions) Run(ctx context.Context) error {
 			r.Upload = nil
 		}
 	}
-	return exitcode.Passthrough(r.Run(ctx))
+	var finished error
+	if o.checkpoints != nil {
+		c := o.checkpoints
+		// The restore and the uploads are said in the attempt's archive too.
+		notes := logarchive.NewNotes(o.ErrOut)
+		r.Notes = notes
+		start := func() (*checkpoint.Session, error) {
+			return checkpoint.Start(ctx, c.Target, o.getenv(s3layout.EnvPodName), c.Keep, notes)
+		}
+		if c.OnVolume {
+			start = func() (*checkpoint.Session, error) {
+				return checkpoint.StartOnVolume(c.Target, o.getenv(s3layout.EnvPodName), notes)
+			}
+		}
+		sess, err := start()
+		if err != nil {
+			return exitcode.WithCode(s3layout.ExitStageIn, err)
+		}
+		r.Env = sess.Env()
+		// The uploads must never take the CPUs that feed the GPUs.
+		r.Started = yield
+		r.Ended = func() { finished = sess.Finish(ctx, c.FinalTimeout()) }
+		// The checkpoints took up to half the grace period; the archive and the outputs share
+		// the rest.
+		if c.Grace > 0 {
+			r.FinalTimeout = max(logarchive.DefaultFinalTimeout, c.Grace/4)
+		}
+	}
+	code := r.Run(ctx)
+	if finished != nil {
+		if code == 0 {
+			return finished
+		}
+		fmt.Fprintf(o.ErrOut, "kubectl-tao: %v\n", finished)
+	}
+	return exitcode.Passthrough(code)
+}
+
+// checkpointTarget reads the checkpoint settings submit gave the pod, for this rank.
+func checkpointTarget(getenv func(string) string) (*checkpoint.Config, error) {
+	rank, err := nodeRank(getenv)
+	if err != nil {
+		return nil, err
+	}
+	c, err := checkpoint.FromEnv(getenv, rank)
+	if err != nil {
+		return nil, err
+	}
+	return &c, nil
+}
+
+// nodeRank is the pod's rank: $NODE_RANK, which the Job sets on multi-node pods; a single-node
+// pod has none and is rank 0.
+func nodeRank(getenv func(string) string) (int, error) {
+	v := getenv(jobspec.EnvNodeRank)
+	if v == "" {
+		return 0, nil
+	}
+	rank, err := strconv.Atoi(v)
+	if err != nil || rank < 0 {
+		return 0, fmt.Errorf("$%s=%q is not a rank", jobspec.EnvNodeRank, v)
+	}
+	return rank, nil
 }

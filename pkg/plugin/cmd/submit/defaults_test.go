@@ -81,6 +81,8 @@ func TestDefaultsFileErrors(t *testing.T) {
 			[]string{`"namespace" is not a flag a defaults file can set`}},
 		{"a bad value the command judges names the file", "apiVersion: kubectl-tao.dev/v1alpha1\nkind: Config\nsubmit:\n  shm-size: lots\n",
 			[]string{"--image", "img"}, []string{"shm-size", "(the defaults file ", "config.yaml set --shm-size)"}},
+		{"which run to resume from is not a standing preference", "apiVersion: kubectl-tao.dev/v1alpha1\nkind: Config\nsubmit:\n  resume-from: old\n", nil,
+			[]string{`"resume-from" is not a flag a defaults file can set`}},
 		{"wrong apiVersion", "apiVersion: v9\nkind: Config\n", nil, []string{`config.yaml:1: apiVersion "v9" is not supported`}},
 	}
 	for _, tc := range tests {

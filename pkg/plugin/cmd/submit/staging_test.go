@@ -173,7 +173,19 @@ func TestSubmitStagingUsageErrors(t *testing.T) {
 		{[]string{"j", "--image", "img", "--stager-image", "s", "--output-path", "/r/../s/", "--", "true"}, `may not contain ".."`},
 		{[]string{"j", "--image", "img", "--stager-image", "s", "--output-path", "r/", "--", "true"}, "must be absolute"},
 		{[]string{"j", "--image", "img", "--stager-image", "s", "--output-path", "/.kubectl-tao/logs", "--", "true"}, "under /.kubectl-tao"},
-		{[]string{"j", "--image", "img", "--s3-secret", "team", "--", "true"}, "--s3-secret only applies with --input, --output-path or --workdir"},
+		{[]string{"j", "--image", "img", "--s3-secret", "team", "--", "true"}, "--s3-secret only applies with --input, --output-path, --checkpoint-dir or --workdir"},
+		{[]string{"j", "--image", "img", "--checkpoint-keep", "3", "--", "true"}, "--checkpoint-keep only applies with --checkpoint-dir"},
+		{[]string{"j", "--image", "img", "--checkpoint-pattern", "*.bin", "--", "true"}, "--checkpoint-pattern only applies with --checkpoint-dir"},
+		{[]string{"j", "--image", "img", "--stager-image", "s", "--checkpoint-dir", "ckpt", "--", "true"}, "--checkpoint-dir: "},
+		{[]string{"j", "--image", "img", "--stager-image", "s", "--checkpoint-dir", "/ckpt", "--checkpoint-keep", "0", "--", "true"}, "invalid --checkpoint-keep 0"},
+		{[]string{"j", "--image", "img", "--stager-image", "s", "--checkpoint-dir", "/ckpt", "--checkpoint-pattern", "", "--", "true"}, "--checkpoint-pattern: empty pattern"},
+		{[]string{"j", "--image", "img", "--stager-image", "s", "--checkpoint-dir", "/ckpt", "--env", "TAO_ATTEMPT=3", "--", "true"}, `invalid --env "TAO_ATTEMPT"`},
+		{[]string{"j", "--image", "img", "--stager-image", "s", "--checkpoint-dir", "/p/c", "--volume", "pvc:/p", "--s3-secret", "x", "--", "true"}, "--s3-secret: --checkpoint-dir /p/c is on a --volume"},
+		{[]string{"j", "--image", "img", "--termination-grace-period", "0s", "--", "true"}, "invalid --termination-grace-period 0s"},
+		{[]string{"j", "--image", "img", "--status-file", "results/status.json", "--", "true"}, `--status-file "results/status.json": must be an absolute, clean path`},
+		{[]string{"j", "--image", "img", "--status-file", "/results//status.json", "--", "true"}, "must be an absolute, clean path"},
+		{[]string{"j", "--image", "img", "--status-file", "/results/", "--", "true"}, "must be an absolute, clean path"},
+		{[]string{"j", "--image", "img", "--checkpoint-dir", "/ckpt", "--", "true"}, "development build (v0.0.0-dev) with no published stager image, which --input, --output-path, --checkpoint-dir"},
 		{[]string{"j", "--image", "img", "--output-path", "/r", "--", "true"}, "development build (v0.0.0-dev) with no published stager image"},
 	} {
 		c := newClient()
@@ -184,6 +196,90 @@ func TestSubmitStagingUsageErrors(t *testing.T) {
 		if len(c.Actions()) != 0 {
 			t.Errorf("%v: actions %v, want none", tc.args, c.Actions())
 		}
+	}
+}
+
+// --checkpoint-dir needs the S3 credentials --output-path needs, refused the same way, with
+// nothing created.
+func TestSubmitCheckpointsMissingCredentialsCreateNothing(t *testing.T) {
+	c := newClient()
+	r := runEnv(t, cmdtest.Cmd{Client: c}, map[string]string{"SECRET_KEY": secretKey},
+		"train", "--image", "img", "--gpus", "0", "--stager-image", "s", "--checkpoint-dir", "/ckpt", "--", "true")
+	if r.Code != int(exitcode.Usage) || !strings.Contains(r.Stderr, "S3 staging needs ACCESS_KEY, S3_BUCKET_NAME in the submitting shell") {
+		t.Fatalf("got %+v", r)
+	}
+	if len(c.Actions()) != 0 {
+		t.Errorf("actions = %v, want none", c.Actions())
+	}
+	noLeak(t, "the output", r.Stdout+r.Stderr)
+}
+
+// A job with --checkpoint-dir runs `stage run` on every rank with the checkpoint settings, its
+// pods' grace period as asked, and the credentials by reference only.
+func TestSubmitCheckpoints(t *testing.T) {
+	c := newClient()
+	r := runEnv(t, cmdtest.Cmd{Client: c}, shellCreds, "ddp", "--image", "img", "--gpus", "0", "--nodes", "2", "--stager-image", "s",
+		"--checkpoint-dir", "/ckpt/", "--checkpoint-keep", "4", "--checkpoint-pattern", "*.pt", "--checkpoint-pattern", "step-*", "--termination-grace-period", "3m",
+		"--", "python", "train.py")
+	if r.Code != 0 {
+		t.Fatalf("got %+v", r)
+	}
+	job, err := c.BatchV1().Jobs("default").Get(context.Background(), "ddp", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod := job.Spec.Template.Spec
+	env := map[string]string{}
+	for _, e := range pod.Containers[0].Env {
+		env[e.Name] = e.Value
+	}
+	for k, want := range map[string]string{
+		s3layout.EnvStageCheckpointDir: "/ckpt", s3layout.EnvStageCheckpointKeep: "4",
+		s3layout.EnvStageCheckpointPatterns: "*.pt\nstep-*", s3layout.EnvStageGracePeriod: "180",
+	} {
+		if env[k] != want {
+			t.Errorf("$%s = %q, want %q", k, env[k], want)
+		}
+	}
+	if g := pod.TerminationGracePeriodSeconds; g == nil || *g != 180 {
+		t.Errorf("terminationGracePeriodSeconds = %v, want 180", g)
+	}
+	if script := pod.Containers[0].Command[2]; !strings.Contains(script, `exec "$$TAO_STAGER" stage run -- "$$@"`) {
+		t.Errorf("the command does not run under stage run:\n%s", script)
+	}
+	noLeakInRequests(t, c)
+}
+
+// A --checkpoint-dir on a --volume needs no S3: no credentials, no Secret, the wrapper alone
+// (to number the attempts and name the checkpoint to resume from).
+func TestSubmitCheckpointsOnAVolume(t *testing.T) {
+	c := newClient()
+	r := runEnv(t, cmdtest.Cmd{Client: c}, nil, "pvc", "--image", "img", "--gpus", "0", "--stager-image", "s",
+		"--volume", "ckpts:/pvc", "--checkpoint-dir", "/pvc/run1", "--", "python", "train.py")
+	if r.Code != 0 {
+		t.Fatalf("got %+v", r)
+	}
+	job, err := c.BatchV1().Jobs("default").Get(context.Background(), "pvc", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{}
+	for _, e := range job.Spec.Template.Spec.Containers[0].Env {
+		env[e.Name] = e.Value
+	}
+	if env[s3layout.EnvStageCheckpointOnVolume] != "1" || env[s3layout.EnvStageCheckpointDir] != "/pvc/run1" {
+		t.Errorf("env %v", env)
+	}
+	if _, ok := env[s3layout.EnvAccessKey]; ok {
+		t.Error("the pod gets S3 credentials it does not need")
+	}
+	for _, a := range c.Actions() {
+		if a.GetVerb() == "create" && a.GetResource().Resource == "secrets" {
+			t.Error("a Secret was created")
+		}
+	}
+	if got := job.Annotations[s3layout.AnnotationCheckpoints]; got != `{"dir":"/pvc/run1","onVolume":true}` {
+		t.Errorf("annotation %s", got)
 	}
 }
 

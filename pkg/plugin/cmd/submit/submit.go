@@ -71,6 +71,8 @@ type Options struct {
 	Follow     bool
 	// StuckTimeout is --stuck-timeout, for --wait and --follow.
 	StuckTimeout time.Duration
+	// ResumeFrom and ResumeFromUID name the earlier run whose checkpoints the job starts from.
+	ResumeFrom, ResumeFromUID string
 
 	// Set by Complete.
 	spec    jobspec.Spec
@@ -125,6 +127,8 @@ func NewCmd(f cmdutil.Factory, streams genericiooptions.IOStreams, clk clock.Pas
 	fl.BoolVar(&o.Wait, "wait", o.Wait, "After creating the job, wait until it ends, as 'kubectl tao wait' does (progress on stderr, exit code of the outcome).")
 	fl.BoolVar(&o.Follow, "follow", o.Follow, "After creating the job, follow every rank's log as 'kubectl tao logs -f' does (exit code of the outcome); Ctrl-C detaches, the job keeps running.")
 	jobwait.AddStuckTimeoutFlag(fl, &o.StuckTimeout)
+	fl.StringVar(&o.ResumeFrom, "resume-from", o.ResumeFrom, "With --checkpoint-dir, start from the checkpoints of an earlier job of this name (its run in S3, also once the Job is gone) instead of from step 0.")
+	fl.StringVar(&o.ResumeFromUID, "resume-from-uid", o.ResumeFromUID, "The run of --resume-from to start from, when that name had several runs (see `kubectl tao results NAME`).")
 	cmdutil.AddDryRunFlag(cmd, &o.DryRunFlag)
 	o.PrintFlags.AddFlags(cmd)
 	return cmd
@@ -190,6 +194,15 @@ func (o *Options) complete(cmd *cobra.Command, args []string) error {
 	if cmd.Flags().Changed("deadline") {
 		o.spec.Deadline = &o.Deadline
 	}
+	if cmd.Flags().Changed("termination-grace-period") {
+		o.spec.TerminationGracePeriod = &o.TerminationGracePeriod
+	}
+	if cmd.Flags().Changed("status-file") {
+		if err := jobspec.ValidateStatusFile(o.StatusFile); err != nil {
+			return exitcode.WithCode(exitcode.Usage, err)
+		}
+		o.spec.StatusFile = &o.StatusFile
+	}
 	for _, raw := range o.Volumes {
 		v, err := jobspec.ParseVolume(raw)
 		if err != nil {
@@ -246,19 +259,35 @@ func (o *Options) completeSecretEnv() ([]jobspec.KeyValue, error) {
 	return out, nil
 }
 
-// completeStaging turns --input, --output-path, --s3-secret and --stager-image into the spec's
-// staging, with the credentials from the shell unless --s3-secret names a Secret. nil without
-// --input and --output-path.
+// completeStaging turns --input, --output-path, --checkpoint-dir, --s3-secret and --stager-image
+// into the spec's staging, with the credentials from the shell unless --s3-secret names a
+// Secret. nil without --input, --output-path and --checkpoint-dir.
 func (o *Options) completeStaging(cmd *cobra.Command) (*jobspec.Staging, error) {
-	if len(o.Inputs) == 0 && len(o.Outputs) == 0 && !o.workdirViaS3() {
+	if o.CheckpointDir == "" {
+		for _, flag := range []string{"checkpoint-keep", "checkpoint-pattern"} {
+			if cmd.Flags().Changed(flag) {
+				return nil, fmt.Errorf("--%s only applies with --checkpoint-dir", flag)
+			}
+		}
+	}
+	if len(o.Inputs) == 0 && len(o.Outputs) == 0 && o.CheckpointDir == "" && !o.workdirViaS3() {
 		for _, flag := range []string{"s3-secret", "stager-image"} {
 			if cmd.Flags().Changed(flag) && (flag == "s3-secret" || o.Workdir == "") {
-				return nil, fmt.Errorf("--%s only applies with --input, --output-path or --workdir", flag)
+				return nil, fmt.Errorf("--%s only applies with --input, --output-path, --checkpoint-dir or --workdir", flag)
 			}
 		}
 		return nil, nil
 	}
 	st := &jobspec.Staging{StagerImage: o.StagerImage, ExistingSecret: o.S3Secret, NoLogArchive: o.NoLogArchive}
+	if o.CheckpointDir != "" {
+		st.Checkpoints = &jobspec.Checkpoints{Dir: s3layout.CleanOutputPath(o.CheckpointDir), Keep: o.CheckpointKeep}
+		// On a --volume with nothing else to stage, the wrapper alone is needed: no S3.
+		st.NoS3 = jobspec.OnVolume(st.Checkpoints.Dir, o.spec.Volumes) && len(o.Inputs) == 0 && len(o.Outputs) == 0 && !o.workdirViaS3()
+		if cmd.Flags().Changed("checkpoint-pattern") {
+			// Given, even empty: the spec's validation refuses an empty list.
+			st.Checkpoints.Patterns = append([]string{}, o.CheckpointPatterns...)
+		}
+	}
 	for _, out := range o.Outputs {
 		// "/results/" (the SDK's spelling) is the directory "/results": its keys and the
 		// outputs annotation must not differ from those of "/results".
@@ -276,6 +305,12 @@ func (o *Options) completeStaging(cmd *cobra.Command) (*jobspec.Staging, error) 
 		return nil, err
 	}
 	st.StagerImage = image
+	if st.NoS3 {
+		if cmd.Flags().Changed("s3-secret") {
+			return nil, fmt.Errorf("--s3-secret: --checkpoint-dir %s is on a --volume and nothing else goes through S3", st.Checkpoints.Dir)
+		}
+		return st, nil
+	}
 	if o.S3Secret == "" {
 		// Copied into the Secret NAME-s3; never printed, never on a command line.
 		st.Credentials = credentials.FromEnv(o.getenv, s3layout.CredentialKeys...)
@@ -300,7 +335,7 @@ func (o *Options) stagerImage(cmd *cobra.Command) (string, error) {
 			"the dry run shows the placeholder %s, which does not exist: a real submit needs --stager-image\n", o.version, placeholder)
 		return placeholder, nil
 	}
-	return "", fmt.Errorf("this kubectl-tao is a development build (%s) with no published stager image, which --input, --output-path and --workdir need: "+
+	return "", fmt.Errorf("this kubectl-tao is a development build (%s) with no published stager image, which --input, --output-path, --checkpoint-dir and --workdir need: "+
 		"build one with `make stager-image`, push it, and pass --stager-image (a --dry-run=client needs none)", o.version)
 }
 
@@ -311,6 +346,9 @@ func (o *Options) Validate() error {
 }
 
 func (o *Options) validate() error {
+	if err := o.validateResumeFrom(); err != nil {
+		return err
+	}
 	if o.Follow && (o.Wait || o.dryRun != cmdutil.DryRunNone) {
 		return exitcode.Usagef("--follow cannot be combined with --wait (it already waits) or --dry-run (nothing would run)")
 	}
@@ -325,15 +363,19 @@ func (o *Options) validate() error {
 
 // Run checks capacity and creates the objects, or only prints them for a client dry run.
 func (o *Options) Run(ctx context.Context) error {
-	objs := jobspec.Build(o.spec)
-	o.reportWorkdir(o.ErrOut)
 	if o.dryRun == cmdutil.DryRunClient {
-		return o.print(objs)
+		o.reportWorkdir(o.ErrOut)
+		return o.print(jobspec.Build(o.spec))
 	}
 	client, err := o.factory.KubernetesClient()
 	if err != nil {
 		return err
 	}
+	if err := o.resolveResumeFrom(ctx, client); err != nil {
+		return err
+	}
+	objs := jobspec.Build(o.spec)
+	o.reportWorkdir(o.ErrOut)
 	if st := o.spec.Staging; st != nil && st.ExistingSecret != "" {
 		warning, err := jobcreate.CheckS3Secret(ctx, client, o.spec.Namespace, st.ExistingSecret)
 		if err != nil {

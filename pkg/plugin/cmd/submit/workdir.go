@@ -4,10 +4,8 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
 
 	"github.com/spf13/cobra"
-	"golang.org/x/term"
 	batchv1 "k8s.io/api/batch/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -88,14 +86,13 @@ func (o *Options) completeWorkdir(cmd *cobra.Command) error {
 // progress returns a callback that redraws one status line on stderr when it is a terminal
 // (packing, and the S3 upload), and nil otherwise: logs and pipes get only the summary line.
 func (o *Options) progress(what string, total int64) func(int64) {
-	f, ok := o.ErrOut.(*os.File)
-	if !ok || !term.IsTerminal(int(f.Fd())) || total == 0 {
+	if !cmdutil.IsTerminal(o.ErrOut) || total == 0 {
 		return nil
 	}
 	return func(done int64) {
-		fmt.Fprintf(f, "\r%s: %s of %s", what, s3.HumanBytes(done), s3.HumanBytes(total))
+		fmt.Fprintf(o.ErrOut, "\r%s: %s of %s", what, s3.HumanBytes(done), s3.HumanBytes(total))
 		if done >= total {
-			fmt.Fprintln(f)
+			fmt.Fprintln(o.ErrOut)
 		}
 	}
 }

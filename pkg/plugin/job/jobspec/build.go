@@ -3,6 +3,7 @@ package jobspec
 import (
 	"strconv"
 	"strings"
+	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -89,6 +90,15 @@ func Build(s Spec) Objects {
 	}
 	if s.Deadline != nil {
 		job.Spec.ActiveDeadlineSeconds = ptr.To(int64(s.Deadline.Seconds()))
+	}
+	if s.TerminationGracePeriod != nil {
+		job.Spec.Template.Spec.TerminationGracePeriodSeconds = ptr.To(int64(*s.TerminationGracePeriod / time.Second))
+	}
+	if s.StatusFile != nil {
+		if job.Annotations == nil {
+			job.Annotations = map[string]string{}
+		}
+		job.Annotations[StatusFileAnnotation] = *s.StatusFile
 	}
 	applyRetries(s, job)
 	addMounts(s, &job.Spec.Template.Spec)

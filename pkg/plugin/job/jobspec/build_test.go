@@ -99,6 +99,28 @@ func TestBuildGolden(t *testing.T) {
 			s.Staging.Outputs = nil
 			return s
 		}(),
+		"checkpoints": func() Spec {
+			s := stagedSpec()
+			s.Command = []string{"python", "train.py", "--resume", "$TAO_RESUME_CHECKPOINT"}
+			s.Staging.Inputs, s.Staging.Outputs = nil, nil
+			s.Staging.Checkpoints = &Checkpoints{Dir: "/ckpt", Keep: 2}
+			return s
+		}(),
+		"checkpoints-multi-node-outputs": func() Spec {
+			s := stagedSpec()
+			grace := 5 * time.Minute
+			s.Name, s.Nodes, s.Retries, s.TerminationGracePeriod = "ddp", 2, 2, &grace
+			s.Staging.Inputs, s.Staging.NoLogArchive = nil, true
+			s.Staging.Checkpoints = &Checkpoints{Dir: "/results/ckpt", Keep: 3, Patterns: []string{"*.pt", "epoch-$(N)"}}
+			return s
+		}(),
+		"checkpoints-on-volume": func() Spec {
+			s := validSpec()
+			s.Command = []string{"python train.py"}
+			s.Volumes = []Volume{{Claim: "ckpts", MountPath: "/pvc"}}
+			s.Staging = &Staging{StagerImage: "ghcr.io/kubectl-tao/kubectl-tao:v1.2.3", NoS3: true, Checkpoints: &Checkpoints{Dir: "/pvc/ckpt", Keep: 2}}
+			return s
+		}(),
 		"queued": func() Spec {
 			s := validSpec()
 			s.Name, s.Nodes, s.Queue = "queued", 2, "team-a"

@@ -51,7 +51,10 @@ const (
 //     outputs it runs under `stage run` (unless --no-log-archive), which passes its output
 //     through, keeps it in a file uploaded as this rank's log archive every minute and once the
 //     command has ended, forwards the signals it gets from the wrapper to it and exits with its
-//     code (the logarchive package).
+//     code (the logarchive package). With --checkpoint-dir the command always runs under
+//     `stage run`, on every rank, which restores the checkpoints before it (exit 201 when it
+//     cannot), keeps them while it runs and uploads the last ones once it ends, within the
+//     grace period after a SIGTERM (the checkpoint package).
 //  3. `stage out`, always, even when the command failed or was signalled (in a multi-node job on
 //     rank 0 only: the result keys carry no rank, so ranks would overwrite each other). It runs
 //     in the foreground: a signal arriving now lets the upload go on until the grace period ends.
@@ -102,6 +105,8 @@ exit "$rc"
 `
 	// stagedArchive runs the command under `stage run`, which keeps and uploads its log.
 	stagedArchive = `"$TAO_STAGER" stage run -- `
+	// stagedRunNoArchive is `stage run` for the checkpoints alone (--no-log-archive).
+	stagedRunNoArchive = `"$TAO_STAGER" stage run --no-log-archive -- `
 	// stagedRankZero ends other ranks of a multi-node job before stage out.
 	stagedRankZero = `[ "$` + EnvNodeRank + `" = 0 ] || exit "$rc"
 `
@@ -153,20 +158,25 @@ func UserCommand(command, args []string) (argv []string, bashString bool) {
 
 // stagedScript assembles the wrapper for a staged job from the parts above.
 func stagedScript(s Spec) string {
+	st := s.Staging
 	script := stagedPrelude
-	if len(s.Staging.Inputs) > 0 {
+	if len(st.Inputs) > 0 {
 		script += stagedIn
 	}
 	command := `"$@"`
 	if len(s.Command) == 1 {
 		command = Shell + ` -c "$1"`
 	}
-	if len(s.Staging.Outputs) == 0 {
-		// Nothing to do afterwards: hand the container over to the command, as without staging.
-		return script + "trap - TERM INT\nexec " + command + "\n"
-	}
-	if !s.Staging.NoLogArchive {
+	switch {
+	case st.Checkpoints != nil && st.NoLogArchive:
+		command = stagedRunNoArchive + command
+	case st.Checkpoints != nil || (len(st.Outputs) > 0 && !st.NoLogArchive):
 		command = stagedArchive + command
+	}
+	if len(st.Outputs) == 0 {
+		// Nothing to do afterwards: hand the container over to the command (or to `stage run`,
+		// which forwards the signals itself), as without staging.
+		return script + "trap - TERM INT\nexec " + command + "\n"
 	}
 	script += "run " + command + "\n"
 	if s.MultiNode() {

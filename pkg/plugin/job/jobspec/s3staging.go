@@ -32,6 +32,11 @@ type Staging struct {
 	NoLogArchive bool
 	// ExistingSecret names a Secret the user made (--s3-secret); it is referenced, not created.
 	ExistingSecret string
+	// Checkpoints, when set, are kept in S3 and restored on every attempt (--checkpoint-dir).
+	Checkpoints *Checkpoints
+	// NoS3 is staging for the wrapper alone: checkpoints on a --volume, and nothing else to
+	// stage. No credentials, no Secret.
+	NoS3 bool
 	// Credentials, when ExistingSecret is empty, become the Secret s3layout.SecretName(job),
 	// created with the Job and owned by it: keys from s3layout.CredentialKeys, empty ones left out.
 	Credentials map[string]string
@@ -92,7 +97,7 @@ func (s *Spec) validateStaging() []error {
 	add := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 
 	for _, kv := range s.Annotations {
-		if kv.Key == s3layout.AnnotationOutputs || kv.Key == s3layout.AnnotationS3Secret {
+		if kv.Key == s3layout.AnnotationOutputs || kv.Key == s3layout.AnnotationS3Secret || kv.Key == s3layout.AnnotationCheckpoints {
 			add("invalid --annotation %q: the key is reserved for kubectl-tao", kv.Key)
 		}
 	}
@@ -114,8 +119,16 @@ func (s *Spec) validateStaging() []error {
 			add("invalid --env %q: S3 staging sets it (credentials come from the shell or --s3-secret)", kv.Key)
 		}
 	}
-	if len(st.Inputs) == 0 && len(st.Outputs) == 0 && (s.Workdir == nil || !s.Workdir.InS3()) {
-		add("S3 staging needs at least one --input or --output-path")
+	for _, kv := range s.Env {
+		if slices.Contains(checkpointEnv, kv.Key) {
+			add("invalid --env %q: --checkpoint-dir sets it", kv.Key)
+		}
+	}
+	if len(st.Inputs) == 0 && len(st.Outputs) == 0 && st.Checkpoints == nil && (s.Workdir == nil || !s.Workdir.InS3()) {
+		add("S3 staging needs at least one --input, --output-path or --checkpoint-dir")
+	}
+	if st.Checkpoints != nil {
+		errs = append(errs, s.validateCheckpoints()...)
 	}
 	switch {
 	case strings.TrimSpace(st.StagerImage) == "":
@@ -177,6 +190,11 @@ func (s *Spec) validateStaging() []error {
 	}
 
 	switch {
+	case st.NoS3 && (len(st.Inputs) > 0 || len(st.Outputs) > 0 || st.Checkpoints == nil || !OnVolume(st.Checkpoints.Dir, s.Volumes)):
+		add("internal error: staging without S3 has something to move through S3")
+	case st.NoS3 && (st.ExistingSecret != "" || st.Credentials != nil):
+		add("internal error: staging without S3 has S3 credentials")
+	case st.NoS3:
 	case st.ExistingSecret != "" && st.Credentials != nil:
 		add("internal error: staging has both --s3-secret and credentials from the shell")
 	case st.ExistingSecret != "":
@@ -239,11 +257,18 @@ func stagingEnvVars(s Spec) []corev1.EnvVar {
 	if len(st.Outputs) > 0 {
 		env = append(env, corev1.EnvVar{Name: s3layout.EnvOutputs, Value: EscapeKubelet(s3layout.EncodeOutputs(st.Outputs))})
 	}
-	if !st.NoLogArchive {
-		// The pod's name keeps each attempt's log archive apart (s3layout.LogArchiveKey).
+	if !st.NoLogArchive || st.Checkpoints != nil {
+		// The pod's name keeps each attempt's log archive apart (s3layout.LogArchiveKey), and
+		// numbers a rank's attempts (s3layout.AttemptOf).
 		env = append(env, corev1.EnvVar{Name: s3layout.EnvPodName, ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{
 			FieldPath: "metadata.name",
 		}}})
+	}
+	if st.Checkpoints != nil {
+		env = append(env, checkpointEnvVars(s)...)
+	}
+	if st.NoS3 {
+		return env
 	}
 	secret := st.SecretName(s.Name)
 	for _, k := range s3layout.CredentialKeys {
@@ -281,12 +306,18 @@ func addStaging(s Spec, objs *Objects) {
 	if job.Annotations == nil {
 		job.Annotations = map[string]string{}
 	}
-	job.Annotations[s3layout.AnnotationS3Secret] = st.SecretName(s.Name)
+	if !st.NoS3 {
+		job.Annotations[s3layout.AnnotationS3Secret] = st.SecretName(s.Name)
+	}
 	if len(st.Outputs) > 0 {
 		b, _ := json.Marshal(st.Outputs)
 		job.Annotations[s3layout.AnnotationOutputs] = string(b)
 	}
-	if st.ExistingSecret == "" {
+	if c := st.Checkpoints; c != nil {
+		b, _ := json.Marshal(s3layout.CheckpointSettings{Dir: c.Dir, Patterns: c.Patterns, OnVolume: OnVolume(c.Dir, s.Volumes)})
+		job.Annotations[s3layout.AnnotationCheckpoints] = string(b)
+	}
+	if st.ExistingSecret == "" && !st.NoS3 {
 		objs.Children = append(objs.Children, credentialsSecret(s))
 	}
 }

@@ -24,8 +24,12 @@ import (
 // tested in the logarchive package and against the S3 test server in test/s3staging).
 const fakeStager = `#!/bin/bash
 if [ "$2" = run ]; then
-  [ "$3" = -- ] || exit 98
-  shift 3
+  shift 2
+  [ -z "$TAO_STAGE_CHECKPOINT_DIR" ] || echo "stager: run $1 rank=$NODE_RANK ckpt=$TAO_STAGE_CHECKPOINT_DIR keep=$TAO_STAGE_CHECKPOINT_KEEP grace=$TAO_STAGE_GRACE_PERIOD pod=$TAO_POD_NAME" >> "$LOG"
+  [ "$1" != --no-log-archive ] || shift
+  [ "$1" = -- ] || exit 98
+  shift
+  [ -z "$FAKE_RUN_RC" ] || exit "$FAKE_RUN_RC"
   exec "$@"
 fi
 printf 'stager:' >> "$LOG"; printf '%s|' "$@" >> "$LOG"
@@ -291,6 +295,42 @@ func TestStagedWrapperRunsTheCommandUnderStageRun(t *testing.T) {
 	}
 }
 
+// With --checkpoint-dir every rank runs the command under `stage run` (which restores and keeps
+// the checkpoints), with or without outputs and the log archive; stage out stays on rank 0, and
+// a failed restore (201 from stage run) is the wrapper's exit code.
+func TestStagedWrapperCheckpoints(t *testing.T) {
+	s := stagedSpec()
+	s.Name, s.Nodes = "ddp", 2
+	s.Staging.Inputs = nil
+	s.Staging.Checkpoints = &Checkpoints{Dir: "/ckpt", Keep: 3}
+	s.Command = []string{`echo "cmd: rank $NODE_RANK"; exit 5`}
+	for _, index := range []string{"0", "1"} {
+		r := runStaged(t, s, index, map[string]string{"TAO_POD_NAME": "ddp-" + index + "-abcde"}, nil)
+		want := []string{"stager: run -- rank=" + index + " ckpt=/ckpt keep=3 grace=30 pod=ddp-" + index + "-abcde"}
+		if index == "0" {
+			want = append(want, "stager:stage|out| job=ddp uid=0b6c-uid ak="+testAccessKey+" in= out=/results")
+		}
+		if r.code != 5 || strings.Join(r.log, "\n") != strings.Join(want, "\n") || r.stdout != "cmd: rank "+index+"\n" {
+			t.Errorf("rank %s: exit %d, stdout %q, log %q; want 5, %q", index, r.code, r.stdout, r.log, want)
+		}
+	}
+
+	s.Nodes, s.Staging.Outputs, s.Staging.NoLogArchive = 1, nil, true
+	grace := 2 * time.Minute
+	s.TerminationGracePeriod = &grace
+	r := runStaged(t, s, "", nil, nil)
+	if want := "stager: run --no-log-archive rank= ckpt=/ckpt keep=3 grace=120 pod="; r.code != 5 || len(r.log) != 1 || !strings.HasPrefix(r.log[0], want) {
+		t.Errorf("checkpoints alone: exit %d, log %q, want 5 and %q", r.code, r.log, want)
+	}
+	if got := Build(s).Job.Spec.Template.Spec.TerminationGracePeriodSeconds; got == nil || *got != 120 {
+		t.Errorf("terminationGracePeriodSeconds = %v, want 120", got)
+	}
+	r = runStaged(t, s, "", map[string]string{"FAKE_RUN_RC": "201"}, nil)
+	if r.code != 201 || r.stdout != "" {
+		t.Errorf("failed restore: exit %d, stdout %q; want 201 and the command not run", r.code, r.stdout)
+	}
+}
+
 func itoa(i int) string { b, _ := json.Marshal(i); return string(b) }
 
 func TestStagingValidation(t *testing.T) {
@@ -298,10 +338,56 @@ func TestStagingValidation(t *testing.T) {
 		mutate  func(*Spec)
 		wantErr string
 	}{
-		"valid":             {func(*Spec) {}, ""},
-		"existing secret":   {func(s *Spec) { s.Staging.Credentials, s.Staging.ExistingSecret = nil, "team-s3" }, ""},
-		"bad secret name":   {func(s *Spec) { s.Staging.Credentials, s.Staging.ExistingSecret = nil, "Team_S3" }, `invalid --s3-secret "Team_S3"`},
-		"nothing to stage":  {func(s *Spec) { s.Staging.Inputs, s.Staging.Outputs = nil, nil }, "at least one --input or --output-path"},
+		"valid":            {func(*Spec) {}, ""},
+		"existing secret":  {func(s *Spec) { s.Staging.Credentials, s.Staging.ExistingSecret = nil, "team-s3" }, ""},
+		"bad secret name":  {func(s *Spec) { s.Staging.Credentials, s.Staging.ExistingSecret = nil, "Team_S3" }, `invalid --s3-secret "Team_S3"`},
+		"nothing to stage": {func(s *Spec) { s.Staging.Inputs, s.Staging.Outputs = nil, nil }, "at least one --input, --output-path or --checkpoint-dir"},
+		"checkpoints only": {func(s *Spec) {
+			s.Staging.Inputs, s.Staging.Outputs, s.Staging.Checkpoints = nil, nil, &Checkpoints{Dir: "/ckpt", Keep: 1}
+		}, ""},
+		"checkpoints in outputs ok": {func(s *Spec) { s.Staging.Checkpoints = &Checkpoints{Dir: "/results/train", Keep: 2} }, ""},
+		"relative checkpoint dir":   {func(s *Spec) { s.Staging.Checkpoints = &Checkpoints{Dir: "ckpt", Keep: 2} }, "--checkpoint-dir: "},
+		"checkpoint dir root":       {func(s *Spec) { s.Staging.Checkpoints = &Checkpoints{Dir: "/", Keep: 2} }, "--checkpoint-dir: "},
+		"checkpoint keep 0":         {func(s *Spec) { s.Staging.Checkpoints = &Checkpoints{Dir: "/ckpt", Keep: 0} }, "invalid --checkpoint-keep 0"},
+		"checkpoint no pattern":     {func(s *Spec) { s.Staging.Checkpoints = &Checkpoints{Dir: "/ckpt", Keep: 2, Patterns: []string{}} }, "--checkpoint-pattern: no pattern"},
+		"checkpoint pattern slash": {func(s *Spec) {
+			s.Staging.Checkpoints = &Checkpoints{Dir: "/ckpt", Keep: 2, Patterns: []string{"a/*.pt"}}
+		}, `--checkpoint-pattern "a/*.pt"`},
+		"checkpoint pattern bad": {func(s *Spec) { s.Staging.Checkpoints = &Checkpoints{Dir: "/ckpt", Keep: 2, Patterns: []string{"[x"}} }, `--checkpoint-pattern "[x"`},
+		"checkpoints on input": {func(s *Spec) { s.Staging.Checkpoints = &Checkpoints{Dir: "/data", Keep: 2} },
+			"--checkpoint-dir /data and --input /data/train overlap"},
+		"checkpoints on stager": {func(s *Spec) { s.Staging.Checkpoints = &Checkpoints{Dir: "/tao-stager", Keep: 2} }, "reserved for the stager binary"},
+		"checkpoints on file": {func(s *Spec) {
+			s.Staging.Checkpoints = &Checkpoints{Dir: "/specs", Keep: 2}
+			s.Staging.Inputs = s.Staging.Inputs[:1]
+			s.Files = []File{{Source: "t.yaml", ContainerPath: "/specs/train.yaml", Data: []byte("x")}}
+		}, "--checkpoint-dir /specs overlaps --file /specs/train.yaml"},
+		"checkpoints on volume": {func(s *Spec) {
+			s.Staging.Checkpoints = &Checkpoints{Dir: "/pvc/ckpt", Keep: 2}
+			s.Volumes = []Volume{{Claim: "ckpts", MountPath: "/pvc"}}
+		}, ""},
+		"resume from S3 onto a volume": {func(s *Spec) {
+			s.Staging.Checkpoints = &Checkpoints{Dir: "/pvc/ckpt", Keep: 2, FromJob: "old", FromUID: "uid-1"}
+			s.Volumes = []Volume{{Claim: "ckpts", MountPath: "/pvc"}}
+		}, "copy the old run's checkpoints onto the volume instead"},
+		"no S3 with outputs": {func(s *Spec) {
+			s.Staging.Checkpoints, s.Staging.NoS3, s.Staging.Credentials = &Checkpoints{Dir: "/pvc/ckpt", Keep: 2}, true, nil
+			s.Volumes = []Volume{{Claim: "ckpts", MountPath: "/pvc"}}
+		}, "internal error: staging without S3"},
+		"checkpoints on ro volume": {func(s *Spec) {
+			s.Staging.Checkpoints = &Checkpoints{Dir: "/pvc/ckpt", Keep: 2}
+			s.Volumes = []Volume{{Claim: "ckpts", MountPath: "/pvc", ReadOnly: true}}
+		}, "read-only --volume ckpts:/pvc"},
+		"volume in checkpoints": {func(s *Spec) {
+			s.Staging.Checkpoints = &Checkpoints{Dir: "/ckpt", Keep: 2}
+			s.Volumes = []Volume{{Claim: "ckpts", MountPath: "/ckpt/shared"}}
+		}, "holds the mount of --volume ckpts:/ckpt/shared"},
+		"checkpoint env": {func(s *Spec) {
+			s.Staging.Checkpoints = &Checkpoints{Dir: "/ckpt", Keep: 2}
+			s.Env = []KeyValue{{"TAO_RESUME_CHECKPOINT", "x"}}
+		}, `invalid --env "TAO_RESUME_CHECKPOINT": --checkpoint-dir sets it`},
+		"grace 0":           {func(s *Spec) { g := time.Duration(0); s.TerminationGracePeriod = &g }, "invalid --termination-grace-period 0s: at least 1s"},
+		"grace fraction":    {func(s *Spec) { g := 1500 * time.Millisecond; s.TerminationGracePeriod = &g }, "whole number of seconds"},
 		"no image":          {func(s *Spec) { s.Staging.StagerImage = "" }, "--stager-image is empty"},
 		"duplicate input":   {func(s *Spec) { s.Staging.Inputs = append(s.Staging.Inputs, s.Staging.Inputs[0]) }, "--input /data/train: the path is given more than once"},
 		"nested inputs":     {func(s *Spec) { s.Staging.Inputs[1].Path = "/data/train/x" }, "are nested"},

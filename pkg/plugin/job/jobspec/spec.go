@@ -4,6 +4,9 @@
 package jobspec
 
 import (
+	"fmt"
+	"path"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -19,6 +22,9 @@ const (
 	// Kueue). A Job that still carries it was left by a submit killed between its steps, or whose
 	// rollback failed; a Job a user suspended by hand never carries it.
 	SubmittingAnnotation = "kubectl-tao.dev/submitting"
+	// StatusFileAnnotation is the job's --status-file: the training's progress file that top
+	// reads in rank 0 ("" when turned off). Without it top looks in the first --output-path.
+	StatusFileAnnotation = "kubectl-tao.dev/status-file"
 	// ContainerName is the training container's name in every pod.
 	ContainerName = "tao"
 	// GPUResource is the extended resource NVIDIA's device plugin advertises: the one
@@ -128,6 +134,12 @@ type Spec struct {
 	Retries int
 	// Staging, when set, downloads inputs from S3 before the command and uploads outputs after.
 	Staging *Staging
+	// TerminationGracePeriod, when set, is the pods' terminationGracePeriodSeconds: the time
+	// between SIGTERM and SIGKILL, in which the command and the wrapper save their work.
+	TerminationGracePeriod *time.Duration
+	// StatusFile, when set, is --status-file: where the training writes its progress file (TAO's
+	// status.json), recorded in StatusFileAnnotation for top; "" turns the reading off.
+	StatusFile *string
 	// Workdir, when set, ships a packed local directory (--workdir) to every rank.
 	Workdir *Workdir
 	// Queue is a Kueue LocalQueue in the namespace; "" submits without a queue. A queued Job is
@@ -160,3 +172,15 @@ func (s *Spec) MultiNode() bool { return s.Nodes > 1 }
 
 // TotalGPUs is the number of GPUs the whole job asks for.
 func (s *Spec) TotalGPUs() int64 { return int64(s.GPUs) * int64(s.Nodes) }
+
+// ValidateStatusFile checks --status-file: "" (off), or an absolute, clean path in the
+// container.
+func ValidateStatusFile(p string) error {
+	if p == "" {
+		return nil
+	}
+	if !path.IsAbs(p) || path.Clean(p) != p || strings.HasSuffix(p, "/") {
+		return fmt.Errorf("--status-file %q: must be an absolute, clean path of a file in the container, such as /results/train/status.json, or \"\" to turn progress off", p)
+	}
+	return nil
+}

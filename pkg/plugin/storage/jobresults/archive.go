@@ -1,7 +1,6 @@
 package jobresults
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"slices"
@@ -49,17 +48,11 @@ func ReadLogArchive(ctx context.Context, client *minio.Client, bucket, resultsPr
 	}
 	out := make([]tail.ArchivedLog, 0, len(keys))
 	for _, k := range keys {
-		obj, err := client.GetObject(ctx, bucket, k.Key, minio.GetObjectOptions{})
+		data, err := s3.Get(ctx, client, bucket, k.Key)
 		if err != nil {
 			return nil, s3.Describe(err, "reading", "s3://"+bucket+"/"+k.Key)
 		}
-		var b bytes.Buffer
-		_, err = b.ReadFrom(obj)
-		obj.Close()
-		if err != nil {
-			return nil, s3.Describe(err, "reading", "s3://"+bucket+"/"+k.Key)
-		}
-		out = append(out, tail.ArchivedLog{Rank: k.Rank, Pod: k.Pod, Attempt: k.Attempt, Written: k.Written, Data: b.Bytes()})
+		out = append(out, tail.ArchivedLog{Rank: k.Rank, Pod: k.Pod, Attempt: k.Attempt, Written: k.Written, Data: data})
 	}
 	return out, nil
 }

@@ -40,7 +40,8 @@ func Outputs(job *batchv1.Job) ([]string, error) {
 }
 
 // HasResults reports whether the Job put anything under its results prefix: the outputs its
-// rank 0 uploads (with the log archive), or the --workdir snapshot submit uploaded there. A
+// rank 0 uploads (with the log archive), the checkpoints every rank keeps, or the --workdir
+// snapshot submit uploaded there. A
 // snapshot went through S3 when the Job records both its checksum and staging credentials
 // (without S3, it travels in a ConfigMap and the Job has no staging Secret).
 func HasResults(job *batchv1.Job) (bool, error) {
@@ -48,9 +49,26 @@ func HasResults(job *batchv1.Job) (bool, error) {
 	if err != nil || len(outs) > 0 {
 		return len(outs) > 0, err
 	}
+	if c, ok, err := Checkpoints(job); err != nil || (ok && !c.OnVolume) {
+		return ok, err
+	}
 	_, snapshot := job.Annotations[s3layout.AnnotationWorkdirSHA256]
 	_, staged := job.Annotations[s3layout.AnnotationS3Secret]
 	return snapshot && staged, nil
+}
+
+// Checkpoints reads the Job's checkpoint settings (annotation s3layout.AnnotationCheckpoints):
+// false when it keeps none.
+func Checkpoints(job *batchv1.Job) (s3layout.CheckpointSettings, bool, error) {
+	v, ok := job.Annotations[s3layout.AnnotationCheckpoints]
+	if !ok {
+		return s3layout.CheckpointSettings{}, false, nil
+	}
+	c, err := s3layout.ParseCheckpointSettings(v)
+	if err != nil {
+		return c, false, fmt.Errorf("job.batch/%s: %w", job.Name, err)
+	}
+	return c, true, nil
 }
 
 // Source is where a command may take S3 credentials from besides a Job's own Secret.

@@ -43,10 +43,21 @@ type Runner struct {
 	Signals <-chan os.Signal
 	// Archive is the file the log is kept in; nil runs the command without an archive.
 	Archive *os.File
+	// Env is added to the command's environment (the wrapper's own variables).
+	Env []string
+	// Started, when set, runs once the command has started (the wrapper lowers its own priority
+	// then, which the command must not inherit).
+	Started func()
+	// Ended, when set, runs once the command has ended, before the archive's final upload
+	// (the checkpoints are flushed first: they matter most within the grace period).
+	Ended func()
 	// Upload, when set, stores the archive (Archive must be set).
 	Upload       Upload
 	Interval     time.Duration
 	FinalTimeout time.Duration
+	// Notes, when set, are copied into the archive from before the command starts until after
+	// Ended (the checkpoints' restore and last upload are said in the attempt's archive).
+	Notes *Notes
 	// Log receives the runner's own warnings, one line each (the container's stderr): an archive
 	// that cannot be written or uploaded never changes the command's exit code.
 	Log io.Writer
@@ -74,12 +85,18 @@ func (r *Runner) Run(ctx context.Context) int {
 	var arch *Writer
 	if r.Archive != nil {
 		arch = NewWriter(r.Archive)
+		if r.Notes != nil {
+			r.Notes.open(arch.Stream())
+		}
 	}
 	cmd := exec.Command(r.Argv[0], r.Argv[1:]...)
 	cmd.Stdin = r.Stdin
 	cmd.Stdout = tee{out: r.Stdout, archive: archiveStream(arch)}
 	cmd.Stderr = tee{out: r.Stderr, archive: archiveStream(arch)}
 	cmd.WaitDelay = drainDelay
+	if len(r.Env) > 0 {
+		cmd.Env = append(os.Environ(), r.Env...)
+	}
 	if err := cmd.Start(); err != nil {
 		code := startFailure(err)
 		line := fmt.Sprintf("kubectl-tao: %s: %v\n", r.Argv[0], err)
@@ -87,10 +104,14 @@ func (r *Runner) Run(ctx context.Context) int {
 		if arch != nil {
 			_, _ = arch.Stream().Write([]byte(line))
 		}
+		r.ended()
 		r.finish(ctx, arch)
 		return code
 	}
 
+	if r.Started != nil {
+		r.Started()
+	}
 	exited := make(chan struct{})
 	go func() {
 		for {
@@ -116,6 +137,7 @@ func (r *Runner) Run(ctx context.Context) int {
 	// err is also set when only the drain delay ran out; the process state has the outcome.
 	_ = err
 	code := exitCode(cmd.ProcessState)
+	r.ended()
 	r.finish(ctx, arch)
 	return code
 }
@@ -160,8 +182,17 @@ func (r *Runner) refresh(ctx context.Context, arch *Writer, done <-chan struct{}
 	}
 }
 
+func (r *Runner) ended() {
+	if r.Ended != nil {
+		r.Ended()
+	}
+}
+
 // finish archives the last unfinished lines and uploads the whole archive.
 func (r *Runner) finish(ctx context.Context, arch *Writer) {
+	if r.Notes != nil {
+		r.Notes.close()
+	}
 	if arch == nil {
 		return
 	}

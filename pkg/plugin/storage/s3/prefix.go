@@ -1,6 +1,7 @@
 package s3
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"strings"
@@ -25,6 +26,20 @@ func List(ctx context.Context, client *minio.Client, bucket, prefix string) ([]O
 		out = append(out, Object{Key: o.Key, Size: o.Size, LastModified: o.LastModified.UTC(), ETag: o.ETag})
 	}
 	return out, nil
+}
+
+// Get reads a whole object (a log, a manifest) into memory: the caller knows it is small.
+func Get(ctx context.Context, client *minio.Client, bucket, key string) ([]byte, error) {
+	obj, err := client.GetObject(ctx, bucket, key, minio.GetObjectOptions{})
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = obj.Close() }()
+	var b bytes.Buffer
+	if _, err := b.ReadFrom(obj); err != nil {
+		return nil, err
+	}
+	return b.Bytes(), nil
 }
 
 // Removed is what DeletePrefix removed.

@@ -110,3 +110,38 @@ func FuzzOutputs(f *testing.F) {
 		}
 	})
 }
+
+// The manifest is read back from S3, where anyone with the bucket's keys may have changed it:
+// what ParseManifest accepts names only files of its rank, and writes back as it read.
+func FuzzParseManifest(f *testing.F) {
+	const prefix = "results/train/uid-1/"
+	files := CheckpointFilesPrefix(prefix, 0)
+	for _, s := range []string{
+		`{"version":1,"rank":0,"files":[]}`,
+		`{"version":1,"rank":0,"files":[{"key":"` + files + `a.pt","size":3,"written":"2026-03-01T10:00:00Z"}]}`,
+		`{"version":1,"rank":0,"files":[{"key":"` + files + `a/../b","size":3,"written":"2026-03-01T10:00:00Z"}]}`,
+		`{"version":2,"rank":0,"files":[]}`, `{"version":1,"rank":1}`, `{}`, `null`, ``,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		m, err := ParseManifest(prefix, 0, data)
+		if err != nil {
+			return
+		}
+		for _, mf := range m.Files {
+			key, err := CheckpointFileKey(prefix, 0, mf.Path)
+			if err != nil || key != mf.Key || !strings.HasPrefix(mf.Key, files) {
+				t.Fatalf("ParseManifest accepted file %+v (key %q, %v)", mf, key, err)
+			}
+		}
+		out, err := EncodeManifest(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		back, err := ParseManifest(prefix, 0, out)
+		if err != nil || len(back.Files) != len(m.Files) {
+			t.Fatalf("manifest %s writes back as %s, which reads as %+v, %v", data, out, back, err)
+		}
+	})
+}

@@ -1,8 +1,9 @@
 // Package s3layout holds the pure rules of S3 data staging shared by `submit` (which wires a
 // Job for it, through jobspec), the in-pod `stage in`/`stage out` commands and `delete-artifacts`
 // (which move and remove the data, through the S3 client package s3): the names that travel
-// between them, the s3:// URL grammar and the job-scoped results layout. No client, no
-// environment.
+// between them, the s3:// URL grammar and the job-scoped results layout, with the checkpoints
+// kept there (checkpoint.go: their keys, manifest, restore plan, resume choice, retention and
+// attempt number). No client, no environment.
 package s3layout
 
 import (
@@ -64,6 +65,8 @@ const (
 	AnnotationS3Secret = "kubectl-tao.dev/s3-secret"
 	// AnnotationWorkdirSHA256 is the SHA-256 of the --workdir archive the Job runs.
 	AnnotationWorkdirSHA256 = "kubectl-tao.dev/workdir-sha256"
+	// AnnotationCheckpoints is the JSON CheckpointSettings of --checkpoint-dir.
+	AnnotationCheckpoints = "kubectl-tao.dev/checkpoints"
 )
 
 // The --workdir snapshot: where it travels and how a pod tells which one it runs.
@@ -315,6 +318,12 @@ func prefixPart(what, v string) error {
 // <prefix>.kubectl-tao/logs/.
 func LogArchivePrefix(resultsPrefix string) string { return resultsPrefix + ToolDir + "/logs/" }
 
+// LogArchiveRankPrefix is where one rank's archived logs are: every LogArchiveKey of rank, and
+// no other rank's ("rank-1." is not a prefix of rank 10's keys).
+func LogArchiveRankPrefix(resultsPrefix string, rank int) string {
+	return LogArchivePrefix(resultsPrefix) + "rank-" + strconv.Itoa(rank) + "."
+}
+
 // LogArchiveKey is the archived log of one attempt of one rank of a run:
 // <prefix>.kubectl-tao/logs/rank-<N>.<pod>.log. The in-pod wrapper uploads it; `logs`,
 // `diagnose` and `results` read it once the pods are gone.
@@ -469,7 +478,7 @@ func DefaultStagerImage(version string) (string, bool) {
 // signal codes (128+N, up to 192) where programs rarely go; the policy fails the Job on them at
 // once, and diagnose names them as staging failures. The stager's own code is on stderr.
 const (
-	// ExitStageIn: stage in failed; the command did not run.
+	// ExitStageIn: stage in (or the restore of kept checkpoints) failed; the command did not run.
 	ExitStageIn = 201
 	// ExitStageOut: the command succeeded, but stage out failed: its outputs were not uploaded.
 	ExitStageOut = 202
@@ -485,7 +494,7 @@ var StagingExitCodes = []int32{ExitStageIn, ExitStageOut, ExitStageRun}
 func StagingFailure(code int32) (string, bool) {
 	switch code {
 	case ExitStageIn:
-		return "stage in failed: the inputs were not downloaded and the command did not run", true
+		return "stage in failed: the inputs or the kept checkpoints were not downloaded and the command did not run", true
 	case ExitStageOut:
 		return "stage out failed: the command succeeded but its outputs were not uploaded", true
 	case ExitStageRun:

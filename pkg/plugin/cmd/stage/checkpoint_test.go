@@ -1,0 +1,187 @@
+package stage
+
+import (
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/job/jobspec"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/storage/s3layout"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/util/exitcode"
+	"github.com/kubectl-tao/kubectl-tao/test/testutil/s3fake"
+)
+
+// Two attempts of rank 0 under `stage run`: the first saves a checkpoint and fails; the second
+// finds it restored, is told its attempt and the checkpoint, and the log archive of the first
+// numbers it as logs --attempt does.
+func TestStageRunCheckpoints(t *testing.T) {
+	s := s3fake.Start(t, s3fake.Options{})
+	dir := filepath.Join(t.TempDir(), "ckpt")
+	env := s.Env()
+	env[s3layout.EnvJobID], env[s3layout.EnvJobUID], env[jobspec.EnvNodeRank] = "train", "uid-1", "0"
+	env[s3layout.EnvStageCheckpointDir] = dir
+	env[s3layout.EnvPodName] = "train-0-aaaaa"
+	script := `echo "attempt=$TAO_ATTEMPT dir=$TAO_CHECKPOINT_DIR resume=$TAO_RESUME_CHECKPOINT"; ` +
+		`if [ -z "$TAO_RESUME_CHECKPOINT" ]; then echo step-7 > "$TAO_CHECKPOINT_DIR/step-7.pt"; exit 3; fi; cat "$TAO_RESUME_CHECKPOINT"`
+	out, _, err := run(env, "run", "--", "sh", "-c", script)
+	if code, _ := exitcode.PassedThrough(err); code != 3 || !strings.Contains(out, "attempt=1 dir="+dir+" resume=\n") {
+		t.Fatalf("first attempt: %v\n%s", err, out)
+	}
+	// The next pod starts with an empty directory, as a new pod does.
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	env[s3layout.EnvPodName] = "train-0-bbbbb"
+	out, errOut, err := run(env, "run", "--", "sh", "-c", script)
+	if err != nil || !strings.Contains(out, "attempt=2 dir="+dir+" resume="+filepath.Join(dir, "step-7.pt")+"\nstep-7\n") {
+		t.Fatalf("second attempt: %v\n%s\n%s", err, out, errOut)
+	}
+	if !strings.Contains(errOut, "restored 1 files") {
+		t.Errorf("stderr:\n%s", errOut)
+	}
+	// The attempt's archive says it too, before the command's lines.
+	archived := s.Get(s3layout.LogArchiveKey("results/train/uid-1/", 0, "train-0-bbbbb"))
+	if !strings.HasPrefix(archived, "kubectl-tao: checkpoints: restored 1 files") || !strings.Contains(archived, "\nstep-7\n") {
+		t.Errorf("the second attempt's archive:\n%s", archived)
+	}
+}
+
+// With --no-log-archive no log is kept, but every attempt is recorded: the second attempt is
+// still told 2, and the checkpoints are restored.
+func TestStageRunCheckpointsWithoutLogArchive(t *testing.T) {
+	s := s3fake.Start(t, s3fake.Options{})
+	dir := filepath.Join(t.TempDir(), "ckpt")
+	env := s.Env()
+	env[s3layout.EnvJobID], env[s3layout.EnvJobUID], env[jobspec.EnvNodeRank] = "train", "uid-1", "0"
+	env[s3layout.EnvStageCheckpointDir] = dir
+	env[s3layout.EnvStageGracePeriod] = "60"
+	script := `echo "attempt=$TAO_ATTEMPT resume=$TAO_RESUME_CHECKPOINT"; echo x > "$TAO_CHECKPOINT_DIR/a.pt"`
+	for i, pod := range []string{"train-0-aaaaa", "train-0-bbbbb"} {
+		if err := os.RemoveAll(dir); err != nil {
+			t.Fatal(err)
+		}
+		env[s3layout.EnvPodName] = pod
+		out, errOut, err := run(env, "run", "--no-log-archive", "--", "sh", "-c", script)
+		resume := ""
+		if i > 0 {
+			resume = filepath.Join(dir, "a.pt")
+		}
+		if want := "attempt=" + strconv.Itoa(i+1) + " resume=" + resume + "\n"; err != nil || out != want {
+			t.Fatalf("attempt %d: %v, stdout %q, want %q\n%s", i+1, err, out, want, errOut)
+		}
+	}
+	if keys := s.Keys(s3layout.LogArchivePrefix("results/train/uid-1/")); len(keys) != 0 {
+		t.Errorf("--no-log-archive archived %q", keys)
+	}
+	if keys := s.Keys(s3layout.CheckpointAttemptsPrefix("results/train/uid-1/", 0)); len(keys) != 2 {
+		t.Errorf("attempt records %q, want 2", keys)
+	}
+}
+
+// On a --volume nothing is restored or uploaded: the attempts are recorded on the volume and
+// the command is told its attempt and the newest complete checkpoint there (a file cut short is
+// passed over).
+func TestStageRunCheckpointsOnVolume(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "ckpt")
+	env := map[string]string{
+		s3layout.EnvStageCheckpointDir: dir, s3layout.EnvStageCheckpointOnVolume: "1", jobspec.EnvNodeRank: "0",
+	}
+	script := `echo "attempt=$TAO_ATTEMPT resume=$TAO_RESUME_CHECKPOINT"; echo x > "$TAO_CHECKPOINT_DIR/step-$TAO_ATTEMPT.pt"`
+	for i, pod := range []string{"train-0-aaaaa", "train-0-bbbbb"} {
+		env[s3layout.EnvPodName] = pod
+		out, errOut, err := run(env, "run", "--no-log-archive", "--", "sh", "-c", script)
+		resume := ""
+		if i > 0 {
+			resume = filepath.Join(dir, "step-1.pt")
+		}
+		if want := "attempt=" + strconv.Itoa(i+1) + " resume=" + resume + "\n"; err != nil || out != want {
+			t.Fatalf("attempt %d: %v, stdout %q, want %q\n%s", i+1, err, out, want, errOut)
+		}
+		if !strings.Contains(errOut, "on the volume at "+dir) {
+			t.Errorf("stderr:\n%s", errOut)
+		}
+		// Later attempts' files are newer.
+		time.Sleep(10 * time.Millisecond)
+	}
+	// A newer file that is a torch.save zip cut short is not the checkpoint to resume from.
+	if err := os.WriteFile(filepath.Join(dir, "step-9.pt"), []byte("PK\x03\x04half"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	env[s3layout.EnvPodName] = "train-0-ccccc"
+	out, _, err := run(env, "run", "--", "sh", "-c", `echo "attempt=$TAO_ATTEMPT resume=$TAO_RESUME_CHECKPOINT"`)
+	if want := "attempt=3 resume=" + filepath.Join(dir, "step-2.pt") + "\n"; err != nil || out != want {
+		t.Errorf("third attempt: %v, %q, want %q", err, out, want)
+	}
+}
+
+// The checkpoints are not optional: an attempt that cannot restore them fails at once with the
+// staging code, the command not run.
+func TestStageRunCheckpointErrors(t *testing.T) {
+	s := s3fake.Start(t, s3fake.Options{})
+	base := s.Env()
+	base[s3layout.EnvJobID], base[s3layout.EnvJobUID] = "train", "uid-1"
+	base[s3layout.EnvStageCheckpointDir] = "/ckpt"
+	for name, tc := range map[string]struct {
+		set     map[string]string
+		wantErr string
+	}{
+		"no credentials": {map[string]string{s3layout.EnvSecretKey: ""}, s3layout.EnvSecretKey},
+		"relative dir":   {map[string]string{s3layout.EnvStageCheckpointDir: "ckpt"}, "--checkpoint-dir"},
+		"bad keep":       {map[string]string{s3layout.EnvStageCheckpointKeep: "0"}, s3layout.EnvStageCheckpointKeep},
+		"bad grace":      {map[string]string{s3layout.EnvStageGracePeriod: "30s"}, s3layout.EnvStageGracePeriod},
+		"bad pattern":    {map[string]string{s3layout.EnvStageCheckpointPatterns: "a/*.pt"}, "--checkpoint-pattern"},
+		"bad manifest":   {nil, "version 9"},
+		"bad rank":       {map[string]string{jobspec.EnvNodeRank: "x"}, "not a rank"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			env := map[string]string{}
+			for k, v := range base {
+				env[k] = v
+			}
+			for k, v := range tc.set {
+				env[k] = v
+			}
+			env[s3layout.EnvStageCheckpointDir] = strings.Replace(env[s3layout.EnvStageCheckpointDir], "/ckpt", t.TempDir(), 1)
+			if name == "bad manifest" {
+				s.Put(s3layout.CheckpointManifestKey("results/train/uid-1/", 0), `{"version":9,"rank":0,"files":[]}`)
+				defer s.Put(s3layout.CheckpointManifestKey("results/train/uid-1/", 0), `{"version":1,"rank":0,"files":[]}`)
+			}
+			out, _, err := run(env, "run", "--", "sh", "-c", "echo ran")
+			if exitcode.Of(err) != s3layout.ExitStageIn || !strings.Contains(err.Error(), tc.wantErr) || strings.Contains(out, "ran") {
+				t.Errorf("exit %d, %v, %q", exitcode.Of(err), err, out)
+			}
+			if strings.Contains(err.Error(), s.SecretKey) {
+				t.Errorf("the secret in the error: %v", err)
+			}
+		})
+	}
+}
+
+// A command that succeeded but whose last checkpoints could not be uploaded exits 202, as for
+// outputs; one that failed keeps its own code.
+func TestStageRunCheckpointFlushFails(t *testing.T) {
+	s := s3fake.Start(t, s3fake.Options{Wrap: func(h http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.Method == http.MethodPut && strings.Contains(r.URL.Path, "/checkpoints/") {
+				s3fake.WriteError(w, http.StatusForbidden, "AccessDenied")
+				return
+			}
+			h.ServeHTTP(w, r)
+		})
+	}})
+	env := s.Env()
+	env[s3layout.EnvJobID], env[s3layout.EnvJobUID] = "train", "uid-1"
+	env[s3layout.EnvStageCheckpointDir] = t.TempDir()
+	_, errOut, err := run(env, "run", "--", "sh", "-c", `echo x > "$TAO_CHECKPOINT_DIR/last.pt"`)
+	if exitcode.Of(err) != s3layout.ExitStageOut || !strings.Contains(err.Error(), "checkpoints: the final upload failed") {
+		t.Errorf("success, flush failed: exit %d, %v\n%s", exitcode.Of(err), err, errOut)
+	}
+	_, errOut, err = run(env, "run", "--", "sh", "-c", `echo y > "$TAO_CHECKPOINT_DIR/last.pt"; exit 4`)
+	if code, _ := exitcode.PassedThrough(err); code != 4 || !strings.Contains(errOut, "checkpoints: the final upload failed") {
+		t.Errorf("failure, flush failed: %v\n%s", err, errOut)
+	}
+}
