@@ -56,8 +56,8 @@ var Needed = []Access{
 	{Verb: "list", Resource: "pods", For: "status, logs, diagnose"},
 	{Verb: "watch", Resource: "pods", For: "logs -f, wait, cancel"},
 	{Verb: "delete", Resource: "pods", For: "cancel --grace-period"},
-	{Verb: "get", Resource: "pods", Subresource: "log", For: "logs"},
-	{Verb: "create", Resource: "pods", Subresource: "exec", For: "exec"},
+	{Verb: "get", Resource: "pods", Subresource: "log", For: "logs, top (each rank's last line)"},
+	{Verb: "create", Resource: "pods", Subresource: "exec", For: "exec; top and diagnose of a running job (nvidia-smi where no exporter runs, the progress file)"},
 	{Verb: "create", Resource: "pods", Subresource: "portforward", For: "port-forward"},
 	{Verb: "list", Resource: "events", For: "diagnose, replicas"},
 	// Kueue's LocalQueues: without them submit --queue and preflight cannot check the queue
@@ -71,9 +71,17 @@ var Needed = []Access{
 	{Verb: "get", Resource: "namespaces", Optional: true, For: "preflight's namespace check"},
 	{Verb: "get", Resource: "nodes", Cluster: true, Optional: true, For: "diagnose (node conditions)"},
 	{Verb: "list", Resource: "nodes", Cluster: true, Optional: true, For: "the capacity guard, preflight, capacity"},
-	{Verb: "list", Resource: "pods", Cluster: true, Optional: true, For: "free GPUs in preflight and capacity"},
+	{Verb: "list", Resource: "pods", Cluster: true, Optional: true, For: "free GPUs in preflight and capacity; top finding dcgm-exporter in any namespace"},
 	{Verb: "list", Group: "apps", Resource: "daemonsets", Cluster: true, Optional: true, For: "preflight's GPU Operator check"},
 	{Verb: "get", Group: "kueue.x-k8s.io", Resource: "clusterqueues", Cluster: true, Optional: true, For: "submit --queue, preflight --queue, status and diagnose: the queue's quota and whether it can ever hold the job"},
 	{Verb: "list", Group: "kueue.x-k8s.io", Resource: "clusterqueues", Cluster: true, Optional: true, For: "capacity --queues"},
 	{Verb: "get", Group: "kueue.x-k8s.io", Resource: "workloadpriorityclasses", Cluster: true, Optional: true, For: "submit --queue --priority-class (the WorkloadPriorityClass exists)"},
+}
+
+// GPUMetrics is what top needs in dcgm-exporter's namespace to read it (`kubectl tao rbac
+// --gpu-metrics`): a Role there, never a ClusterRole, since pods/proxy reaches whatever a pod
+// serves, in every namespace it is granted.
+var GPUMetrics = []Access{
+	{Verb: "get", Resource: "pods", Subresource: "proxy", Optional: true, For: "top and diagnose: reading dcgm-exporter's /metrics through the API server"},
+	{Verb: "list", Resource: "pods", Optional: true, For: "top: finding dcgm-exporter where pods cannot be listed in every namespace"},
 }

@@ -113,6 +113,13 @@ type Facts struct {
 	// Defaults is what the defaults file did to the flags.
 	Defaults DefaultsFile
 
+	// Exporters are dcgm-exporter's running pods by node (ExportersErr: they could not be
+	// looked for), and ProxyAllowed whether get on pods/proxy is allowed in each of their
+	// namespaces: what top needs to read GPU numbers without exec.
+	Exporters    map[string]*corev1.Pod
+	ExportersErr error
+	ProxyAllowed map[string]bool
+
 	// SkipNodeRuntime is EnvSkipNodeRuntimeCheck set: the node-runtime check reports it was
 	// skipped instead of judging the nodes.
 	SkipNodeRuntime bool
@@ -150,7 +157,7 @@ func Evaluate(f Facts) []Check {
 	}
 	checks = append(checks, clusterCheck(f), namespaceCheck(f), permissionsCheck(f), readsCheck(f))
 	if f.NodesErr == nil {
-		checks = append(checks, gpuCheck(f), operatorCheck(f), runtimeCheck(f))
+		checks = append(checks, gpuCheck(f), operatorCheck(f), gpuMetricsCheck(f), runtimeCheck(f))
 	}
 	checks = append(checks, toolkitCheck())
 	if f.Request.Pods > 1 {
@@ -574,4 +581,53 @@ func queueCheck(f Facts) (Check, bool) {
 			"(pointing at a ClusterQueue with GPU quota)", f.Namespace, f.Queue)
 	}
 	return c, true
+}
+
+// gpuMetricsCheck says whether top can read GPU numbers from dcgm-exporter on the GPU nodes.
+// Without it top runs nvidia-smi in the ranks, so it is a warning at most.
+func gpuMetricsCheck(f Facts) Check {
+	c := Check{Name: "gpu-metrics"}
+	const enable = "enable the GPU Operator's dcgm-exporter (dcgmExporter.enabled=true), or install NVIDIA's dcgm-exporter Helm chart"
+	if f.ExportersErr != nil {
+		c.Result, c.Message = Warn, "could not look for dcgm-exporter: "+f.ExportersErr.Error()+"; top runs nvidia-smi in the ranks instead"
+		c.Fix = "kubectl get pods -A -l app=nvidia-dcgm-exporter"
+		return c
+	}
+	gpuNodes, covered := 0, 0
+	var denied []string
+	seen := map[string]bool{}
+	for i := range f.Nodes {
+		q := f.Nodes[i].Status.Allocatable[jobspec.GPUResource]
+		if q.Value() <= 0 {
+			continue
+		}
+		gpuNodes++
+		p, ok := f.Exporters[f.Nodes[i].Name]
+		if !ok {
+			continue
+		}
+		covered++
+		if !f.ProxyAllowed[p.Namespace] && !seen[p.Namespace] {
+			seen[p.Namespace] = true
+			denied = append(denied, p.Namespace)
+		}
+	}
+	sort.Strings(denied)
+	switch {
+	case gpuNodes == 0:
+		c.Result, c.Message = Info, "no GPU nodes to read GPU metrics on"
+	case covered == 0:
+		c.Result, c.Fix = Warn, enable
+		c.Message = fmt.Sprintf("GPU metrics: no dcgm-exporter on any of the %d GPU nodes; top runs nvidia-smi in the ranks instead", gpuNodes)
+	case len(denied) > 0:
+		c.Result = Warn
+		c.Message = fmt.Sprintf("GPU metrics: exporter on %d of %d GPU nodes, but get on pods/proxy is denied in namespace %s; top runs nvidia-smi in the ranks instead", covered, gpuNodes, strings.Join(denied, ", "))
+		c.Fix = fmt.Sprintf("an admin: kubectl tao rbac --gpu-metrics --gpu-metrics-namespace %s --user YOU | kubectl apply -f -", denied[0])
+	case covered < gpuNodes:
+		c.Result, c.Fix = Warn, enable+" on every GPU node"
+		c.Message = fmt.Sprintf("GPU metrics: exporter on %d of %d GPU nodes, readable; the others' ranks fall back to nvidia-smi", covered, gpuNodes)
+	default:
+		c.Result, c.Message = Pass, fmt.Sprintf("GPU metrics: exporter on %d of %d GPU nodes, readable", covered, gpuNodes)
+	}
+	return c
 }

@@ -42,8 +42,14 @@ func healthy() Facts {
 		Requested: map[string]corev1.ResourceList{},
 		DaemonSets: []appsv1.DaemonSet{{ObjectMeta: metav1.ObjectMeta{Namespace: "gpu-operator",
 			Name: "nvidia-device-plugin-daemonset"}}},
-		Request: request(8, 1),
+		Exporters:    map[string]*corev1.Pod{"a": exporter("a"), "b": exporter("b")},
+		ProxyAllowed: map[string]bool{"gpu-operator": true},
+		Request:      request(8, 1),
 	}
+}
+
+func exporter(node string) *corev1.Pod {
+	return fixture.Pod("nvidia-dcgm-exporter-" + node).Namespace("gpu-operator").Node(node).Phase(corev1.PodRunning).Obj()
 }
 
 func byName(checks []Check) map[string]Check {
@@ -98,6 +104,13 @@ func TestEvaluate(t *testing.T) {
 		{"no GPUs", func(f *Facts) { f.Nodes = []corev1.Node{fixture.Node("cpu").GPUs(0).Val()} }, "gpus", Fail, []string{gpufit.ErrNoGPUs.Error(), "GPU Operator"}},
 		{"GPUs counted", func(*Facts) {}, "gpus", Pass, []string{"16 nvidia.com/gpu allocatable on 2 of 2 nodes"}},
 		{"operator found", func(*Facts) {}, "gpu-operator", Pass, []string{"gpu-operator/nvidia-device-plugin-daemonset"}},
+		{"GPU metrics readable everywhere", func(*Facts) {}, "gpu-metrics", Pass, []string{"GPU metrics: exporter on 2 of 2 GPU nodes, readable"}},
+		{"GPU metrics on some nodes", func(f *Facts) { delete(f.Exporters, "b") }, "gpu-metrics", Warn,
+			[]string{"exporter on 1 of 2 GPU nodes, readable", "nvidia-smi", "dcgmExporter.enabled=true"}},
+		{"no exporter", func(f *Facts) { f.Exporters = nil }, "gpu-metrics", Warn, []string{"no dcgm-exporter on any of the 2 GPU nodes"}},
+		{"exporter not readable", func(f *Facts) { f.ProxyAllowed = nil }, "gpu-metrics", Warn,
+			[]string{"get on pods/proxy is denied in namespace gpu-operator", "kubectl tao rbac --gpu-metrics --gpu-metrics-namespace gpu-operator"}},
+		{"exporters not looked for", func(f *Facts) { f.ExportersErr = forbidden }, "gpu-metrics", Warn, []string{"could not look for dcgm-exporter"}},
 		{"operator by label", func(f *Facts) {
 			f.DaemonSets = []appsv1.DaemonSet{{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "dp", Labels: map[string]string{"k8s-app": "nvidia-gpu-device-plugin"}}}}
 		}, "gpu-operator", Pass, []string{"kube-system/dp"}},
@@ -203,7 +216,7 @@ func TestEvaluateHealthyHasNoFailure(t *testing.T) {
 	for _, c := range checks {
 		names = append(names, c.Name)
 	}
-	want := "cluster namespace permissions cluster-reads gpus gpu-operator node-runtime container-toolkit fit"
+	want := "cluster namespace permissions cluster-reads gpus gpu-operator gpu-metrics node-runtime container-toolkit fit"
 	if got := strings.Join(names, " "); got != want {
 		t.Fatalf("checks %q, want %q", got, want)
 	}

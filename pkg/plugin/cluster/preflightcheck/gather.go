@@ -7,6 +7,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	authv1 "k8s.io/api/authorization/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
@@ -15,6 +16,7 @@ import (
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cluster/gpufit"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cluster/nodeusage"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cluster/permissions"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/job/jobtop"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/job/kueue"
 )
 
@@ -58,6 +60,7 @@ func Gather(ctx context.Context, t Targets) Facts {
 		})
 	}
 	wg.Go(func() { f.DaemonSets, f.DaemonSetsErr = gpuDaemonSets(ctx, client) })
+	wg.Go(func() { f.Exporters, f.ProxyAllowed, f.ExportersErr = gpuExporters(ctx, client) })
 	if dyn != nil {
 		wg.Go(func() {
 			f.KueueVersion, f.KueueErr = kueue.Discover(ctx, client.Discovery())
@@ -109,4 +112,23 @@ func gpuDaemonSets(ctx context.Context, client kubernetes.Interface) ([]appsv1.D
 		}
 		opts.Continue = page.Continue
 	}
+}
+
+// gpuExporters finds dcgm-exporter on the nodes and asks whether its pods may be read through
+// the pod proxy, one access review per namespace it runs in.
+func gpuExporters(ctx context.Context, client kubernetes.Interface) (map[string]*corev1.Pod, map[string]bool, error) {
+	exporters, err := jobtop.FindExporters(ctx, client)
+	if err != nil && len(exporters) == 0 {
+		return nil, nil, err
+	}
+	allowed := map[string]bool{}
+	for _, p := range exporters {
+		if _, done := allowed[p.Namespace]; done {
+			continue
+		}
+		a := permissions.GPUMetrics[0]
+		r := review(ctx, client, p.Namespace, a)
+		allowed[p.Namespace] = r.Err == nil && r.Allowed
+	}
+	return exporters, allowed, nil
 }

@@ -22,6 +22,8 @@ import (
 
 	cmdutil "github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmd/util"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/job/jobstatus"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/job/jobtop"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/job/tail"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/job/triage"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/storage/jobresults"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/storage/s3layout"
@@ -59,15 +61,18 @@ type Options struct {
 	UID string
 	// S3Secret names a Secret with the archive's S3 credentials, when the shell has none.
 	S3Secret string
+	// SilentAfter is how long a rank of a running job may stay quiet before it is a finding.
+	SilentAfter time.Duration
 	// getenv gives the S3 credentials of the log archive (os.Getenv outside tests).
 	getenv func(string) string
 }
 
 // NewCmd builds `kubectl tao diagnose`.
 func NewCmd(f cmdutil.Factory, streams genericiooptions.IOStreams, clk clock.PassiveClock, getenv func(string) string) *cobra.Command {
-	o := &Options{TriageCommand: cmdutil.NewTriageCommand(f, streams, clk), getenv: getenv}
+	o := &Options{TriageCommand: cmdutil.NewTriageCommand(f, streams, clk), getenv: getenv, SilentAfter: jobtop.DefaultSilentAfter}
 	cmd := o.CobraCommand(o, "diagnose JOB [--uid UID] [-o FORMAT]", "Explain why a job failed or is stuck, and what to do", long, example, "the report")
 	cmd.Flags().StringVar(&o.UID, "uid", o.UID, "The run to diagnose from its log archive once its Job is gone, when the name has several runs (see 'kubectl tao results --all-runs').")
+	cmd.Flags().DurationVar(&o.SilentAfter, "silent-after", o.SilentAfter, "Of a running job: how long a rank that printed may stay quiet before it is a finding (see 'kubectl tao top').")
 	cmd.Flags().StringVar(&o.S3Secret, "s3-secret", o.S3Secret, "Secret with the S3 credentials of the log archive, when the shell has none and the Job is gone.")
 	return cmd
 }
@@ -77,12 +82,17 @@ func (o *Options) Validate() error {
 	if err := jobresults.ValidateUID(o.Name, o.UID); err != nil {
 		return err
 	}
+	if o.SilentAfter <= 0 {
+		return exitcode.Usagef("--silent-after must be more than 0, got %s", o.SilentAfter)
+	}
 	return o.Printer.Validate()
 }
 
 // Run collects the evidence, analyses it and prints the report. A Job that is gone, or a run
 // of its name other than the Job's (--uid), is diagnosed from the run's log archive alone.
 func (o *Options) Run(ctx context.Context) error {
+	// A running job's health reads each rank's last line, all at once as logs --tail 1 does.
+	cmdutil.RaiseRateLimit(o.Factory, tail.DefaultMaxLogRequests)
 	now := o.Clock.Now()
 	snap, err := o.Collect(ctx, triage.CollectOptions{Logs: true, Now: now})
 	switch {
@@ -100,7 +110,50 @@ func (o *Options) Run(ctx context.Context) error {
 		}
 		snap.Archive = arch
 	}
-	return o.print(triage.Analyze(snap), now)
+	a := triage.Analyze(snap)
+	if a.Status == string(jobstatus.Running) {
+		a = triage.WithHealth(a, o.health(ctx, snap, now))
+	}
+	if note := o.checkpointNote(ctx, snap.Job, a.Status, now); note != "" {
+		a.Notes = append(a.Notes, note)
+	}
+	return o.print(a, now)
+}
+
+// health reads a running job's training as top does (GPU use, last output, progress) and
+// returns its findings; none when the reading cannot be made.
+func (o *Options) health(ctx context.Context, snap triage.Snapshot, now time.Time) []triage.NodeEvent {
+	client, err := o.Factory.KubernetesClient()
+	if err != nil {
+		return nil
+	}
+	r := &jobtop.Reader{Client: client, SilentAfter: o.SilentAfter}
+	if cfg, err := cmdutil.CoreRESTConfig(o.Factory); err == nil {
+		r.Exec = jobtop.RemoteExecutor{Client: client, Config: cfg}
+	}
+	j := r.Read(ctx, []jobtop.Target{{Job: snap.Job, Pods: snap.Pods}}, now)[0]
+	return j.Findings
+}
+
+// checkpointNote says where a failed or suspended job with --checkpoint-dir would go on from,
+// read with the S3 credentials at hand (see jobresults.KeptCheckpoint).
+func (o *Options) checkpointNote(ctx context.Context, job *batchv1.Job, status string, now time.Time) string {
+	settings, ok, err := jobresults.Checkpoints(job)
+	if err != nil || !ok {
+		return ""
+	}
+	if !triage.NeedsCheckpointNote(job, status) {
+		return "" // no S3 request for a job that runs or ended well
+	}
+	client, err := o.Factory.KubernetesClient()
+	if err != nil {
+		return ""
+	}
+	kept := triage.KeptCheckpoint{Dir: settings.Dir, OnVolume: settings.OnVolume}
+	if c, ok := jobresults.KeptCheckpoint(ctx, client, job, o.getenv); ok {
+		kept.Path, kept.Written = c.Path, c.Written
+	}
+	return triage.CheckpointNote(job, status, kept, now)
 }
 
 // runGone diagnoses the run --uid names, or the only run of the name, from its log archive

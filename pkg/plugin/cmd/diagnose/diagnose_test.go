@@ -130,3 +130,12 @@ func TestQueuedGoldens(t *testing.T) {
 		})
 	}
 }
+
+// --silent-after must be more than 0: a usage error before anything is read.
+func TestDiagnoseBadSilentAfter(t *testing.T) {
+	c := cluster()
+	r := run(t, c, "diagnose", "train", "--silent-after", "0s")
+	if r.Code != int(exitcode.Usage) || r.Stdout != "" || !strings.Contains(r.Stderr, "--silent-after must be more than 0") || len(c.Actions()) != 0 {
+		t.Fatalf("exit %d, stdout %q, stderr %q, requests %v", r.Code, r.Stdout, r.Stderr, c.Actions())
+	}
+}

@@ -64,20 +64,21 @@ func TestPreflightJSON(t *testing.T) {
 		got[ch["name"]] = ch["result"]
 	}
 	want := map[string]string{"cluster": "PASS", "namespace": "PASS", "permissions": "PASS", "cluster-reads": "PASS", "gpus": "PASS",
-		"gpu-operator": "WARN", "node-runtime": "PASS", "container-toolkit": "INFO", "multi-node": "PASS", "fit": "PASS",
+		"gpu-operator": "WARN", "gpu-metrics": "WARN", "node-runtime": "PASS", "container-toolkit": "INFO", "multi-node": "PASS", "fit": "PASS",
 		"queue": ""} // no Kueue, no --queue: no queue line
 	for k, v := range want {
 		if got[k] != v {
 			t.Errorf("%s = %q, want %q (all: %v)", k, got[k], v, got)
 		}
 	}
-	// One list each for nodes, pods and daemonsets; one review per permission; Kueue's discovery
-	// (v1beta2, then v1beta1: not installed); nothing written.
+	// One list each for nodes, pods and daemonsets, two pod lists looking for dcgm-exporter; one
+	// review per permission; Kueue's discovery (v1beta2, then v1beta1: not installed); nothing
+	// written.
 	counts := map[string]int{}
 	for _, a := range c.Actions() {
 		counts[a.GetVerb()+" "+a.GetResource().Resource]++
 	}
-	if counts["list nodes"] != 1 || counts["list pods"] != 1 || counts["list daemonsets"] != 1 || counts["get namespaces"] != 1 ||
+	if counts["list nodes"] != 1 || counts["list pods"] != 3 || counts["list daemonsets"] != 1 || counts["get namespaces"] != 1 ||
 		counts["create selfsubjectaccessreviews"] < 15 || counts["get resource"] != 2 || len(counts) != 7 {
 		t.Fatalf("API requests: %v", counts)
 	}
@@ -113,7 +114,7 @@ func TestPreflightNamesDeniedVerbs(t *testing.T) {
 		return true, nil, errForbidden
 	})
 	r := run(c)
-	if r.Code != int(exitcode.PreflightFailed) || !strings.Contains(r.Stdout, "you may not: get pods/log (logs)") ||
+	if r.Code != int(exitcode.PreflightFailed) || !strings.Contains(r.Stdout, "you may not: get pods/log (logs, top") ||
 		!strings.Contains(r.Stdout, "list nodes") || strings.Contains(r.Stdout, "\nfit ") {
 		t.Fatalf("exit %d\n%s", r.Code, r.Stdout)
 	}

@@ -27,6 +27,33 @@ type Objects struct {
 	RoleBinding        *rbacv1.RoleBinding
 	ClusterRole        *rbacv1.ClusterRole
 	ClusterRoleBinding *rbacv1.ClusterRoleBinding
+	// GPUMetricsRole (and its binding) grant top the reads of dcgm-exporter in its namespace;
+	// only with --gpu-metrics.
+	GPUMetricsRole        *rbacv1.Role
+	GPUMetricsRoleBinding *rbacv1.RoleBinding
+}
+
+// GPUMetricsRoleName names the Role in dcgm-exporter's namespace.
+const GPUMetricsRoleName = "kubectl-tao-gpu-metrics"
+
+// WithGPUMetrics adds the Role in metricsNS (dcgm-exporter's namespace) that lets top read the
+// exporter, and its binding when a subject was named.
+func WithGPUMetrics(o Objects, metricsNS string, subject *rbacv1.Subject) Objects {
+	labels := map[string]string{"app.kubernetes.io/managed-by": "kubectl-tao"}
+	o.GPUMetricsRole = &rbacv1.Role{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "Role"},
+		ObjectMeta: metav1.ObjectMeta{Name: GPUMetricsRoleName, Namespace: metricsNS, Labels: labels},
+		Rules:      Rules(permissions.GPUMetrics),
+	}
+	if subject != nil {
+		o.GPUMetricsRoleBinding = &rbacv1.RoleBinding{
+			TypeMeta:   metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "RoleBinding"},
+			ObjectMeta: metav1.ObjectMeta{Name: bindingName(GPUMetricsRoleName, subject), Namespace: metricsNS, Labels: labels},
+			Subjects:   []rbacv1.Subject{*subject},
+			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: GPUMetricsRoleName},
+		}
+	}
+	return o
 }
 
 // Rules turns accesses into PolicyRules, one per API group and resource, verbs in order.
@@ -148,6 +175,10 @@ func Comments(o Objects) map[string]string {
 		}
 	}
 	return map[string]string{
+		"GPUMetricsRole": "# Lets `kubectl tao top` read dcgm-exporter's GPU numbers through the API server's pod proxy,\n" +
+			"# in the exporter's namespace only: pods/proxy reaches whatever a pod serves, so never grant it cluster-wide.\n" +
+			"# Without it top runs nvidia-smi in the ranks instead (pods/exec in the job's namespace).\n",
+		"GPUMetricsRoleBinding": "# Binds the GPU metrics Role in the exporter's namespace.\n",
 		"Role": "# What every kubectl tao command needs in namespace " + o.Role.Namespace + ".\n" +
 			"# update jobs/finalizers is needed only where the OwnerReferencesPermissionEnforcement admission plugin runs.\n",
 		"ClusterRole": "# Cluster-wide reads. Without them nothing breaks, checks degrade:\n" + strings.Join(cluster, "\n") + "\n" +

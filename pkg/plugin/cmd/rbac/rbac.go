@@ -23,6 +23,9 @@ const example = `  # Let alice use kubectl tao in namespace ml (an admin applies
 // Options are the flags of `kubectl tao rbac`.
 type Options struct {
 	User, Group, ServiceAccount string
+	// GPUMetrics adds the Role that lets top read dcgm-exporter in GPUMetricsNamespace.
+	GPUMetrics          bool
+	GPUMetricsNamespace string
 
 	factory cmdutil.Factory
 	genericiooptions.IOStreams
@@ -49,6 +52,8 @@ func NewCmd(f cmdutil.Factory, streams genericiooptions.IOStreams) *cobra.Comman
 	cmd.Flags().StringVar(&o.User, "user", "", "User to bind the roles to.")
 	cmd.Flags().StringVar(&o.Group, "group", "", "Group to bind the roles to.")
 	cmd.Flags().StringVar(&o.ServiceAccount, "serviceaccount", "", "ServiceAccount NAMESPACE:NAME to bind the roles to.")
+	cmd.Flags().BoolVar(&o.GPUMetrics, "gpu-metrics", false, "Also a Role in dcgm-exporter's namespace granting get on pods/proxy there only, so that top reads GPU numbers from the exporter instead of running nvidia-smi in the ranks.")
+	cmd.Flags().StringVar(&o.GPUMetricsNamespace, "gpu-metrics-namespace", "gpu-operator", "With --gpu-metrics: the namespace dcgm-exporter runs in.")
 	return cmd
 }
 
@@ -62,7 +67,14 @@ func (o *Options) Run() error {
 	if err != nil {
 		return err
 	}
-	return Print(o.Out, Build(ns, subject))
+	objs := Build(ns, subject)
+	if o.GPUMetrics {
+		if o.GPUMetricsNamespace == "" {
+			return exitcode.Usagef("--gpu-metrics-namespace must name a namespace")
+		}
+		objs = WithGPUMetrics(objs, o.GPUMetricsNamespace, subject)
+	}
+	return Print(o.Out, objs)
 }
 
 // Print writes the objects as `---`-separated YAML documents, each with its comment.
@@ -79,8 +91,20 @@ func Print(w io.Writer, objs Objects) error {
 	if objs.ClusterRoleBinding != nil {
 		objects = append(objects, objs.ClusterRoleBinding)
 	}
+	extra := map[runtime.Object]string{}
+	if objs.GPUMetricsRole != nil {
+		objects = append(objects, objs.GPUMetricsRole)
+		extra[objs.GPUMetricsRole] = "GPUMetricsRole"
+		if objs.GPUMetricsRoleBinding != nil {
+			objects = append(objects, objs.GPUMetricsRoleBinding)
+			extra[objs.GPUMetricsRoleBinding] = "GPUMetricsRoleBinding"
+		}
+	}
 	for _, obj := range objects {
 		kind := obj.GetObjectKind().GroupVersionKind().Kind
+		if k, ok := extra[obj]; ok {
+			kind = k
+		}
 		fmt.Fprint(w, "---\n"+comments[kind])
 		// A printer per document: the YAML printer writes its own separator from the second on.
 		if err := (&printers.YAMLPrinter{}).PrintObj(obj, w); err != nil {

@@ -105,3 +105,42 @@ func TestParseSubject(t *testing.T) {
 		t.Errorf("group %+v", s)
 	}
 }
+
+// --gpu-metrics: a Role in the exporter's namespace only, granting pods/proxy there and
+// nothing cluster-wide; the Role and ClusterRole are unchanged.
+func TestGPUMetricsRole(t *testing.T) {
+	subject := &rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Namespace: "ci", Name: "runner"}
+	plain := Build("ml", subject)
+	o := WithGPUMetrics(Build("ml", subject), "monitoring", subject)
+	if o.GPUMetricsRole.Namespace != "monitoring" || o.GPUMetricsRoleBinding.Namespace != "monitoring" {
+		t.Fatalf("namespaces %s %s", o.GPUMetricsRole.Namespace, o.GPUMetricsRoleBinding.Namespace)
+	}
+	got, _ := yaml.Marshal(o.GPUMetricsRole.Rules)
+	want := "- apiGroups:\n  - \"\"\n  resources:\n  - pods/proxy\n  verbs:\n  - get\n- apiGroups:\n  - \"\"\n  resources:\n  - pods\n  verbs:\n  - list\n"
+	if string(got) != want {
+		t.Errorf("rules:\n%s\nwant:\n%s", got, want)
+	}
+	for _, r := range append(o.Role.Rules, o.ClusterRole.Rules...) {
+		for _, res := range r.Resources {
+			if res == "pods/proxy" {
+				t.Errorf("pods/proxy granted outside the exporter's namespace: %+v", r)
+			}
+		}
+	}
+	a, _ := yaml.Marshal(plain.ClusterRole)
+	b, _ := yaml.Marshal(o.ClusterRole)
+	if string(a) != string(b) {
+		t.Errorf("--gpu-metrics changed the ClusterRole")
+	}
+	var buf bytes.Buffer
+	if err := Print(&buf, o); err != nil {
+		t.Fatal(err)
+	}
+	if out := buf.String(); strings.Count(out, "\nkind: Role\n") != 2 || !strings.Contains(out, "never grant it cluster-wide") ||
+		!strings.Contains(out, "name: kubectl-tao-gpu-metrics-serviceaccount-ci-runner") {
+		t.Errorf("printed:\n%s", out)
+	}
+	if o := WithGPUMetrics(Build("ml", nil), "gpu-operator", nil); o.GPUMetricsRoleBinding != nil {
+		t.Errorf("a binding without a subject")
+	}
+}

@@ -5,10 +5,13 @@ package status
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/spf13/cobra"
+	batchv1 "k8s.io/api/batch/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/clock"
 
 	cmdutil "github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmd/util"
@@ -16,6 +19,7 @@ import (
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/job/jobpods"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/job/jobstatus"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/job/kueue"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/storage/jobresults"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/util/exitcode"
 )
 
@@ -28,7 +32,9 @@ const example = `  # Human-readable status of a job
 
 const long = `Show the status of a training job: one of Pending, Running, Complete, Error, Canceled or
 Unknown. The status comes from the Job's conditions, its deletion state and its pods (one get
-and one pod list). A missing Job is Unknown and exits with code 3.
+and one pod list). A missing Job is Unknown and exits with code 3. For a job with
+--checkpoint-dir, -o json adds lastCheckpoint, the checkpoint a new attempt would resume from,
+when the S3 credentials are at hand (the shell's or the job's Secret; one request to S3).
 
 Rules: https://github.com/kubectl-tao/kubectl-tao/blob/main/docs/job-contract.md#statuses`
 
@@ -39,12 +45,14 @@ type Options struct {
 
 	factory cmdutil.Factory
 	clock   clock.PassiveClock
+	// getenv gives the shell's S3 credentials for lastCheckpoint.
+	getenv func(string) string
 	genericiooptions.IOStreams
 }
 
-// NewCmd builds `kubectl tao status`.
-func NewCmd(f cmdutil.Factory, streams genericiooptions.IOStreams, clk clock.PassiveClock) *cobra.Command {
-	o := &Options{out: printer.NewFlags(printer.WithNames(), printer.WithTable()), factory: f, clock: clk, IOStreams: streams}
+// NewCmd builds `kubectl tao status`. getenv is os.Getenv outside tests.
+func NewCmd(f cmdutil.Factory, streams genericiooptions.IOStreams, clk clock.PassiveClock, getenv func(string) string) *cobra.Command {
+	o := &Options{out: printer.NewFlags(printer.WithNames(), printer.WithTable()), factory: f, clock: clk, getenv: getenv, IOStreams: streams}
 	cmd := &cobra.Command{
 		Use:                   "status JOB [-o FORMAT]",
 		DisableFlagsInUseLine: true,
@@ -96,5 +104,19 @@ func (o *Options) Run(ctx context.Context) error {
 		pods = nil
 	}
 	now := o.clock.Now()
-	return cmdutil.PrintSummary(o.Out, o.out, jobstatus.Summarize(o.namespace, o.name, job, pods, kueue.WorkloadFor(ctx, client.Discovery(), o.factory.DynamicClient, job, o.ErrOut), now), now)
+	s := jobstatus.Summarize(o.namespace, o.name, job, pods, kueue.WorkloadFor(ctx, client.Discovery(), o.factory.DynamicClient, job, o.ErrOut), now)
+	if !o.out.Human() {
+		s.LastCheckpoint = o.lastCheckpoint(ctx, client, job, now)
+	}
+	return cmdutil.PrintSummary(o.Out, o.out, s, now)
+}
+
+// lastCheckpoint is what a new attempt would resume from, for status -o json (nil without one:
+// the rest of the status stands without it).
+func (o *Options) lastCheckpoint(ctx context.Context, client kubernetes.Interface, job *batchv1.Job, now time.Time) *jobstatus.CheckpointState {
+	c, ok := jobresults.KeptCheckpoint(ctx, client, job, o.getenv)
+	if !ok {
+		return nil
+	}
+	return &jobstatus.CheckpointState{Path: c.Path, Size: c.Size, Written: c.Written, AgeSeconds: int64(now.Sub(c.Written) / time.Second)}
 }

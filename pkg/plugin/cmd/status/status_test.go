@@ -23,10 +23,12 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/job/jobspec"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/storage/s3layout"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/util/exitcode"
 	"github.com/kubectl-tao/kubectl-tao/test/testutil/cmdtest"
 	"github.com/kubectl-tao/kubectl-tao/test/testutil/fixture"
 	"github.com/kubectl-tao/kubectl-tao/test/testutil/golden"
+	"github.com/kubectl-tao/kubectl-tao/test/testutil/s3fake"
 )
 
 var now = time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
@@ -339,5 +341,42 @@ func TestStatusIncompleteSubmit(t *testing.T) {
 	r = run(t, fake.NewClientset(left(2*time.Second)), "train", "-o", "json")
 	if err := json.Unmarshal([]byte(r.Stdout), &m); err != nil || m["status"] != "Pending" || m["reason"] != "" {
 		t.Errorf("a submit still running: %s (%v)", r.Stdout, err)
+	}
+}
+
+// A job with --checkpoint-dir: -o json names the checkpoint a new attempt would resume from,
+// read from rank 0's manifest with the credentials at hand; without them the key is absent and
+// the status is what it was, with nothing said.
+func TestStatusJSONNamesTheLastCheckpoint(t *testing.T) {
+	srv := s3fake.Start(t, s3fake.Options{})
+	f, err := s3layout.NewManifestFile("results/train/uid-1/", 0, "step-9.pt", 300, now.Add(-90*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := s3layout.EncodeManifest(s3layout.Manifest{Rank: 0, Files: []s3layout.ManifestFile{f}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Put(s3layout.CheckpointManifestKey("results/train/uid-1/", 0), string(data))
+	job := train().Annotation(s3layout.AnnotationCheckpoints, `{"dir":"/ckpt"}`).Annotation(s3layout.AnnotationS3Secret, "train-s3").Obj()
+
+	r := cmdtest.Cmd{NS: "ml", Client: fake.NewClientset(job), Now: now, Env: srv.Env()}.Run(context.Background(), "status", "train", "-o", "json")
+	var got struct {
+		LastCheckpoint *struct {
+			Path       string    `json:"path"`
+			Size       int64     `json:"size"`
+			Written    time.Time `json:"written"`
+			AgeSeconds int64     `json:"ageSeconds"`
+		} `json:"lastCheckpoint"`
+	}
+	if r.Code != 0 || r.Stderr != "" || json.Unmarshal([]byte(r.Stdout), &got) != nil || got.LastCheckpoint == nil ||
+		got.LastCheckpoint.Path != "step-9.pt" || got.LastCheckpoint.Size != 300 || got.LastCheckpoint.AgeSeconds != 90 {
+		t.Fatalf("got %+v: %+v", got.LastCheckpoint, r)
+	}
+
+	// No credentials in the shell, and the job's Secret is not there: no key, no error.
+	r = cmdtest.Cmd{NS: "ml", Client: fake.NewClientset(job), Now: now}.Run(context.Background(), "status", "train", "-o", "json")
+	if r.Code != 0 || r.Stderr != "" || strings.Contains(r.Stdout, "lastCheckpoint") {
+		t.Errorf("without credentials: %+v", r)
 	}
 }

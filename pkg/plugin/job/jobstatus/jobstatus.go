@@ -18,7 +18,8 @@ const (
 	// Pending: the Job exists and is not terminal, and none of its pods is Running yet
 	// (waiting to be scheduled, pulling images, suspended or queued).
 	Pending Status = "Pending"
-	// Running: not terminal, and at least one pod is Running.
+	// Running: not terminal, and at least one pod is Running, or some rank has already
+	// succeeded (the Job is finishing, or a replaced rank is starting again).
 	Running Status = "Running"
 	// Complete: condition Complete or SuccessCriteriaMet is True.
 	Complete Status = "Complete"
@@ -110,8 +111,34 @@ func Of(job *batchv1.Job, pods []corev1.Pod) Result {
 		r.Status, r.Message = Running, fmt.Sprintf("%d/%d ranks running", r.Running, r.Nodes)+replaced
 		return r
 	}
+	// Between the last pod's success and the Job's Complete no rank runs; a server without
+	// SuccessCriteriaMet (before 1.31) leaves that gap open for a while. The job is not
+	// Pending again: a wait must not read Running -> Pending -> Complete.
+	if n := succeeded(job, pods); n > 0 {
+		r.Status, r.Message = Running, fmt.Sprintf("0/%d ranks running, %d succeeded", r.Nodes, n)+replaced
+		return r
+	}
 	r.Status, r.Message = Pending, fmt.Sprintf("0/%d ranks running", r.Nodes)+replaced
 	return r
+}
+
+// succeeded counts the ranks that have succeeded: the pods in phase Succeeded when given, else
+// the Job's count and the successes its controller has yet to count.
+func succeeded(job *batchv1.Job, pods []corev1.Pod) int32 {
+	if pods != nil {
+		var n int32
+		for i := range pods {
+			if pods[i].Status.Phase == corev1.PodSucceeded {
+				n++
+			}
+		}
+		return n
+	}
+	n := job.Status.Succeeded
+	if u := job.Status.UncountedTerminatedPods; u != nil {
+		n += int32(len(u.Succeeded))
+	}
+	return n
 }
 
 func wanted(job *batchv1.Job) int32 {

@@ -7,6 +7,7 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/kubectl-tao/kubectl-tao/test/testutil/fixture"
 )
@@ -41,6 +42,14 @@ func TestOf(t *testing.T) {
 		{"queued but being deleted", fixture.Job("train").Nodes(1).Suspend(true).Label(QueueLabel, "team-a").Deleting(time.Time{}).Obj(), nil, Canceled, "", true},
 		{"label without suspend is not queued", fixture.Job("train").Nodes(1).Label(QueueLabel, "team-a").Obj(), []corev1.Pod{}, Pending, "0/1 ranks running", false},
 		{"complete", fixture.Job("train").Nodes(2).Condition(batchv1.JobComplete, "", "").Succeeded(2).Obj(), nil, Complete, "2/2 ranks succeeded", true},
+		// Before 1.31 no SuccessCriteriaMet: every pod has succeeded and the Job is not Complete yet.
+		{"finishing, pods succeeded", fixture.Job("train").Nodes(2).Obj(), []corev1.Pod{fixture.Pod("").Phase(corev1.PodSucceeded).Val(), fixture.Pod("").Phase(corev1.PodSucceeded).Val()}, Running, "0/2 ranks running, 2 succeeded", false},
+		{"finishing, successes not counted yet", func() *batchv1.Job {
+			j := fixture.Job("train").Nodes(2).Obj()
+			j.Status.UncountedTerminatedPods = &batchv1.UncountedTerminatedPods{Succeeded: []types.UID{"a", "b"}}
+			return j
+		}(), nil, Running, "0/2 ranks running, 2 succeeded", false},
+		{"one rank done, the other's replacement pending", fixture.Job("train").Nodes(2).Succeeded(1).Obj(), nil, Running, "0/2 ranks running, 1 succeeded", false},
 		{"success criteria met (1.31+, pods still terminating)", fixture.Job("train").Nodes(2).Condition(batchv1.JobSuccessCriteriaMet, "CompletionsReached", "").Obj(), []corev1.Pod{fixture.Pod("").Phase(corev1.PodRunning).Val()}, Complete, "", true},
 		{"failed", fixture.Job("train").Nodes(1).Condition(batchv1.JobFailed, "BackoffLimitExceeded", "Job has reached the specified backoff limit").Obj(), nil, Error, "BackoffLimitExceeded: Job has reached", true},
 		{"failure target (1.31+)", fixture.Job("train").Nodes(2).Condition(batchv1.JobFailureTarget, "BackoffLimitExceeded", "").Obj(), []corev1.Pod{fixture.Pod("").Phase(corev1.PodRunning).Val()}, Error, "BackoffLimitExceeded", true},

@@ -35,11 +35,24 @@ type Summary struct {
 	// Queue is where a job waiting in a Kueue queue waits and the quota it waits for (null for
 	// any other job, or when Kueue's objects could not be read).
 	Queue *QueueState `json:"queue"`
+	// LastCheckpoint is the checkpoint a new attempt would resume from, for a job with
+	// --checkpoint-dir when the S3 credentials were at hand; absent otherwise.
+	LastCheckpoint *CheckpointState `json:"lastCheckpoint,omitempty"`
 
 	// created is for AGE in the table, position for its STATUS (Queue carries it in the
 	// JSON); not part of the JSON contract.
 	created  time.Time
 	position *Position
+}
+
+// CheckpointState is a kept checkpoint as status shows it: the file (or
+// torch.distributed.checkpoint directory) below the checkpoint directory, its size, when it was
+// written and how long ago.
+type CheckpointState struct {
+	Path       string    `json:"path"`
+	Size       int64     `json:"size"`
+	Written    time.Time `json:"written"`
+	AgeSeconds int64     `json:"ageSeconds"`
 }
 
 // Summarize turns a Job, its pods (nil when not listed) and, for a job waiting in a Kueue
