@@ -36,6 +36,11 @@ REAL_NODE_E2E := $(or $(REAL_NODE),auto)
 # leaves the host clean) runs first, since the suite's cluster then holds the machine's node.
 REAL_NODE_PRE  = $(if $(E2E_FLAGS),,$(REAL_NODE_ON))
 REAL_NODE_ON  := $(if $(filter 1 true on,$(REAL_NODE_E2E)),1,$(if $(filter auto,$(REAL_NODE_E2E)),$(if $(filter 0,$(shell id -u 2>/dev/null)),$(filter Linux,$(shell uname -s)))))
+# The Kubernetes release the local cluster builds and runs (test/localcluster/README.md): any
+# v1.MINOR.PATCH from 1.28 to the newest, which is the default. Every target that builds or
+# starts a cluster passes it to the launcher; a release not built yet costs a cold build.
+KUBERNETES_VERSION ?=
+KUBE_VERSION_FLAG  := $(if $(KUBERNETES_VERSION),--kubernetes-version '$(KUBERNETES_VERSION)')
 # Kueue (test/localcluster/README.md): KUEUE=1 makes `make cluster-up` also run Kueue's manager.
 # `make e2e` builds it into the cache first; its queue tests add it to the cluster themselves
 # (localcluster kueue-up) after checking what kubectl-tao does on a cluster without it.
@@ -94,18 +99,28 @@ unit: $(TESTSUMMARY) ## Run the unit tests (the plugin's under the race detector
 # The e2e suite runs the plugin through kubectl: the one on PATH, or on a machine without one,
 # kubectl of the cluster's Kubernetes version that the launcher builds into its cache.
 KUBECTL_ON_PATH := $(shell command -v kubectl 2>/dev/null)
-E2E_PATH         = $(if $(KUBECTL_ON_PATH),,PATH="$$(dirname "$$($(LOCALCLUSTER) build --kubectl | grep '/kubectl$$')")":"$$PATH" )
+E2E_PATH         = $(if $(KUBECTL_ON_PATH),,PATH="$$(dirname "$$($(LOCALCLUSTER) build --kubectl $(KUBE_VERSION_FLAG) | grep '/kubectl$$')")":"$$PATH" )
 
 .PHONY: e2e
 e2e: STAGER_PLATFORMS = linux/$(shell $(GO) env GOARCH)
 e2e: build $(LOCALCLUSTER) $(TESTSUMMARY) $(VERSITYGW) $(if $(REAL_NODE_ON),stager-image) ## Bring the local cluster up, run the e2e suite against it, bring it down
 	$(if $(REAL_NODE_PRE),$(GO) test -json -tags e2e -count=1 -timeout 30m -run '^TestRealNode$$' ./test/localcluster/ | $(call summary))
-	$(LOCALCLUSTER) build --kueue $(if $(KUBECTL_ON_PATH),,--kubectl) >/dev/null
-	$(E2E_PATH)LOCALCLUSTER='$(LOCALCLUSTER)' hack/with-cluster.sh '$(CLUSTER_DIR)' --nodes $(GPU_NODES) --gpus-per-node $(GPUS_PER_NODE) --real-node=$(REAL_NODE_E2E) --kueue=0 -- \
+	$(LOCALCLUSTER) build --kueue $(if $(KUBECTL_ON_PATH),,--kubectl) $(KUBE_VERSION_FLAG) >/dev/null
+	$(E2E_PATH)LOCALCLUSTER='$(LOCALCLUSTER)' hack/with-cluster.sh '$(CLUSTER_DIR)' --nodes $(GPU_NODES) --gpus-per-node $(GPUS_PER_NODE) --real-node=$(REAL_NODE_E2E) --kueue=0 $(KUBE_VERSION_FLAG) -- \
 	  env KUBECTL_TAO='$(CURDIR)/bin/kubectl-tao' VERSITYGW='$(VERSITYGW)' \
 	  LOCALCLUSTER='$(CURDIR)/$(LOCALCLUSTER)' LOCALCLUSTER_STATE_DIR='$(CLUSTER_DIR)' \
 	  $(LOCALCLUSTER) exec --state-dir '$(CLUSTER_DIR)' -- $(GO) test -json -tags e2e -count=1 -timeout 45m $(E2E_FLAGS) ./test/... \
 	  | $(call summary,$(E2E_FLAGS))
+
+# The compatibility matrix (docs/compat.md): TestCompat, the e2e suite's compatibility subset, on
+# a local cluster of each Kubernetes minor in COMPAT_MINORS (the newest patch the module proxy
+# serves), one after another, then the table feature x release, also in bin/compat-table.md
+# (hack/e2e-compat.sh). Not in CI: a release not built yet costs a cold build of its control plane.
+COMPAT_MINORS ?= 1.28 1.29 1.31 1.32 1.33 1.35 1.37
+
+.PHONY: e2e-compat
+e2e-compat: $(LOCALCLUSTER) ## Run the compatibility subset of the e2e suite on each Kubernetes minor of COMPAT_MINORS and print the table feature x release
+	GO='$(GO)' MAKE='$(MAKE)' LOCALCLUSTER='$(CURDIR)/$(LOCALCLUSTER)' COMPAT_MINORS='$(COMPAT_MINORS)' hack/e2e-compat.sh
 
 # The fault tests (test/faults) stop and start the control plane, so they run on a cluster of
 # their own, never the one `make e2e` shares: an API-server restart and a 30 s outage under
@@ -116,7 +131,7 @@ FAULTS_FLAGS       ?=
 
 .PHONY: e2e-faults-ci
 e2e-faults-ci: build $(LOCALCLUSTER) $(TESTSUMMARY) ## The fault tests CI runs (API-server restart and outage, 429/503 bursts) on a cluster of their own
-	LOCALCLUSTER='$(LOCALCLUSTER)' hack/with-cluster.sh '$(FAULTS_CLUSTER_DIR)' --nodes 4 --gpus-per-node 8 -- \
+	LOCALCLUSTER='$(LOCALCLUSTER)' hack/with-cluster.sh '$(FAULTS_CLUSTER_DIR)' --nodes 4 --gpus-per-node 8 $(KUBE_VERSION_FLAG) -- \
 	  env KUBECTL_TAO='$(CURDIR)/bin/kubectl-tao' TAO_FAULT_CLUSTER='$(FAULTS_CLUSTER_DIR)' \
 	  $(GO) test -json -tags faults -count=1 -timeout 20m -skip '^TestHeavy' $(FAULTS_FLAGS) ./test/faults/ \
 	  | $(call summary,$(FAULTS_FLAGS))
@@ -130,7 +145,7 @@ FAULTS_HEAVY_CLUSTER_DIR ?= $(CURDIR)/.cluster-faults-heavy
 
 .PHONY: e2e-faults
 e2e-faults: build $(LOCALCLUSTER) $(TESTSUMMARY) $(VERSITYGW) ## The heavy fault tests (1,000-rank logs -f) on a cluster of their own, then e2e-faults-ci
-	LOCALCLUSTER='$(LOCALCLUSTER)' hack/with-cluster.sh '$(FAULTS_HEAVY_CLUSTER_DIR)' --nodes 12 --gpus-per-node 8 -- \
+	LOCALCLUSTER='$(LOCALCLUSTER)' hack/with-cluster.sh '$(FAULTS_HEAVY_CLUSTER_DIR)' --nodes 12 --gpus-per-node 8 $(KUBE_VERSION_FLAG) -- \
 	  env KUBECTL_TAO='$(CURDIR)/bin/kubectl-tao' TAO_FAULT_CLUSTER='$(FAULTS_HEAVY_CLUSTER_DIR)' \
 	  $(GO) test -json -tags faults -count=1 -timeout 40m -run '^TestHeavy' -v $(FAULTS_FLAGS) ./test/faults/ \
 	  | $(call summary,-v)
@@ -160,7 +175,7 @@ BENCH_FLAGS       ?=
 .PHONY: bench
 bench: build $(LOCALCLUSTER) ## Go benchmarks, kubectl vs kubectl-tao (logs, status) on the local cluster, then bench-capacity, bench-scale and bench-s3 (docs/benchmarks.md)
 	$(GO) test -run '^$$' -bench . -benchmem ./...
-	LOCALCLUSTER='$(LOCALCLUSTER)' hack/with-cluster.sh '$(BENCH_CLUSTER_DIR)' --nodes 8 --gpus-per-node 8 -- \
+	LOCALCLUSTER='$(LOCALCLUSTER)' hack/with-cluster.sh '$(BENCH_CLUSTER_DIR)' --nodes 8 --gpus-per-node 8 $(KUBE_VERSION_FLAG) -- \
 	  $(GO) run ./test/bench/logsbench -tao '$(CURDIR)/bin/kubectl-tao' $(BENCH_FLAGS)
 	$(MAKE) --no-print-directory bench-capacity
 	$(MAKE) --no-print-directory bench-scale
@@ -181,7 +196,7 @@ BENCH_CAPACITY_FLAGS ?=
 
 .PHONY: bench-capacity
 bench-capacity: build $(LOCALCLUSTER) ## kubectl-tao capacity vs kubectl get nodes + get pods -A on 5,000 nodes and 2,000 GPU pods (a few minutes)
-	LOCALCLUSTER='$(LOCALCLUSTER)' hack/with-cluster.sh '$(BENCH_CAPACITY_DIR)' --nodes $(CAPACITY_NODES) --gpus-per-node 8 --timeout 10m -- \
+	LOCALCLUSTER='$(LOCALCLUSTER)' hack/with-cluster.sh '$(BENCH_CAPACITY_DIR)' --nodes $(CAPACITY_NODES) --gpus-per-node 8 --timeout 10m $(KUBE_VERSION_FLAG) -- \
 	  $(GO) run ./test/bench/capacitybench -tao '$(CURDIR)/bin/kubectl-tao' \
 	  -nodes $(CAPACITY_NODES) -pods $(CAPACITY_PODS) $(BENCH_CAPACITY_FLAGS)
 
@@ -193,7 +208,7 @@ BENCH_SCALE_FLAGS ?=
 
 .PHONY: bench-scale
 bench-scale: build $(LOCALCLUSTER) ## kubectl-tao vs kubectl on a 1,000-rank job: logs, logs -f, cancel (tens of minutes)
-	LOCALCLUSTER='$(LOCALCLUSTER)' hack/with-cluster.sh '$(BENCH_SCALE_DIR)' --nodes 12 --gpus-per-node 8 --timeout 10m -- \
+	LOCALCLUSTER='$(LOCALCLUSTER)' hack/with-cluster.sh '$(BENCH_SCALE_DIR)' --nodes 12 --gpus-per-node 8 --timeout 10m $(KUBE_VERSION_FLAG) -- \
 	  $(GO) run ./test/bench/scalebench -tao '$(CURDIR)/bin/kubectl-tao' $(BENCH_SCALE_FLAGS)
 
 .PHONY: lint
@@ -211,12 +226,12 @@ $(LOCALCLUSTER): FORCE
 	@$(GO) build -o $@ ./test/localcluster/cmd/localcluster
 
 .PHONY: cluster-build
-cluster-build: $(LOCALCLUSTER) ## Build (once per machine) the local cluster's binaries into the user cache
-	$(LOCALCLUSTER) build
+cluster-build: $(LOCALCLUSTER) ## Build (once per machine and KUBERNETES_VERSION) the local cluster's binaries into the user cache
+	$(LOCALCLUSTER) build $(KUBE_VERSION_FLAG)
 
 .PHONY: cluster-up
-cluster-up: $(LOCALCLUSTER) ## Start (or reuse) the local GPU cluster (REAL_NODE=1: with a real kubelet node; KUEUE=1: with Kueue); kubeconfig in .cluster/kubeconfig
-	$(LOCALCLUSTER) up --state-dir '$(CLUSTER_DIR)' --nodes $(GPU_NODES) --gpus-per-node $(GPUS_PER_NODE) --real-node=$(REAL_NODE_UP) --kueue=$(KUEUE)
+cluster-up: $(LOCALCLUSTER) ## Start (or reuse) the local GPU cluster (REAL_NODE=1: with a real kubelet node; KUEUE=1: with Kueue; KUBERNETES_VERSION=v1.31.14: that release); kubeconfig in .cluster/kubeconfig
+	$(LOCALCLUSTER) up --state-dir '$(CLUSTER_DIR)' --nodes $(GPU_NODES) --gpus-per-node $(GPUS_PER_NODE) --real-node=$(REAL_NODE_UP) --kueue=$(KUEUE) $(KUBE_VERSION_FLAG)
 
 .PHONY: cluster-down
 cluster-down: $(LOCALCLUSTER) ## Stop the local cluster and remove its state

@@ -39,6 +39,7 @@ import (
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmd/stage"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmd/status"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmd/submit"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmd/top"
 	cmdutil "github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmd/util"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmd/version"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmd/wait"
@@ -95,12 +96,13 @@ func NewRootCmd(d Deps) *cobra.Command {
 		clk = clock.RealClock{}
 	}
 	cmd.AddCommand(
-		status.NewCmd(f, d.Streams, clk),
+		status.NewCmd(f, d.Streams, clk, d.Getenv),
 		list.NewCmd(f, d.Streams, clk),
 		wait.NewCmd(f, d.Streams, clk),
 		submit.NewCmd(f, d.Streams, clk, d.RandomName, d.Getenv, version.Get().Version),
 		replicas.NewCmd(f, d.Streams, clk),
 		diagnose.NewCmd(f, d.Streams, clk, d.Getenv),
+		top.NewCmd(f, d.Streams, clk),
 		logs.NewCmd(f, d.Streams, d.Getenv),
 		exec.NewCmd(f, d.Streams),
 		portforward.NewCmd(f, d.Streams),

@@ -58,10 +58,7 @@ func realNode(t *testing.T) realNodeEnv {
 		TorchImage: os.Getenv("TAO_TORCH_IMAGE"), TorchImageSkip: os.Getenv("TAO_TORCH_IMAGE_SKIP"),
 	}
 	if n.Name == "" {
-		reason := os.Getenv("TAO_REAL_NODE_SKIP")
-		if reason == "" {
-			reason = "TAO_REAL_NODE is not set (`make e2e` starts the real node where the host allows it)"
-		}
+		reason := noRealNodeReason()
 		if os.Getenv("CI") == "true" {
 			t.Fatalf("no real node under CI=true: %s", reason)
 		}
@@ -84,6 +81,14 @@ func realNode(t *testing.T) realNodeEnv {
 	return n
 }
 
+// noRealNodeReason is why the cluster has no real node: the launcher's reason, when it gave one.
+func noRealNodeReason() string {
+	if reason := os.Getenv("TAO_REAL_NODE_SKIP"); reason != "" {
+		return reason
+	}
+	return "TAO_REAL_NODE is not set (`make e2e` starts the real node where the host allows it)"
+}
+
 // submitReal submits a job that runs on the real node: its selector and toleration, the test
 // image, no GPUs unless flags ask (a later flag wins), then "--" and the command.
 func submitReal(t *testing.T, n realNodeEnv, ns, name string, flags []string, command ...string) {
@@ -94,12 +99,17 @@ func submitReal(t *testing.T, n realNodeEnv, ns, name string, flags []string, co
 // submitRealEnv is submitReal with variables added to submit's environment.
 func submitRealEnv(t *testing.T, env []string, n realNodeEnv, ns, name string, flags []string, command ...string) {
 	t.Helper()
-	args := append([]string{"submit", name, "-n", ns, "--image", n.Image, "--gpus", "0",
-		"--node-selector", realNodeSelector, "--toleration", realNodeToleration}, flags...)
-	r := tao(t, env, append(append(args, "--"), command...)...)
+	r := tao(t, env, n.submitArgs(ns, name, flags, command...)...)
 	if r.code != 0 {
 		t.Fatalf("submit %s: %s", name, r)
 	}
+}
+
+// submitArgs is submitReal's command line.
+func (n realNodeEnv) submitArgs(ns, name string, flags []string, command ...string) []string {
+	args := append([]string{"submit", name, "-n", ns, "--image", n.Image, "--gpus", "0",
+		"--node-selector", realNodeSelector, "--toleration", realNodeToleration}, flags...)
+	return append(append(args, "--"), command...)
 }
 
 // waitComplete waits for the Job to complete; a failed Job fails the test with its logs.

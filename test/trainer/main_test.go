@@ -140,7 +140,9 @@ func start(t *testing.T, env []string, args ...string) *proc {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(exe, args...)
-	cmd.Env = append([]string{runMain + "=1", "PATH=" + os.Getenv("PATH")}, env...)
+	// Each run writes its checkpoints under a directory of its own: the default, shared by every
+	// user of the machine, may belong to another user's run.
+	cmd.Env = append([]string{runMain + "=1", "PATH=" + os.Getenv("PATH"), envResultsRoot + "=" + t.TempDir()}, env...)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)

@@ -43,7 +43,7 @@ const (
 // print, whether to wait, which local files to ship), not a user's standing preferences.
 var NotDefaultable = []string{
 	"dry-run", "output", "template", "show-managed-fields", "allow-missing-template-keys",
-	"wait", "follow", "stuck-timeout", "file", "workdir", "help",
+	"wait", "follow", "stuck-timeout", "file", "workdir", "help", "resume-from", "resume-from-uid",
 }
 
 // Setting is one `submit:` entry: the flag it sets and its values as written.

@@ -7,6 +7,7 @@
 package jobflags
 
 import (
+	"slices"
 	"strconv"
 	"time"
 
@@ -105,11 +106,18 @@ type Job struct {
 	WorkdirMount    string
 	WorkdirMaxSize  string
 	NoLogArchive    bool
+	// CheckpointDir, CheckpointKeep and CheckpointPatterns keep checkpoints in S3.
+	CheckpointDir          string
+	CheckpointKeep         int
+	CheckpointPatterns     []string
+	TerminationGracePeriod time.Duration
+	StatusFile             string
 }
 
 // NewJob returns the job flags' defaults.
 func NewJob() Job {
-	return Job{Shape: NewShape(), MasterPort: jobspec.DefaultMasterPort, WorkdirMount: jobspec.DefaultWorkdirMount, WorkdirMaxSize: DefaultWorkdirMaxSize}
+	return Job{Shape: NewShape(), MasterPort: jobspec.DefaultMasterPort, WorkdirMount: jobspec.DefaultWorkdirMount, WorkdirMaxSize: DefaultWorkdirMaxSize,
+		CheckpointKeep: s3layout.DefaultCheckpointKeep, CheckpointPatterns: slices.Clone(s3layout.DefaultCheckpointPatterns), TerminationGracePeriod: jobspec.DefaultTerminationGracePeriod}
 }
 
 // DefaultWorkdirMaxSize is --workdir-max-size's default, 256 MiB.
@@ -141,7 +149,12 @@ func (j *Job) AddFlags(fl *pflag.FlagSet) {
 	fl.StringVar(&j.Workdir, "workdir", j.Workdir, "Local directory to ship with the job, less what .gitignore and .taoignore exclude: every rank runs the command in a snapshot of it at --workdir-mount.")
 	fl.StringVar(&j.WorkdirMount, "workdir-mount", j.WorkdirMount, "Where --workdir's files appear in the container; the command's working directory.")
 	fl.StringVar(&j.WorkdirMaxSize, "workdir-max-size", j.WorkdirMaxSize, "Refuse a --workdir whose files add up to more than this (uncompressed), a quantity such as 256Mi or 2Gi; checked before anything is packed or sent.")
-	fl.BoolVar(&j.NoLogArchive, "no-log-archive", j.NoLogArchive, "With --output-path, do not keep each rank's combined stdout and stderr in S3, where logs and diagnose read it once the pods are gone.")
+	fl.BoolVar(&j.NoLogArchive, "no-log-archive", j.NoLogArchive, "With --output-path or --checkpoint-dir, do not keep each rank's combined stdout and stderr in S3, where logs and diagnose read it once the pods are gone.")
+	fl.StringVar(&j.CheckpointDir, "checkpoint-dir", j.CheckpointDir, "Keep the files every rank writes under this container directory in S3 (next to --output-path's, same credentials) while the command runs, and restore them there at the start of every attempt: a retried, evicted or preempted rank resumes from $TAO_RESUME_CHECKPOINT.")
+	fl.IntVar(&j.CheckpointKeep, "checkpoint-keep", j.CheckpointKeep, "With --checkpoint-dir, how many of the newest complete checkpoints stay in S3; other files are kept at their latest version.")
+	fl.StringArrayVar(&j.CheckpointPatterns, "checkpoint-pattern", j.CheckpointPatterns, "With --checkpoint-dir, the names of checkpoint files (a shell pattern, repeatable; given, it replaces the defaults); a torch.distributed.checkpoint directory counts once its .metadata is written.")
+	fl.DurationVar(&j.TerminationGracePeriod, "termination-grace-period", j.TerminationGracePeriod, "Time between SIGTERM and SIGKILL when a pod is stopped (cancel, eviction, preemption), for the command's last checkpoint and its upload, then the log archive and outputs.")
+	fl.StringVar(&j.StatusFile, "status-file", j.StatusFile, "The progress file the training writes (TAO's status.json: epoch, ETA, KPIs), read by top in rank 0 (default: the newest status.json in the first --output-path or one level below it, else under /results; \"\" turns it off).")
 	fl.BoolVar(&j.NoCapacityCheck, "no-capacity-check", j.NoCapacityCheck, "Skip the check that the cluster's allocatable GPUs can hold the job.")
 }
 
