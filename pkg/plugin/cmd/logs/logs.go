@@ -14,6 +14,7 @@ import (
 
 	cmdutil "github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmd/util"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/job/jobdelete"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/job/jobref"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/job/jobwait"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/job/tail"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/storage/jobresults"
@@ -121,7 +122,7 @@ func NewCmd(f cmdutil.Factory, streams genericiooptions.IOStreams, getenv func(s
 
 // Complete resolves the Job and the namespace. It does not contact the server.
 func (o *Options) Complete(cmd *cobra.Command, args []string) error {
-	name, err := cmdutil.ParseJobRef(args[0])
+	name, err := jobref.Parse(args[0])
 	if err != nil {
 		return err
 	}

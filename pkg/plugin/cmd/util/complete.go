@@ -8,6 +8,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/job/jobref"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/job/jobspec"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/util/pages"
 )
@@ -16,7 +17,7 @@ import (
 // almost every namespace, small enough that a huge one never arrives as a single response.
 const completionPageSize = 500
 
-// jobRefPrefixes are the resource prefixes ParseJobRef accepts; a word typed with one of them
+// jobRefPrefixes are the resource prefixes jobref.Parse accepts; a word typed with one of them
 // is completed with the same prefix, as kubectl completes "job/<TAB>".
 var jobRefPrefixes = []string{"job/", "jobs/", "job.batch/", "jobs.batch/"}
 
@@ -39,13 +40,13 @@ func CompleteJobNamesMulti(f Factory) cobra.CompletionFunc {
 	return func(cmd *cobra.Command, args []string, toComplete string) ([]string, cobra.ShellCompDirective) {
 		taken := map[string]bool{}
 		for _, a := range args {
-			if ref, err := ParseJobRef(a); err == nil {
+			if ref, err := jobref.Parse(a); err == nil {
 				taken[ref] = true
 			}
 		}
 		var out []string
 		for _, c := range completeJobs(cmd.Context(), f, toComplete) {
-			if ref, err := ParseJobRef(c); err == nil && !taken[ref] {
+			if ref, err := jobref.Parse(c); err == nil && !taken[ref] {
 				out = append(out, c)
 			}
 		}

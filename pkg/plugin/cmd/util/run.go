@@ -6,6 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/job/jobref"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/util/exitcode"
 )
 
@@ -32,7 +33,7 @@ func RunE(o Runner) func(cmd *cobra.Command, args []string) error {
 	}
 }
 
-// CompleteJob resolves the one JOB argument of a command (see ParseJobRef) and the namespace.
+// CompleteJob resolves the one JOB argument of a command (see jobref.Parse) and the namespace.
 // The reference is checked first, so that a malformed JOB is a usage error whatever the
 // kubeconfig holds.
 func CompleteJob(f Factory, args []string) (namespace, name string, err error) {
@@ -47,7 +48,7 @@ func CompleteJob(f Factory, args []string) (namespace, name string, err error) {
 // the namespace is resolved.
 func CompleteJobs(f Factory, args []string) (namespace string, names []string, err error) {
 	for _, a := range args {
-		name, err := ParseJobRef(a)
+		name, err := jobref.Parse(a)
 		if err != nil {
 			return "", nil, err
 		}

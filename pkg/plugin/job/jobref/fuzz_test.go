@@ -1,4 +1,4 @@
-package util
+package jobref
 
 import (
 	"testing"
@@ -8,30 +8,30 @@ import (
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/util/exitcode"
 )
 
-// FuzzParseJobRef holds the JOB argument of every command to what ParseJobRef promises (make
+// FuzzParse holds the JOB argument of every command to what Parse promises (make
 // fuzz-short, make fuzz): an accepted reference is a valid object name that reads the same in
 // each spelling kubectl users write; a refused one is a usage error and no name.
-func FuzzParseJobRef(f *testing.F) {
+func FuzzParse(f *testing.F) {
 	for _, s := range []string{"train", "job/train", "jobs.batch/train", "pod/train", "job/", "Train", "a/b/c", "job.batch/a.b", ""} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, ref string) {
-		name, err := ParseJobRef(ref)
+		name, err := Parse(ref)
 		if err != nil {
 			if name != "" {
-				t.Fatalf("ParseJobRef(%q) refused it (%v) but returned %q", ref, err, name)
+				t.Fatalf("Parse(%q) refused it (%v) but returned %q", ref, err, name)
 			}
 			if exitcode.Of(err) != exitcode.Usage {
-				t.Fatalf("ParseJobRef(%q): exit code %d, want the usage error's", ref, exitcode.Of(err))
+				t.Fatalf("Parse(%q): exit code %d, want the usage error's", ref, exitcode.Of(err))
 			}
 			return
 		}
 		if msgs := validation.IsDNS1123Subdomain(name); len(msgs) > 0 {
-			t.Fatalf("ParseJobRef(%q) accepted %q: %v", ref, name, msgs)
+			t.Fatalf("Parse(%q) accepted %q: %v", ref, name, msgs)
 		}
 		for _, spelling := range []string{name, "job/" + name, "jobs/" + name, "job.batch/" + name, "jobs.batch/" + name} {
-			if again, err := ParseJobRef(spelling); err != nil || again != name {
-				t.Fatalf("ParseJobRef(%q) = %q, but ParseJobRef(%q) = %q, %v", ref, name, spelling, again, err)
+			if again, err := Parse(spelling); err != nil || again != name {
+				t.Fatalf("Parse(%q) = %q, but Parse(%q) = %q, %v", ref, name, spelling, again, err)
 			}
 		}
 	})

@@ -1,4 +1,5 @@
-package util
+// Package jobref reads the JOB argument of every command: a pure core, table- and fuzz-tested.
+package jobref
 
 import (
 	"strings"
@@ -8,9 +9,9 @@ import (
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/util/exitcode"
 )
 
-// ParseJobRef accepts a Job the way kubectl users write it: NAME, job/NAME, jobs/NAME,
+// Parse accepts a Job the way kubectl users write it: NAME, job/NAME, jobs/NAME,
 // job.batch/NAME or jobs.batch/NAME, and returns NAME.
-func ParseJobRef(ref string) (string, error) {
+func Parse(ref string) (string, error) {
 	name := ref
 	if kind, n, ok := strings.Cut(ref, "/"); ok {
 		switch kind {
