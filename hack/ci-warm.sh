@@ -23,11 +23,22 @@ trap 'rm -rf "$tmp"' EXIT
 failed=0
 start=$SECONDS
 
+# children_cpu is the user and system CPU seconds of every process this script has waited for.
+# It runs `times` in this shell (a command substitution would report its own subshell's).
+children_cpu() {
+  times >"$tmp/times"
+  awk 'NR == 2 { split($1, u, /[ms]/); split($2, s, /[ms]/); printf "%d", u[1] * 60 + u[2] + s[1] * 60 + s[2] }' "$tmp/times"
+}
+
+# Each line gives the step's wall time and its CPU: at the lowest priority, wall time says how
+# much CPU the steps in front left idle, the CPU what the step itself costs.
 step() {
   local what=$1 t=$SECONDS
   shift
+  children_cpu >"$tmp/cpu0"
   if "$@" >"$tmp/out" 2>&1; then
-    echo "ci-warm: $what ($((SECONDS - t))s)"
+    children_cpu >"$tmp/cpu1"
+    echo "ci-warm: $what ($((SECONDS - t))s, CPU $(($(cat "$tmp/cpu1") - $(cat "$tmp/cpu0")))s)"
   else
     failed=1
     echo "ci-warm: $what failed after $((SECONDS - t))s (the step that needs it builds it again):"
@@ -38,7 +49,10 @@ step() {
 # Own copies of the launcher and the release tool: the steps in front rebuild bin/ each time.
 step "localcluster" "$GO" build -o "$tmp/localcluster" ./test/localcluster/cmd/localcluster
 if [ -x "$tmp/localcluster" ]; then
-  step "the cluster's binaries" "$tmp/localcluster" build --real-node="$REAL_NODE" --kueue
+  # kubectl too where the machine has none: make e2e builds it then, right after the cluster.
+  kubectl_flag=
+  command -v kubectl >/dev/null 2>&1 || kubectl_flag=--kubectl
+  step "the cluster's binaries" "$tmp/localcluster" build --real-node="$REAL_NODE" --kueue $kubectl_flag
 fi
 step "release tool" "$GO" build -o "$tmp/release" ./hack/release/cmd/release
 if [ -x "$tmp/release" ]; then
