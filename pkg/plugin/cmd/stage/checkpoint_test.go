@@ -64,15 +64,11 @@ func TestStageRunCheckpointsWithoutLogArchive(t *testing.T) {
 		if err := os.RemoveAll(dir); err != nil {
 			t.Fatal(err)
 		}
-		env[s3layout.EnvPodName] = pod
-		out, errOut, err := run(env, "run", "--no-log-archive", "--", "sh", "-c", script)
 		resume := ""
 		if i > 0 {
 			resume = filepath.Join(dir, "a.pt")
 		}
-		if want := "attempt=" + strconv.Itoa(i+1) + " resume=" + resume + "\n"; err != nil || out != want {
-			t.Fatalf("attempt %d: %v, stdout %q, want %q\n%s", i+1, err, out, want, errOut)
-		}
+		runAttempt(t, env, pod, script, i+1, resume)
 	}
 	if keys := s.Keys(s3layout.LogArchivePrefix("results/train/uid-1/")); len(keys) != 0 {
 		t.Errorf("--no-log-archive archived %q", keys)
@@ -92,15 +88,11 @@ func TestStageRunCheckpointsOnVolume(t *testing.T) {
 	}
 	script := `echo "attempt=$TAO_ATTEMPT resume=$TAO_RESUME_CHECKPOINT"; echo x > "$TAO_CHECKPOINT_DIR/step-$TAO_ATTEMPT.pt"`
 	for i, pod := range []string{"train-0-aaaaa", "train-0-bbbbb"} {
-		env[s3layout.EnvPodName] = pod
-		out, errOut, err := run(env, "run", "--no-log-archive", "--", "sh", "-c", script)
 		resume := ""
 		if i > 0 {
 			resume = filepath.Join(dir, "step-1.pt")
 		}
-		if want := "attempt=" + strconv.Itoa(i+1) + " resume=" + resume + "\n"; err != nil || out != want {
-			t.Fatalf("attempt %d: %v, stdout %q, want %q\n%s", i+1, err, out, want, errOut)
-		}
+		errOut := runAttempt(t, env, pod, script, i+1, resume)
 		if !strings.Contains(errOut, "on the volume at "+dir) {
 			t.Errorf("stderr:\n%s", errOut)
 		}
@@ -184,4 +176,16 @@ func TestStageRunCheckpointFlushFails(t *testing.T) {
 	if code, _ := exitcode.PassedThrough(err); code != 4 || !strings.Contains(errOut, "checkpoints: the final upload failed") {
 		t.Errorf("failure, flush failed: %v\n%s", err, errOut)
 	}
+}
+
+// runAttempt runs script under `stage run --no-log-archive` as pod, wants it told attempt and
+// resume ("attempt=N resume=PATH"), and returns its stderr.
+func runAttempt(t *testing.T, env map[string]string, pod, script string, attempt int, resume string) string {
+	t.Helper()
+	env[s3layout.EnvPodName] = pod
+	out, errOut, err := run(env, "run", "--no-log-archive", "--", "sh", "-c", script)
+	if want := "attempt=" + strconv.Itoa(attempt) + " resume=" + resume + "\n"; err != nil || out != want {
+		t.Fatalf("attempt %d: %v, stdout %q, want %q\n%s", attempt, err, out, want, errOut)
+	}
+	return errOut
 }
