@@ -31,15 +31,19 @@ const checkpointScript = `import io, os, sys, time
 import torch
 import torch.distributed as dist
 
+def say(line):
+    sys.stdout.write(line + "\n")  # one write per line: torchrunCommand says why
+    sys.stdout.flush()
+
 dist.init_process_group("gloo")
 rank = dist.get_rank()
 ckpt, resume, attempt = os.environ["TAO_CHECKPOINT_DIR"], os.environ.get("TAO_RESUME_CHECKPOINT", ""), os.environ["TAO_ATTEMPT"]
 start = 0
 if resume:
     start = torch.load(resume)["step"] + 1
-    print(f"rank {rank} attempt {attempt} resumed at step {start} from {os.path.basename(resume)}", flush=True)
+    say(f"rank {rank} attempt {attempt} resumed at step {start} from {os.path.basename(resume)}")
 else:
-    print(f"rank {rank} attempt {attempt} started at step 0", flush=True)
+    say(f"rank {rank} attempt {attempt} started at step 0")
 partial = int(os.environ.get("PARTIAL_AT", "-1"))
 done = start - 1
 if os.environ.get("SAVE_ON_TERM") == "1":
@@ -55,21 +59,21 @@ if os.environ.get("SAVE_ON_TERM") == "1":
 for step in range(start, int(os.environ["STEPS"])):
     t = torch.tensor([1])
     dist.all_reduce(t)
-    print(f"rank {rank} attempt {attempt} step {step}", flush=True)
+    say(f"rank {rank} attempt {attempt} step {step}")
     if rank == 0 and step == partial and attempt == "1":
         buf = io.BytesIO()
         torch.save({"step": step}, buf)
         with open(f"{ckpt}/step-{step}.pt", "wb") as f:
             f.write(buf.getvalue()[: len(buf.getvalue()) // 2])
             f.flush()
-            print(f"rank {rank} dies while saving step {step}", flush=True)
+            say(f"rank {rank} dies while saving step {step}")
             os._exit(1)
     if rank == 0 and step % 5 == 4:
         torch.save({"step": step}, f"{ckpt}/step-{step}.pt")
     done = step
     time.sleep(float(os.environ.get("STEP_DELAY", "0.3")))
 dist.destroy_process_group()
-print(f"rank {rank} attempt {attempt} done", flush=True)
+say(f"rank {rank} attempt {attempt} done")
 `
 
 // TestRealNodeCheckpoints proves --checkpoint-dir with real processes on the real node:

@@ -21,23 +21,30 @@ import (
 // of torch's Std IntFlag; only 1 (stdout) and 2 (stderr) parse. 1 redirects each worker's stdout
 // to a file and tees it back, prefixed "[default<local rank>]:", while stderr goes straight
 // to the container's log, so all of a worker's output still reaches `kubectl tao logs`.
+//
+// The scripts run under it write each stdout line in one call (sys.stdout.write with its
+// newline), never with print: under submit's PYTHONUNBUFFERED=1, print writes the text and
+// its newline separately, and torchrun's tee, which reads the worker's file a line at a time as
+// it grows, now and then reads the text alone and prints one line as two pieces.
 const torchrunCommand = "torchrun --nnodes $NNODES --nproc_per_node 2 --node_rank $NODE_RANK " +
 	"--master_addr $MASTER_ADDR --master_port $MASTER_PORT --redirects 1 --tee 1 "
 
 // allReduceScript sums each process's rank+1 over a gloo process group (env:// from torchrun).
-const allReduceScript = `import torch
+const allReduceScript = `import sys
+import torch
 import torch.distributed as dist
 
 dist.init_process_group("gloo")
 rank, world = dist.get_rank(), dist.get_world_size()
 t = torch.tensor([rank + 1])
 dist.all_reduce(t)
-print(f"allreduce rank {rank} world {world} sum {int(t.item())}", flush=True)
+sys.stdout.write(f"allreduce rank {rank} world {world} sum {int(t.item())}\n")
+sys.stdout.flush()
 dist.destroy_process_group()
 `
 
 // loopScript all-reduces forever, once every 250 ms, and handles no signal itself.
-const loopScript = `import time
+const loopScript = `import sys, time
 import torch
 import torch.distributed as dist
 
@@ -47,7 +54,8 @@ step = 0
 while True:
     t = torch.tensor([1])
     dist.all_reduce(t)
-    print(f"loop rank {rank} step {step} world {int(t.item())}", flush=True)
+    sys.stdout.write(f"loop rank {rank} step {step} world {int(t.item())}\n")
+    sys.stdout.flush()
     step += 1
     time.sleep(0.25)
 `

@@ -19,11 +19,12 @@ import (
 
 // Python block-buffers stdout when it is a pipe, as it is in every container; submit's
 // PYTHONUNBUFFERED=1 is what brings a rank's lines to the kubelet as they are printed. These
-// scripts print without flush=True on purpose.
+// scripts never flush on purpose (the torchrun one writes each line in one call: torchrunCommand
+// says why).
 
 // stepsScript all-reduces 80 times, half a second apart, printing a line per step without
 // flushing: about 40 s, far longer than it takes to see the first steps' lines.
-const stepsScript = `import time
+const stepsScript = `import sys, time
 import torch
 import torch.distributed as dist
 
@@ -32,9 +33,9 @@ rank = dist.get_rank()
 for step in range(80):
     t = torch.tensor([1])
     dist.all_reduce(t)
-    print(f"unbuffered rank {rank} step {step} world {int(t.item())}")
+    sys.stdout.write(f"unbuffered rank {rank} step {step} world {int(t.item())}\n")
     time.sleep(0.5)
-print(f"unbuffered rank {rank} done")
+sys.stdout.write(f"unbuffered rank {rank} done\n")
 dist.destroy_process_group()
 `
 
