@@ -50,6 +50,35 @@ func TestStageRunCheckpoints(t *testing.T) {
 	}
 }
 
+// An attempt whose restore fails still leaves its archive, saying why: `logs --attempt 1` shows
+// it, and the next attempt, told 2, is the second there too.
+func TestStageRunFailedRestoreIsArchived(t *testing.T) {
+	s := s3fake.Start(t, s3fake.Options{})
+	env := s.Env()
+	env[s3layout.EnvJobID], env[s3layout.EnvJobUID], env[jobspec.EnvNodeRank] = "train", "uid-1", "0"
+	env[s3layout.EnvStageCheckpointDir] = filepath.Join(t.TempDir(), "ckpt")
+	env[s3layout.EnvPodName] = "train-0-aaaaa"
+	manifest := s3layout.CheckpointManifestKey("results/train/uid-1/", 0)
+	s.Put(manifest, `{"version":9,"rank":0,"files":[]}`)
+	script := `echo "attempt=$TAO_ATTEMPT"`
+	out, _, err := run(env, "run", "--", "sh", "-c", script)
+	if exitcode.Of(err) != s3layout.ExitStageIn || out != "" {
+		t.Fatalf("a failed restore: exit %d, %v, stdout %q", exitcode.Of(err), err, out)
+	}
+	archived := s.Get(s3layout.LogArchiveKey("results/train/uid-1/", 0, "train-0-aaaaa"))
+	if !strings.HasPrefix(archived, "kubectl-tao: ") || !strings.Contains(archived, "version 9") {
+		t.Errorf("the failed attempt's archive: %q", archived)
+	}
+	s.Put(manifest, `{"version":1,"rank":0,"files":[]}`)
+	env[s3layout.EnvPodName] = "train-0-bbbbb"
+	if out, errOut, err := run(env, "run", "--", "sh", "-c", script); err != nil || out != "attempt=2\n" {
+		t.Fatalf("the next attempt: %v, stdout %q\n%s", err, out, errOut)
+	}
+	if keys := s.Keys(s3layout.LogArchiveRankPrefix("results/train/uid-1/", 0)); len(keys) != 2 {
+		t.Errorf("archives %q, want both attempts'", keys)
+	}
+}
+
 // With --no-log-archive no log is kept, but every attempt is recorded: the second attempt is
 // still told 2, and the checkpoints are restored.
 func TestStageRunCheckpointsWithoutLogArchive(t *testing.T) {

@@ -169,11 +169,16 @@ func (o *RunOptions) Run(ctx context.Context) error {
 				return checkpoint.StartOnVolume(c.Target, o.getenv(s3layout.EnvPodName), notes)
 			}
 		}
-		sess, err := start()
-		if err != nil {
-			return exitcode.WithCode(s3layout.ExitStageIn, err)
+		var sess *checkpoint.Session
+		// Inside the runner, so that an attempt whose restore fails still leaves its archive.
+		r.Prepare = func() ([]string, error) {
+			s, err := start()
+			if err != nil {
+				return nil, exitcode.WithCode(s3layout.ExitStageIn, err)
+			}
+			sess = s
+			return s.Env(), nil
 		}
-		r.Env = sess.Env()
 		// The uploads must never take the CPUs that feed the GPUs.
 		r.Started = yield
 		r.Ended = func() { finished = sess.Finish(ctx, c.FinalTimeout()) }
@@ -183,7 +188,10 @@ func (o *RunOptions) Run(ctx context.Context) error {
 			r.FinalTimeout = max(logarchive.DefaultFinalTimeout, c.Grace/4)
 		}
 	}
-	code := r.Run(ctx)
+	code, err := r.Run(ctx)
+	if err != nil {
+		return err
+	}
 	if finished != nil {
 		if code == 0 {
 			return finished

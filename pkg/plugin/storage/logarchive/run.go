@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"os/exec"
+	"slices"
 	"sync"
 	"syscall"
 	"time"
@@ -45,6 +46,12 @@ type Runner struct {
 	Archive *os.File
 	// Env is added to the command's environment (the wrapper's own variables).
 	Env []string
+	// Prepare, when set, runs once the archive is open and before the command starts (the
+	// checkpoints' restore), and returns what to add to the command's environment. When it
+	// fails the command is not run: its error goes in the archive, which is uploaded all the
+	// same, so that the attempt shows in `logs --attempt` and is counted as the next attempt
+	// counts them; Run returns the error for the caller to report.
+	Prepare func() (env []string, err error)
 	// Started, when set, runs once the command has started (the wrapper lowers its own priority
 	// then, which the command must not inherit).
 	Started func()
@@ -79,9 +86,10 @@ func (t tee) Write(p []byte) (int, error) {
 
 // Run runs the command to its end and returns its exit code as a shell reports it: the
 // command's own, 128+N when signal N ended it, 127 when it cannot be found and 126 when it
-// cannot be executed. ctx only bounds the uploads while the command runs; the final upload
-// happens even when ctx is done (a SIGTERM cancels it, and that is exactly when it matters).
-func (r *Runner) Run(ctx context.Context) int {
+// cannot be executed; or Prepare's error, the command not run. ctx only bounds the uploads
+// while the command runs; the final upload happens even when ctx is done (a SIGTERM cancels
+// it, and that is exactly when it matters).
+func (r *Runner) Run(ctx context.Context) (int, error) {
 	var arch *Writer
 	if r.Archive != nil {
 		arch = NewWriter(r.Archive)
@@ -89,13 +97,25 @@ func (r *Runner) Run(ctx context.Context) int {
 			r.Notes.open(arch.Stream())
 		}
 	}
+	env := r.Env
+	if r.Prepare != nil {
+		more, err := r.Prepare()
+		if err != nil {
+			if arch != nil {
+				_, _ = fmt.Fprintf(arch.Stream(), "kubectl-tao: %v\n", err)
+			}
+			r.finish(ctx, arch)
+			return 0, err
+		}
+		env = append(slices.Clip(env), more...)
+	}
 	cmd := exec.Command(r.Argv[0], r.Argv[1:]...)
 	cmd.Stdin = r.Stdin
 	cmd.Stdout = tee{out: r.Stdout, archive: archiveStream(arch)}
 	cmd.Stderr = tee{out: r.Stderr, archive: archiveStream(arch)}
 	cmd.WaitDelay = drainDelay
-	if len(r.Env) > 0 {
-		cmd.Env = append(os.Environ(), r.Env...)
+	if len(env) > 0 {
+		cmd.Env = append(os.Environ(), env...)
 	}
 	if err := cmd.Start(); err != nil {
 		code := startFailure(err)
@@ -106,7 +126,7 @@ func (r *Runner) Run(ctx context.Context) int {
 		}
 		r.ended()
 		r.finish(ctx, arch)
-		return code
+		return code, nil
 	}
 
 	if r.Started != nil {
@@ -139,7 +159,7 @@ func (r *Runner) Run(ctx context.Context) int {
 	code := exitCode(cmd.ProcessState)
 	r.ended()
 	r.finish(ctx, arch)
-	return code
+	return code, nil
 }
 
 func archiveStream(w *Writer) io.Writer {

@@ -63,7 +63,10 @@ func start(t *testing.T, ctx context.Context, argv []string, interval time.Durat
 	r := &Runner{Argv: argv, Stdin: strings.NewReader(""), Stdout: &stdout, Stderr: &stderr, Signals: sigs,
 		Archive: f, Upload: up.upload, Interval: interval, Log: &log}
 	done := make(chan int)
-	go func() { done <- r.Run(ctx) }()
+	go func() {
+		code, _ := r.Run(ctx)
+		done <- code
+	}()
 	if during != nil {
 		during(sigs)
 	}
@@ -102,6 +105,48 @@ func TestRunnerPassesOutputAndExitCodeAndArchives(t *testing.T) {
 			got := up.all()
 			if len(got) != 1 || !strings.Contains(got[0], tc.archive) {
 				t.Errorf("uploads %q, want one holding %q", got, tc.archive)
+			}
+		})
+	}
+}
+
+// Prepare runs before the command with the archive open: its notes and its environment reach
+// the command's attempt; when it fails the command does not run, but the archive, holding the
+// notes and the error, is uploaded all the same.
+func TestRunnerPrepare(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		err     error
+		stdout  string
+		archive string
+	}{
+		{"its environment reaches the command", nil, "resume=/ckpt/step-4.pt\n",
+			"kubectl-tao: checkpoints: restored 1 files\nresume=/ckpt/step-4.pt\n"},
+		{"its failure is archived, the command not run", errors.New("checkpoint restore: listing s3://b/: Forbidden"), "",
+			"kubectl-tao: checkpoints: restored 1 files\nkubectl-tao: checkpoint restore: listing s3://b/: Forbidden\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f, err := os.CreateTemp(t.TempDir(), "archive")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			var stdout, stderr testbuf.Buffer
+			up := &uploads{}
+			notes := NewNotes(&stderr)
+			ended := false
+			r := &Runner{Argv: sh(`echo "resume=$RESUME"`), Stdin: strings.NewReader(""), Stdout: &stdout, Stderr: &stderr,
+				Archive: f, Upload: up.upload, Interval: time.Hour, Notes: notes, Ended: func() { ended = true },
+				Prepare: func() ([]string, error) {
+					_, _ = io.WriteString(notes, "kubectl-tao: checkpoints: restored 1 files\n")
+					return []string{"RESUME=/ckpt/step-4.pt"}, tc.err
+				}}
+			code, err := r.Run(context.Background())
+			if err != tc.err || code != 0 || stdout.String() != tc.stdout || ended != (tc.err == nil) {
+				t.Errorf("Run = %d, %v, stdout %q, Ended run %v; want 0, %v, %q", code, err, stdout.String(), ended, tc.err, tc.stdout)
+			}
+			if got := up.all(); len(got) != 1 || got[0] != tc.archive {
+				t.Errorf("uploads %q, want one: %q", got, tc.archive)
 			}
 		})
 	}
@@ -198,7 +243,10 @@ while [ ! -e ` + proceed + ` ]; do sleep 0.02; done
 echo " line"`), Stdin: strings.NewReader(""), Stdout: &stdout, Stderr: &stderr, Signals: make(chan os.Signal),
 		Archive: f, Upload: (&uploads{}).upload, Interval: time.Hour}
 	done := make(chan int)
-	go func() { done <- r.Run(context.Background()) }()
+	go func() {
+		code, _ := r.Run(context.Background())
+		done <- code
+	}()
 	waitFile(t, ready)
 	deadline := time.Now().Add(10 * time.Second)
 	for stdout.String() != "step 1\npartial" || stderr.String() != "warn 1\n" {
