@@ -282,7 +282,8 @@ func checkResumed(t *testing.T, ns, job string, nodes, steps int) map[int]int {
 	resumed := map[int]int{}
 	for rank := range nodes {
 		if !slices.Contains(first[rank], fmt.Sprintf("rank %d attempt 1 started at step 0", rank)) {
-			t.Errorf("rank %d: the first attempt did not start at step 0:\n%s", rank, strings.Join(first[rank], "\n"))
+			logLines(t, fmt.Sprintf("rank %d attempt 1", rank), first[rank])
+			t.Errorf("rank %d: the first attempt did not start at step 0 (its log is above)", rank)
 		}
 		a, k := lastAttempt[rank], -1
 		for _, l := range last[rank] {
@@ -294,7 +295,8 @@ func checkResumed(t *testing.T, ns, job string, nodes, steps int) map[int]int {
 			}
 		}
 		if k <= 0 {
-			t.Fatalf("rank %d: the last attempt (%d) did not resume past step 0:\n%s", rank, a, strings.Join(last[rank], "\n"))
+			logLines(t, fmt.Sprintf("rank %d attempt %d", rank, a), last[rank])
+			t.Fatalf("rank %d: the last attempt (%d) did not resume past step 0 (its log is above)", rank, a)
 		}
 		resumed[rank] = k
 		t.Logf("%s rank %d: attempt 1 reached step %d; attempt %d resumed at step %d", job, rank, lastStep(first[rank]), a, k)
@@ -312,7 +314,8 @@ func checkResumed(t *testing.T, ns, job string, nodes, steps int) map[int]int {
 			t.Errorf("rank %d: the last attempt did not finish", rank)
 		}
 		if !slices.ContainsFunc(last[rank], func(l string) bool { return strings.HasPrefix(l, "kubectl-tao: checkpoints: restored ") }) {
-			t.Errorf("rank %d: the last attempt's archived log does not say what was restored:\n%s", rank, strings.Join(last[rank], "\n"))
+			logLines(t, fmt.Sprintf("rank %d attempt %d", rank, a), last[rank])
+			t.Errorf("rank %d: the last attempt's archived log does not say what was restored (it is above)", rank)
 		}
 	}
 	for rank, k := range resumed {
@@ -353,6 +356,13 @@ func lastStep(lines []string) int {
 		}
 	}
 	return last
+}
+
+// logLines logs an attempt's lines under a title, before the error that names it: CI keeps the
+// end of a failed run's output, and the error line must be in it.
+func logLines(t *testing.T, title string, lines []string) {
+	t.Helper()
+	t.Logf("%s:\n%s", title, strings.Join(lines, "\n"))
 }
 
 func countLines(lines []string, line string) int {
