@@ -25,8 +25,9 @@ import (
 // checkpointScript trains STEPS steps of an all-reduce over gloo, saving {"step": n} with
 // torch.save on rank 0 every 5 steps, and resumes after the checkpoint it is told of. With
 // PARTIAL_AT set, the first attempt writes half of that step's checkpoint and dies (exit 1), as
-// a writer killed while it saves would; with SAVE_ON_TERM=1, rank 0 saves the last step done
-// when SIGTERM comes, as a training loop that handles a preemption does.
+// a writer killed while it saves would; with SAVE_ON_TERM=1, a SIGTERM to any rank stops every
+// rank at the same step, rank 0 saving the last step done, as a training loop that handles a
+// preemption does.
 const checkpointScript = `import io, os, sys, time
 import torch
 import torch.distributed as dist
@@ -46,17 +47,26 @@ else:
     say(f"rank {rank} attempt {attempt} started at step 0")
 partial = int(os.environ.get("PARTIAL_AT", "-1"))
 done = start - 1
-if os.environ.get("SAVE_ON_TERM") == "1":
+save_on_term, stop = os.environ.get("SAVE_ON_TERM") == "1", False
+if save_on_term:
     import signal
     def on_term(signum, frame):
-        # Stopped (a preemption): rank 0 keeps the last step done, then every rank leaves.
-        if rank == 0 and done >= 0:
-            torch.save({"step": done}, f"{ckpt}/step-{done}.pt")
-            # On stderr, which torchrun does not redirect: its tee of stdout stops with it.
-            print(f"rank {rank} attempt {attempt} saved step {done} on SIGTERM", file=sys.stderr, flush=True)
-        os._exit(0)
+        global stop
+        stop = True
     signal.signal(signal.SIGTERM, on_term)
 for step in range(start, int(os.environ["STEPS"])):
+    if save_on_term:
+        # Every rank learns of a SIGTERM (a preemption) at the same step, from one all-reduce of
+        # the flag: a rank that left at once would break the collective its peers are in, and
+        # rank 0 could die of it before it saved. Rank 0 keeps the last step done, then all leave.
+        flag = torch.tensor([int(stop)])
+        dist.all_reduce(flag)
+        if flag.item():
+            if rank == 0 and done >= 0:
+                torch.save({"step": done}, f"{ckpt}/step-{done}.pt")
+                # On stderr, which torchrun does not redirect: its tee of stdout stops with it.
+                print(f"rank {rank} attempt {attempt} saved step {done} on SIGTERM", file=sys.stderr, flush=True)
+            os._exit(0)
     t = torch.tensor([1])
     dist.all_reduce(t)
     say(f"rank {rank} attempt {attempt} step {step}")
@@ -244,12 +254,14 @@ func preemptedCheckpointsResume(t *testing.T, dyn dynamic.Interface, ns string) 
 	resumed := checkResumed(t, ns, "ckpt-low", 2, steps)
 	saved := regexp.MustCompile(`^rank 0 attempt 1 saved step (\d+) on SIGTERM$`)
 	last := -1
-	for _, l := range jobAttemptLogs(t, ns, "ckpt-low", 1)[0] {
+	first := jobAttemptLogs(t, ns, "ckpt-low", 1)[0]
+	for _, l := range first {
 		if m := saved.FindStringSubmatch(l); m != nil {
 			last, _ = strconv.Atoi(m[1])
 		}
 	}
 	if last < 12 || resumed[0] != last+1 {
+		logLines(t, "rank 0 attempt 1", first)
 		t.Errorf("rank 0 saved step %d on SIGTERM and the job resumed at step %d: want the step after the one saved at the preemption", last, resumed[0])
 	}
 	j, err := client.BatchV1().Jobs(ns).Get(ctx, "ckpt-low", metav1.GetOptions{})
