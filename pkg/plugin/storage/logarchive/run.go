@@ -8,7 +8,6 @@ import (
 	"io/fs"
 	"os"
 	"os/exec"
-	"slices"
 	"sync"
 	"syscall"
 	"time"
@@ -44,13 +43,11 @@ type Runner struct {
 	Signals <-chan os.Signal
 	// Archive is the file the log is kept in; nil runs the command without an archive.
 	Archive *os.File
-	// Env is added to the command's environment (the wrapper's own variables).
-	Env []string
 	// Prepare, when set, runs once the archive is open and before the command starts (the
-	// checkpoints' restore), and returns what to add to the command's environment. When it
-	// fails the command is not run: its error goes in the archive, which is uploaded all the
-	// same, so that the attempt shows in `logs --attempt` and is counted as the next attempt
-	// counts them; Run returns the error for the caller to report.
+	// checkpoints' restore), and returns what to add to the command's environment (the
+	// wrapper's own variables). When it fails the command is not run: its error goes in the
+	// archive, which is uploaded all the same, so that the attempt shows in `logs --attempt`
+	// and is counted as the next attempt counts them; Run returns the error for the caller.
 	Prepare func() (env []string, err error)
 	// Started, when set, runs once the command has started (the wrapper lowers its own priority
 	// then, which the command must not inherit).
@@ -97,17 +94,16 @@ func (r *Runner) Run(ctx context.Context) (int, error) {
 			r.Notes.open(arch.Stream())
 		}
 	}
-	env := r.Env
+	var env []string
 	if r.Prepare != nil {
-		more, err := r.Prepare()
-		if err != nil {
+		var err error
+		if env, err = r.Prepare(); err != nil {
 			if arch != nil {
 				_, _ = fmt.Fprintf(arch.Stream(), "kubectl-tao: %v\n", err)
 			}
 			r.finish(ctx, arch)
 			return 0, err
 		}
-		env = append(slices.Clip(env), more...)
 	}
 	cmd := exec.Command(r.Argv[0], r.Argv[1:]...)
 	cmd.Stdin = r.Stdin
