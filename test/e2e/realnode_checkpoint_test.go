@@ -172,7 +172,7 @@ for p in os.listdir("/proc"):
 		waitComplete(t, ns, job)
 		// The first attempt kept step-4.pt, then died writing step-7.pt: the second resumes
 		// from step 5, and the half file was never uploaded.
-		resumed := checkResumed(t, ns, job, 1, steps)
+		resumed, _ := checkResumed(t, ns, job, 1, steps)
 		if resumed[0] != 5 {
 			t.Errorf("resumed at step %d, want 5 (after step-4.pt, the last complete checkpoint)", resumed[0])
 		}
@@ -251,10 +251,10 @@ func preemptedCheckpointsResume(t *testing.T, dyn dynamic.Interface, ns string) 
 	follow.wait(t, 5*time.Minute)
 	waitComplete(t, ns, "ckpt-low")
 
-	resumed := checkResumed(t, ns, "ckpt-low", 2, steps)
+	resumed, firstLogs := checkResumed(t, ns, "ckpt-low", 2, steps)
 	saved := regexp.MustCompile(`^rank 0 attempt 1 saved step (\d+) on SIGTERM$`)
 	last := -1
-	first := jobAttemptLogs(t, ns, "ckpt-low", 1)[0]
+	first := firstLogs[0]
 	for _, l := range first {
 		if m := saved.FindStringSubmatch(l); m != nil {
 			last, _ = strconv.Atoi(m[1])
@@ -277,8 +277,8 @@ func preemptedCheckpointsResume(t *testing.T, dyn dynamic.Interface, ns string) 
 // at step 0, and its last one (numbered as `logs --attempt` numbers it, which is also what it was
 // told in TAO_ATTEMPT) resumed at a step k > 0 right after a checkpoint of rank 0's (the same k
 // on every rank), said what it restored, and ran every step from k to the end exactly once.
-// It returns each rank's k.
-func checkResumed(t *testing.T, ns, job string, nodes, steps int) map[int]int {
+// It returns each rank's k, and each rank's first attempt's lines.
+func checkResumed(t *testing.T, ns, job string, nodes, steps int) (map[int]int, map[int][]string) {
 	t.Helper()
 	first := jobAttemptLogs(t, ns, job, 1)
 	last := map[int][]string{}
@@ -335,7 +335,7 @@ func checkResumed(t *testing.T, ns, job string, nodes, steps int) map[int]int {
 			t.Errorf("rank %d resumed at step %d, rank 0 at %d: every rank must resume from rank 0's checkpoint", rank, k, resumed[0])
 		}
 	}
-	return resumed
+	return resumed, first
 }
 
 // jobAttemptLogs is `logs --attempt N` of every rank, split by rank, with torchrun's
