@@ -26,8 +26,10 @@ import (
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/job/tail"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/job/triage"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/storage/jobresults"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/storage/s3"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/storage/s3layout"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/util/exitcode"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/util/plural"
 )
 
 const example = `  # Why did my job fail, where first, and what to do
@@ -151,7 +153,7 @@ func (o *Options) checkpointNote(ctx context.Context, job *batchv1.Job, status s
 	}
 	kept := triage.KeptCheckpoint{Dir: settings.Dir, OnVolume: settings.OnVolume}
 	if c, ok := jobresults.KeptCheckpoint(ctx, client, job, o.getenv); ok {
-		kept.Path, kept.Written = c.Path, c.Written
+		kept.Path, kept.Written = fmt.Sprintf("%s (%s, %s, %s)", c.Path, c.Layout, plural.N(c.Files, "file"), s3.HumanBytes(c.Size)), c.Written
 	}
 	return triage.CheckpointNote(job, status, kept, now)
 }

@@ -6,6 +6,7 @@ package results
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -270,18 +271,28 @@ func (o *Options) printListing(l Listing) error {
 		fmt.Fprintln(o.Out)
 	}
 	t := &metav1.Table{ColumnDefinitions: []metav1.TableColumnDefinition{
-		{Name: "Rank", Type: "integer"},
 		{Name: "Checkpoint", Type: "string"},
+		{Name: "Layout", Type: "string"},
+		{Name: "Files", Type: "integer"},
 		{Name: "Size", Type: "string"},
+		{Name: "Ranks", Type: "string"},
 		{Name: "Written", Type: "string"},
+		{Name: "Complete", Type: "string"},
 		{Name: "Resume", Type: "string"},
 	}}
 	for _, c := range l.Checkpoints {
-		resume := ""
+		resume, complete := "", "no"
 		if c.Resume {
 			resume = "*"
 		}
-		t.Rows = append(t.Rows, metav1.TableRow{Cells: []any{int64(c.Rank), c.Path, s3.HumanBytes(c.Size), stamp(c.Written), resume}})
+		if c.Complete {
+			complete = "yes"
+		}
+		ranks := make([]string, len(c.Ranks))
+		for i, r := range c.Ranks {
+			ranks[i] = strconv.Itoa(r)
+		}
+		t.Rows = append(t.Rows, metav1.TableRow{Cells: []any{c.Path, string(c.Layout), int64(c.Files), s3.HumanBytes(c.Size), strings.Join(ranks, ","), stamp(c.Written), complete, resume}})
 	}
 	return o.out.PrintTable(o.Out, t)
 }

@@ -291,13 +291,17 @@ func TestListsARunWithOnlyItsWorkdirSnapshot(t *testing.T) {
 	}
 }
 
-// A job with --checkpoint-dir: its checkpoints are listed apart, by rank, newest first, the one
-// a new attempt resumes from marked, and the checkpoints' own objects are not among the outputs.
+// A job with --checkpoint-dir: its checkpoint units are listed apart, newest first, each with
+// every rank's files, a save cut short shown as not complete, the one a new attempt resumes from
+// marked, and the checkpoints' own objects are not among the outputs.
 func TestListsCheckpointsApart(t *testing.T) {
 	srv := s3fake.Start(t, s3fake.Options{Bucket: "results-bucket", AccessKey: accessKey, SecretKey: secretKey, Now: t0})
 	prefix := "results/ddp/uid-5/"
 	srv.Put(prefix+"results/final.pth", "0123456789")
-	for rank, files := range map[int][]string{0: {"step-4.pt", "step-9.pt", "notes.txt"}, 1: {"shard-9.pt"}} {
+	for rank, files := range map[int][]string{
+		0: {"checkpoint-4/model.safetensors", "checkpoint-4/trainer_state.json", "checkpoint-5/model.safetensors", "notes.txt"},
+		1: {"checkpoint-4/rng_state_1.pth"},
+	} {
 		var m s3layout.Manifest
 		m.Version, m.Rank = s3layout.ManifestVersion, rank
 		for i, rel := range files {
@@ -321,15 +325,14 @@ func TestListsCheckpointsApart(t *testing.T) {
 	want := "KEY                 SIZE   LAST-MODIFIED\n" +
 		"results/final.pth   10 B   2026-11-30T09:00:00Z\n" +
 		"\n" +
-		"RANK   CHECKPOINT   SIZE    WRITTEN                RESUME\n" +
-		"0      step-9.pt    200 B   2026-11-30T09:01:00Z   *\n" +
-		"0      step-4.pt    100 B   2026-11-30T09:00:00Z   \n" +
-		"1      shard-9.pt   100 B   2026-11-30T09:00:00Z   \n"
+		"CHECKPOINT     LAYOUT        FILES   SIZE    RANKS   WRITTEN                COMPLETE   RESUME\n" +
+		"checkpoint-5   huggingface   1       300 B   0       2026-11-30T09:02:00Z   no         \n" +
+		"checkpoint-4   huggingface   3       400 B   0,1     2026-11-30T09:01:00Z   yes        *\n"
 	if r.Code != 0 || r.Stdout != want {
 		t.Fatalf("exit %d\nstdout:\n%s\nwant:\n%s\nstderr: %s", r.Code, r.Stdout, want, r.Stderr)
 	}
 	r = e.run(e.shell(), "ddp", "-o", "jsonpath={.checkpoints[?(@.resume)].path}")
-	if r.Code != 0 || r.Stdout != "step-9.pt" {
+	if r.Code != 0 || r.Stdout != "checkpoint-4" {
 		t.Errorf("jsonpath: exit %d %q %s", r.Code, r.Stdout, r.Stderr)
 	}
 }

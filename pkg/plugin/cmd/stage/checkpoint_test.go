@@ -40,12 +40,12 @@ func TestStageRunCheckpoints(t *testing.T) {
 	if err != nil || !strings.Contains(out, "attempt=2 dir="+dir+" resume="+filepath.Join(dir, "step-7.pt")+"\nstep-7\n") {
 		t.Fatalf("second attempt: %v\n%s\n%s", err, out, errOut)
 	}
-	if !strings.Contains(errOut, "restored 1 files") {
+	if !strings.Contains(errOut, "restored 1 complete unit, 1 file (7 B) of 1 rank") || !strings.Contains(errOut, "(file step-7.pt, 1 file, 7 B)") {
 		t.Errorf("stderr:\n%s", errOut)
 	}
 	// The attempt's archive says it too, before the command's lines.
 	archived := s.Get(s3layout.LogArchiveKey("results/train/uid-1/", 0, "train-0-bbbbb"))
-	if !strings.HasPrefix(archived, "kubectl-tao: checkpoints: restored 1 files") || !strings.Contains(archived, "\nstep-7\n") {
+	if !strings.HasPrefix(archived, "kubectl-tao: checkpoints: restored 1 complete unit") || !strings.Contains(archived, "\nstep-7\n") {
 		t.Errorf("the second attempt's archive:\n%s", archived)
 	}
 }

@@ -118,5 +118,5 @@ func (o *Options) lastCheckpoint(ctx context.Context, client kubernetes.Interfac
 	if !ok {
 		return nil
 	}
-	return &jobstatus.CheckpointState{Path: c.Path, Size: c.Size, Written: c.Written, AgeSeconds: int64(now.Sub(c.Written) / time.Second)}
+	return &jobstatus.CheckpointState{Path: c.Path, Layout: string(c.Layout), Files: c.Files, Size: c.Size, Written: c.Written, AgeSeconds: int64(now.Sub(c.Written) / time.Second)}
 }

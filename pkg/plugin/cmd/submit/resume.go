@@ -15,6 +15,7 @@ import (
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/storage/s3"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/storage/s3layout"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/util/exitcode"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/util/plural"
 )
 
 // validateResumeFrom checks --resume-from and --resume-from-uid without contacting anything.
@@ -69,12 +70,28 @@ func (o *Options) resolveResumeFrom(ctx context.Context, client kubernetes.Inter
 	if err != nil {
 		return s3.Describe(err, "--resume-from: listing", ref.URL(prefix))
 	}
-	for _, obj := range objs {
-		if _, ok := s3layout.ManifestRank(ref.Prefix, obj.Key); ok {
-			o.spec.Staging.Checkpoints.FromJob, o.spec.Staging.Checkpoints.FromUID = o.ResumeFrom, ref.UID
-			return nil
-		}
+	manifests, err := jobresults.ReadManifests(ctx, ref.Client, ref.Bucket, ref.Prefix, objs)
+	if err != nil {
+		return fmt.Errorf("--resume-from: %w", err)
 	}
-	return exitcode.WithCode(exitcode.NotFound, fmt.Errorf("--resume-from: run %s of job %s kept no checkpoints (nothing under %s; was it submitted with --checkpoint-dir?)",
-		ref.UID, o.ResumeFrom, ref.URL(prefix)))
+	if len(manifests) == 0 {
+		return exitcode.WithCode(exitcode.NotFound, fmt.Errorf("--resume-from: run %s of job %s kept no checkpoints (nothing under %s; was it submitted with --checkpoint-dir?)",
+			ref.UID, o.ResumeFrom, ref.URL(prefix)))
+	}
+	patterns := o.spec.Staging.Checkpoints.Patterns
+	if patterns == nil {
+		patterns = s3layout.DefaultCheckpointPatterns
+	}
+	units := s3layout.RunUnits(manifests, patterns)
+	if _, ok := s3layout.ResumeUnit(manifests, patterns); !ok {
+		// A run that kept files but no complete unit would start the new run from step 0.
+		seen := "no file of it is a checkpoint by --checkpoint-pattern " + strings.Join(patterns, " ")
+		if len(units) > 0 {
+			seen = fmt.Sprintf("none of its %s is complete (the newest, %s, was cut short)", plural.N(len(units), "checkpoint"), units[0].Path)
+		}
+		return exitcode.WithCode(exitcode.NotFound, fmt.Errorf("--resume-from: run %s of job %s has no checkpoint to resume from under %s: %s",
+			ref.UID, o.ResumeFrom, ref.URL(prefix), seen))
+	}
+	o.spec.Staging.Checkpoints.FromJob, o.spec.Staging.Checkpoints.FromUID = o.ResumeFrom, ref.UID
+	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -23,7 +24,10 @@ func resumeArgs(extra ...string) []string {
 // refused before anything is created.
 func TestSubmitResumeFrom(t *testing.T) {
 	srv := s3fake.Start(t, s3fake.Options{})
-	srv.Put(s3layout.CheckpointManifestKey("results/buggy/uid-1/", 0), `{"version":1,"rank":0,"files":[]}`)
+	srv.Put(s3layout.CheckpointManifestKey("results/buggy/uid-1/", 0), manifestWith("results/buggy/uid-1/", "checkpoint-4/model.safetensors", "checkpoint-4/trainer_state.json", "checkpoint-5/model.safetensors"))
+	// A run that kept files, but no complete checkpoint: a new run would start at step 0.
+	srv.Put(s3layout.CheckpointManifestKey("results/cut/uid-4/", 0), manifestWith("results/cut/uid-4/", "checkpoint-5/model.safetensors", "config.json"))
+	srv.Put(s3layout.CheckpointManifestKey("results/noname/uid-5/", 0), manifestWith("results/noname/uid-5/", "weights.bin"))
 	srv.Put("results/plain/uid-2/results/out.txt", "x")
 	env := srv.Env()
 
@@ -46,7 +50,7 @@ func TestSubmitResumeFrom(t *testing.T) {
 		t.Errorf("$%s = %q, want buggy/uid-1", s3layout.EnvStageCheckpointFrom, from)
 	}
 
-	srv.Put(s3layout.CheckpointManifestKey("results/buggy/uid-3/", 0), `{"version":1,"rank":0,"files":[]}`)
+	srv.Put(s3layout.CheckpointManifestKey("results/buggy/uid-3/", 0), manifestWith("results/buggy/uid-3/", "step-1.pt"))
 	for _, tc := range []struct {
 		args []string
 		code exitcode.Code
@@ -55,6 +59,8 @@ func TestSubmitResumeFrom(t *testing.T) {
 		{resumeArgs("--resume-from", "plain"), exitcode.NotFound, "run uid-2 of job plain kept no checkpoints"},
 		{resumeArgs("--resume-from", "buggy"), exitcode.Usage, "--uid"},
 		{resumeArgs("--resume-from", "nothing"), exitcode.NotFound, "nothing"},
+		{resumeArgs("--resume-from", "cut"), exitcode.NotFound, "has no checkpoint to resume from under s3://bucket/results/cut/uid-4/.kubectl-tao/checkpoints/: none of its 1 checkpoint is complete (the newest, checkpoint-5, was cut short)"},
+		{resumeArgs("--resume-from", "noname"), exitcode.NotFound, "no file of it is a checkpoint by --checkpoint-pattern"},
 	} {
 		c := newClient()
 		r := runEnv(t, cmdtest.Cmd{Client: c}, env, tc.args...)
@@ -71,6 +77,23 @@ func TestSubmitResumeFrom(t *testing.T) {
 	if r := runEnv(t, cmdtest.Cmd{Client: c}, env, resumeArgs("--resume-from", "buggy", "--resume-from-uid", "uid-3")...); r.Code != 0 {
 		t.Errorf("with --resume-from-uid: %+v", r)
 	}
+}
+
+// manifestWith is rank 0's manifest of the run under prefix holding files, written a minute apart.
+func manifestWith(prefix string, files ...string) string {
+	m := s3layout.Manifest{Rank: 0}
+	for i, f := range files {
+		mf, err := s3layout.NewManifestFile(prefix, 0, f, 1, time.Date(2026, 3, 1, 10, i, 0, 0, time.UTC))
+		if err != nil {
+			panic(err)
+		}
+		m.Files = append(m.Files, mf)
+	}
+	data, err := s3layout.EncodeManifest(m)
+	if err != nil {
+		panic(err)
+	}
+	return string(data)
 }
 
 func TestSubmitResumeFromUsageErrors(t *testing.T) {

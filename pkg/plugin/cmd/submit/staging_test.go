@@ -248,6 +248,30 @@ func TestSubmitCheckpoints(t *testing.T) {
 		t.Errorf("the command does not run under stage run:\n%s", script)
 	}
 	noLeakInRequests(t, c)
+	if strings.Contains(r.Stderr, "Warning") {
+		t.Errorf("patterns that name checkpoints only, warned about:\n%s", r.Stderr)
+	}
+}
+
+// A --checkpoint-pattern so broad that it takes a framework's config, markers and logs for
+// checkpoints gets a warning naming what it would take; the job is still submitted.
+func TestSubmitWarnsOfABroadCheckpointPattern(t *testing.T) {
+	for _, tc := range []struct {
+		patterns []string
+		want     string
+	}{
+		{[]string{"*"}, "Warning: --checkpoint-pattern * also takes config.json, trainer_state.json, training_args.bin, latest, "},
+		{[]string{"*.pt", "*.json"}, "Warning: --checkpoint-pattern *.pt *.json also takes config.json, trainer_state.json, status.json, tokenizer.json for checkpoints"},
+	} {
+		args := []string{"wide", "--image", "img", "--gpus", "0", "--stager-image", "s", "--checkpoint-dir", "/ckpt"}
+		for _, p := range tc.patterns {
+			args = append(args, "--checkpoint-pattern", p)
+		}
+		r := runEnv(t, cmdtest.Cmd{Client: newClient()}, shellCreds, append(args, "--", "python", "train.py")...)
+		if r.Code != 0 || !strings.Contains(r.Stderr, tc.want) || strings.Count(r.Stderr, "Warning") != 1 {
+			t.Errorf("%q: got %+v; want a warning %q", tc.patterns, r, tc.want)
+		}
+	}
 }
 
 // A --checkpoint-dir on a --volume needs no S3: no credentials, no Secret, the wrapper alone

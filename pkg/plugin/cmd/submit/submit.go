@@ -286,6 +286,10 @@ func (o *Options) completeStaging(cmd *cobra.Command) (*jobspec.Staging, error) 
 		if cmd.Flags().Changed("checkpoint-pattern") {
 			// Given, even empty: the spec's validation refuses an empty list.
 			st.Checkpoints.Patterns = append([]string{}, o.CheckpointPatterns...)
+			if broad := s3layout.BroadPatterns(o.CheckpointPatterns); len(broad) > 0 {
+				fmt.Fprintf(o.ErrOut, "Warning: --checkpoint-pattern %s also takes %s for checkpoints: each such file counts as a checkpoint of its own, "+
+					"and retention keeps only the newest --checkpoint-keep of them\n", strings.Join(o.CheckpointPatterns, " "), strings.Join(broad, ", "))
+			}
 		}
 	}
 	for _, out := range o.Outputs {

@@ -45,11 +45,14 @@ type Summary struct {
 	position *Position
 }
 
-// CheckpointState is a kept checkpoint as status shows it: the file (or
-// torch.distributed.checkpoint directory) below the checkpoint directory, its size, when it was
-// written and how long ago.
+// CheckpointState is a kept checkpoint unit as status shows it: the file or directory below the
+// checkpoint directory, its layout, its files and size, when it was written and how long ago.
 type CheckpointState struct {
-	Path       string    `json:"path"`
+	Path string `json:"path"`
+	// Layout is the framework's (s3layout.Layout): file, huggingface, deepspeed, ...
+	Layout string `json:"layout,omitempty"`
+	// Files and Size count every rank's files of the unit.
+	Files      int       `json:"files,omitempty"`
 	Size       int64     `json:"size"`
 	Written    time.Time `json:"written"`
 	AgeSeconds int64     `json:"ageSeconds"`

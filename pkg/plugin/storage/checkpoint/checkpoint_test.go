@@ -124,23 +124,34 @@ func TestFlushRetentionAndRestore(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(fresh, "e9.pth")); !os.IsNotExist(err) {
 		t.Errorf("a file no manifest names was restored: %v", err)
 	}
-	if !strings.Contains(log.String(), "restored 5 files") || !strings.Contains(log.String(), "resume checkpoint: "+filepath.Join(fresh, "e4.pth")) {
+	if !strings.Contains(log.String(), "restored 3 complete units, 5 files") || !strings.Contains(log.String(), "resume checkpoint: "+filepath.Join(fresh, "e4.pth")) {
 		t.Errorf("log:\n%s", log.String())
 	}
 
-	// The next attempt's uploader continues the manifest: what was restored as it is in S3 is
-	// not uploaded again.
+	// The next attempt's uploader continues the manifest: what the restore placed is not sent
+	// again, neither rank 1's own files nor rank 0's (a DDP job saves on rank 0 only: rank 1
+	// holds no copy of them); a file the command writes is.
 	var puts atomic.Int32
-	u := &Uploader{Target: target(s, 1, fresh), NoInotify: true, Own: r.Own, Log: &log}
+	u := &Uploader{Target: target(s, 1, fresh), NoInotify: true, Own: r.Own, Placed: r.Placed, Log: &log}
 	u.Client = countPuts(t, s, &puts)
-	write(t, fresh, "shared.yaml", "rank 1's", 2) // the same as restored
 	if err := u.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
-	// Rank 0's files restored into rank 1's directory become rank 1's too; rank 1's own are
-	// not sent again.
-	if n := puts.Load(); n != 4 {
-		t.Errorf("%d PUTs after a restore; want 4 (rank 0's 3 restored files, the manifest)", n)
+	if n := puts.Load(); n != 0 {
+		t.Errorf("%d PUTs after a restore with nothing written; want 0", n)
+	}
+	write(t, fresh, "e5.pth", "rank 1 wrote this", 10)
+	if err := u.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := puts.Load(); n != 2 {
+		t.Errorf("%d PUTs for one file written; want 2 (the file, the manifest)", n)
+	}
+	if got, want := manifest(t, s, 1), []string{"e5.pth", "opt/shard-1.pt", "shared.yaml"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("rank 1 manifest = %q; want %q (none of rank 0's files)", got, want)
+	}
+	if files, bytes := u.Sent(); files != 1 || bytes != int64(len("rank 1 wrote this")) {
+		t.Errorf("Sent = %d files, %d bytes", files, bytes)
 	}
 }
 
@@ -347,7 +358,7 @@ func TestRestoreFromAnEarlierRun(t *testing.T) {
 
 	tg = target(s, 0, t.TempDir())
 	tg.ResultsPrefix, tg.From = "results/new/uid-2/", "results/none/uid-3/"
-	if _, err := Restore(context.Background(), tg, nil); err == nil || !strings.Contains(err.Error(), "has no checkpoints") {
+	if _, err := Restore(context.Background(), tg, nil); err == nil || !strings.Contains(err.Error(), "has no complete checkpoint") {
 		t.Errorf("an earlier run without checkpoints: %v", err)
 	}
 }

@@ -14,7 +14,8 @@ import (
 )
 
 // watch is the close-after-write notification of files below dir (inotify), sent as their path
-// below dir; an error (no inotify, out of instances or watches) leaves the uploader to scan.
+// below dir, and of directories moved into place, sent as their path with a "/" at its end; an
+// error (no inotify, out of instances or watches) leaves the uploader to scan.
 var watch = watchInotify
 
 func watchInotify(dir string, out chan<- string) (stop func(), err error) {
@@ -69,21 +70,25 @@ func watchInotify(dir string, out chan<- string) (stop func(), err error) {
 					continue
 				}
 				p := filepath.Join(parent, name)
-				if ev.Mask&unix.IN_ISDIR != 0 {
-					if ev.Mask&(unix.IN_CREATE|unix.IN_MOVED_TO) != 0 {
-						_ = add(p) // a new subdirectory; the scan still sees what it missed
-					}
-					continue
-				}
-				if ev.Mask&(unix.IN_CLOSE_WRITE|unix.IN_MOVED_TO) == 0 {
-					continue
-				}
 				rel, err := filepath.Rel(dir, p)
 				if err != nil {
 					continue
 				}
+				rel = filepath.ToSlash(rel)
+				if ev.Mask&unix.IN_ISDIR != 0 {
+					if ev.Mask&(unix.IN_CREATE|unix.IN_MOVED_TO) != 0 {
+						_ = add(p) // a new subdirectory; the scan still sees what it missed
+					}
+					if ev.Mask&unix.IN_MOVED_TO == 0 {
+						continue
+					}
+					// A directory renamed into place: the careful writer's sign that it is whole.
+					rel += "/"
+				} else if ev.Mask&(unix.IN_CLOSE_WRITE|unix.IN_MOVED_TO) == 0 {
+					continue
+				}
 				select {
-				case out <- filepath.ToSlash(rel):
+				case out <- rel:
 				case <-done:
 					return
 				default: // the channel is full: the next scan sees the file anyway

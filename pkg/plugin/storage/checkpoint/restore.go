@@ -16,6 +16,7 @@ import (
 
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/storage/s3"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/storage/s3layout"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/util/plural"
 )
 
 // Target is where one rank's checkpoints live: the bucket, the run's results prefix, the rank,
@@ -47,35 +48,46 @@ type Restored struct {
 	// Files restored, and their bytes.
 	Files int
 	Bytes int64
-	// Resume is the container path of the checkpoint to resume from (rank 0's newest), "" when
-	// there is none (a first attempt).
+	// Units are the complete units restored.
+	Units int
+	// Resume is the container path to resume from (rank 0's newest complete unit, as its
+	// framework's resume argument takes it), "" when there is none (a first attempt).
 	Resume string
+	// ResumeUnit is that unit; its Path is "" when there is none. Retention never deletes it
+	// while this attempt runs.
+	ResumeUnit s3layout.Unit
 	// Own is this rank's manifest as found ("no files" on a first attempt): the uploader
 	// continues it.
 	Own s3layout.Manifest
+	// Placed are the files the restore wrote, by path below the directory, as they are on
+	// disk: the uploader never sends one of them back unless the command changes it.
+	Placed map[string]s3layout.ManifestFile
 }
 
-// Restore reads every rank's manifest and downloads the restore plan into t.Dir, each file
-// with its modification time set back to its write time in the manifest. Only files a manifest
-// names are restored, so never one that was still being written. Any error is final: the
-// caller fails the attempt before the command runs.
+// Restore reads every rank's manifest and downloads the restore plan into t.Dir: every file of
+// every complete unit (a sharded one whole, whichever ranks kept its parts) and the files of no
+// unit, each with its modification time set back to its write time in the manifest. A unit that
+// was not complete (a save cut short) is never restored. Where the resumed unit's framework
+// finds it through a marker (DeepSpeed's `latest`, Megatron's tracker), the marker is written
+// to name it. Any error is final: the caller fails the attempt before the command runs.
 func Restore(ctx context.Context, t Target, log io.Writer) (Restored, error) {
 	manifests, err := readManifests(ctx, t.ResultsPrefix, t)
 	if err != nil {
 		return Restored{}, err
 	}
-	out := Restored{Own: manifests[t.Rank]}
+	out := Restored{Own: manifests[t.Rank], Placed: map[string]s3layout.ManifestFile{}}
 	from := ""
-	if len(manifests) == 0 && t.From != "" {
+	if _, ok := s3layout.ResumeUnit(manifests, t.patterns()); !ok && t.From != "" {
 		// A new run's first attempts start from the earlier run; once this run has kept a
-		// checkpoint, its own are newer. The files are uploaded again under this run, which
-		// then no longer needs the earlier one.
-		if manifests, err = readManifests(ctx, t.From, t); err != nil {
+		// complete unit, its own are newer.
+		earlier, err := readManifests(ctx, t.From, t)
+		if err != nil {
 			return Restored{}, err
 		}
-		if len(manifests) == 0 {
-			return Restored{}, fmt.Errorf("checkpoint restore: the run to resume from, %s, has no checkpoints", t.url(s3layout.CheckpointsPrefix(t.From)))
+		if _, ok := s3layout.ResumeUnit(earlier, t.patterns()); !ok {
+			return Restored{}, fmt.Errorf("checkpoint restore: the run to resume from, %s, has no complete checkpoint", t.url(s3layout.CheckpointsPrefix(t.From)))
 		}
+		manifests = earlier
 		from = " from " + t.url(t.From)
 	}
 	if out.Own.Files == nil {
@@ -84,7 +96,8 @@ func Restore(ctx context.Context, t Target, log io.Writer) (Restored, error) {
 	if err := os.MkdirAll(t.Dir, 0o755); err != nil {
 		return Restored{}, fmt.Errorf("checkpoint restore: %w", err)
 	}
-	for _, f := range s3layout.RestorePlan(t.Rank, manifests) {
+	plan := s3layout.RestorePlan(t.Rank, manifests, t.patterns())
+	for _, f := range plan {
 		dst := filepath.Join(t.Dir, filepath.FromSlash(f.Path))
 		if err := fetch(ctx, t, f.Key, dst); err != nil {
 			return Restored{}, err
@@ -94,19 +107,50 @@ func Restore(ctx context.Context, t Target, log io.Writer) (Restored, error) {
 		}
 		out.Files++
 		out.Bytes += f.Size
+		out.Placed[f.Path] = f.ManifestFile
 	}
-	if cp, ok := s3layout.ResumeCheckpoint(manifests[0], t.patterns()); ok {
-		out.Resume = filepath.Join(t.Dir, filepath.FromSlash(cp.Path))
+	units := s3layout.RunUnits(manifests, t.patterns())
+	for _, u := range units {
+		if u.Complete {
+			out.Units++
+		}
+	}
+	if u, ok := s3layout.ResumeUnit(manifests, t.patterns()); ok {
+		out.ResumeUnit = u
+		out.Resume = filepath.Join(t.Dir, filepath.FromSlash(u.ResumePath()))
+		if err := writeMarker(t.Dir, u, out.Placed); err != nil {
+			return Restored{}, err
+		}
 	}
 	if log != nil {
 		resume := "none"
 		if out.Resume != "" {
-			resume = out.Resume
+			u := out.ResumeUnit
+			resume = fmt.Sprintf("%s (%s %s, %s, %s)", out.Resume, u.Layout, u.Path, plural.N(len(u.Files), "file"), s3.HumanBytes(u.Size()))
 		}
-		fmt.Fprintf(log, "kubectl-tao: checkpoints: restored %d files (%s) of %d ranks%s into %s; resume checkpoint: %s\n",
-			out.Files, s3.HumanBytes(out.Bytes), len(manifests), from, t.Dir, resume)
+		fmt.Fprintf(log, "kubectl-tao: checkpoints: restored %s, %s (%s) of %s%s into %s; resume checkpoint: %s\n",
+			plural.N(out.Units, "complete unit"), plural.N(out.Files, "file"), s3.HumanBytes(out.Bytes), plural.N(len(manifests), "rank"), from, t.Dir, resume)
 	}
 	return out, nil
+}
+
+// writeMarker points the framework at the resumed unit where it reads a marker to find it: the
+// marker restored may name a newer unit that was not complete, or none.
+func writeMarker(dir string, u s3layout.Unit, placed map[string]s3layout.ManifestFile) error {
+	rel, content := u.Marker()
+	if rel == "" {
+		return nil
+	}
+	p := filepath.Join(dir, filepath.FromSlash(rel))
+	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+		return fmt.Errorf("checkpoint restore: writing %s: %w", p, err)
+	}
+	info, err := os.Stat(p)
+	if err != nil {
+		return fmt.Errorf("checkpoint restore: %w", err)
+	}
+	placed[rel] = s3layout.ManifestFile{Path: rel, Size: info.Size(), Written: info.ModTime().UTC()}
+	return nil
 }
 
 // readManifests reads the manifest of every rank of the run under resultsPrefix that wrote one,

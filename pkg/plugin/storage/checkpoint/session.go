@@ -13,6 +13,7 @@ import (
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/storage/s3"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/storage/s3layout"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/util/exitcode"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/util/plural"
 )
 
 // DefaultFinalTimeout bounds the last upload after the command ends: the checkpoints go first
@@ -50,7 +51,7 @@ func Start(ctx context.Context, t Target, pod string, keep int, log io.Writer) (
 		return nil, err
 	}
 	s := &Session{Restored: restored, Attempt: attempt, target: t, done: make(chan struct{})}
-	s.up = &Uploader{Target: t, Keep: keep, Log: log, Own: restored.Own}
+	s.up = &Uploader{Target: t, Keep: keep, Log: log, Own: restored.Own, Placed: restored.Placed, Protect: restored.ResumeUnit.Path}
 	uctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	s.cancel = cancel
 	go func() {
@@ -114,6 +115,8 @@ func (s *Session) Finish(ctx context.Context, timeout time.Duration) error {
 		if err := s.up.Flush(fctx); err != nil {
 			s.err = exitcode.WithCode(s3layout.ExitStageOut, fmt.Errorf("checkpoints: the final upload failed: %w", err))
 		}
+		files, bytes := s.up.Sent()
+		s.up.logf("this attempt uploaded %s (%s) that rank %d wrote", plural.N(files, "file"), s3.HumanBytes(bytes), s.target.Rank)
 	})
 	return s.err
 }

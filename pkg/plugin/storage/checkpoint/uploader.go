@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -31,9 +32,10 @@ const (
 
 // Uploader keeps a rank's complete checkpoint files in S3 while the command runs. One file is
 // uploaded at a time, streamed from disk (memory bounded by the client's part buffer, not the
-// file), from its own goroutine: the command never waits for it. A failed upload is said once
-// in the log and tried again on the next round; Flush makes the last round, whose failure is
-// the caller's to report.
+// file), from its own goroutine: the command never waits for it. Only files this rank wrote
+// are sent: one the restore placed and the command left as it was is another rank's, or
+// already in S3. A failed upload is said once in the log and tried again on the next round;
+// Flush makes the last round, whose failure is the caller's to report.
 type Uploader struct {
 	Target
 	// Keep is how many complete checkpoints stay in S3 (DefaultKeep when 0).
@@ -45,6 +47,10 @@ type Uploader struct {
 	Log       io.Writer
 	// Own is the rank's manifest as the restore found it: the files already in S3.
 	Own s3layout.Manifest
+	// Placed are the files the restore wrote (Restored.Placed): never uploaded unless changed.
+	Placed map[string]s3layout.ManifestFile
+	// Protect is the unit the attempt resumed from: retention keeps it while the attempt runs.
+	Protect string
 
 	mu sync.Mutex
 	// uploaded is what S3 holds, by path below Dir.
@@ -56,8 +62,17 @@ type Uploader struct {
 	// failing are files whose failed upload has been said in the log.
 	failing map[string]bool
 	// cut are files left out for being cut short, in the state the log said it of.
-	cut   map[string]seenFile
-	dirty bool
+	cut map[string]seenFile
+	// sealed are the units this rank saw marked outside their files (s3layout.Manifest.Sealed).
+	sealed map[string]bool
+	// renamed are directories moved into place (a close-after-write event for a directory).
+	renamed map[string]bool
+	// sent counts the files and bytes this attempt uploaded.
+	sentFiles int
+	sentBytes int64
+	// noUnitSaid: the note that no file is a checkpoint was written.
+	noUnitSaid bool
+	dirty      bool
 }
 
 type seenFile struct {
@@ -78,6 +93,11 @@ func (u *Uploader) init() {
 	u.closed = map[string]bool{}
 	u.failing = map[string]bool{}
 	u.cut = map[string]seenFile{}
+	u.sealed = map[string]bool{}
+	for _, p := range u.Own.Sealed {
+		u.sealed[p] = true
+	}
+	u.renamed = map[string]bool{}
 }
 
 func (u *Uploader) keep() int {
@@ -129,16 +149,12 @@ func (u *Uploader) Run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case rel := <-wake:
-			u.mu.Lock()
-			u.closed[rel] = true
-			u.mu.Unlock()
+			u.notified(rel)
 			// Take every notification already queued before the round.
 			for more := true; more; {
 				select {
 				case rel := <-wake:
-					u.mu.Lock()
-					u.closed[rel] = true
-					u.mu.Unlock()
+					u.notified(rel)
 				default:
 					more = false
 				}
@@ -147,6 +163,18 @@ func (u *Uploader) Run(ctx context.Context) {
 		}
 		_ = u.round(ctx, false)
 	}
+}
+
+// notified records a notification: a file closed after writing, or a directory (its path ends
+// in "/") moved into place.
+func (u *Uploader) notified(rel string) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if d, ok := strings.CutSuffix(rel, "/"); ok {
+		u.renamed[d] = true
+		return
+	}
+	u.closed[rel] = true
 }
 
 // Flush is the last round, once the command has ended (every file is closed): it uploads every
@@ -198,6 +226,10 @@ func (u *Uploader) round(ctx context.Context, final bool) error {
 			delete(u.closed, rel)
 			return nil // in S3 as it is
 		}
+		if f, ok := u.Placed[rel]; ok && f.Size == size && f.Written.Equal(mtime) {
+			delete(u.closed, rel)
+			return nil // restored, and not this rank's to keep
+		}
 		prev, ok := u.seen[rel]
 		if !ok || prev.size != size || !prev.mtime.Equal(mtime) {
 			prev = seenFile{size: size, mtime: mtime, since: now}
@@ -230,6 +262,8 @@ func (u *Uploader) round(ctx context.Context, final bool) error {
 			delete(u.seen, rel)
 		}
 	}
+	u.sealDirectories(now, present)
+	u.noteNoUnit()
 	if !u.dirty {
 		return firstErr
 	}
@@ -269,8 +303,88 @@ func (u *Uploader) put(ctx context.Context, rel, p string, size int64, mtime tim
 		return nil // changed under the upload: the next round takes it again
 	}
 	u.uploaded[rel] = f
+	u.sentFiles++
+	u.sentBytes += size
 	u.dirty = true
+	if s3layout.IsMarker(rel) {
+		buf := make([]byte, s3layout.MaxMarkerSize)
+		n, _ := file.ReadAt(buf, 0)
+		if unit, ok := s3layout.MarkerOf(rel, buf[:n]); ok && !u.sealed[unit] {
+			u.sealed[unit] = true
+		}
+	}
 	return nil
+}
+
+// sealDirectories seals the units of a user's directory pattern that are complete on disk: every
+// file of the directory kept, and the directory moved into place or unchanged for Settle.
+func (u *Uploader) sealDirectories(now time.Time, present map[string]bool) {
+	var onDisk []s3layout.ManifestFile
+	for rel := range present {
+		if s, ok := u.seen[rel]; ok {
+			onDisk = append(onDisk, s3layout.ManifestFile{Path: rel, Size: s.size, Written: s.since})
+		} else if f, ok := u.uploaded[rel]; ok {
+			onDisk = append(onDisk, s3layout.ManifestFile{Path: rel, Size: f.Size, Written: time.Time{}})
+		}
+	}
+	for _, unit := range s3layout.RankUnits(onDisk, nil, u.patterns()) {
+		if unit.Layout != s3layout.LayoutDirectory || u.sealed[unit.Path] {
+			continue
+		}
+		settled := u.renamed[unit.Path] || now.Sub(unit.Written) >= u.settle()
+		for _, f := range unit.Files {
+			if up, ok := u.uploaded[f.Path]; !ok || up.Size != f.Size {
+				settled = false
+			}
+			if s, ok := u.seen[f.Path]; ok && !u.isUploaded(f.Path, s) {
+				settled = false
+			}
+		}
+		if settled {
+			u.sealed[unit.Path] = true
+			u.dirty = true
+		}
+	}
+}
+
+// isUploaded: the file is in S3 as it was last seen.
+func (u *Uploader) isUploaded(rel string, s seenFile) bool {
+	f, ok := u.uploaded[rel]
+	return ok && f.Size == s.size && f.Written.Equal(s.mtime)
+}
+
+// noteNoUnit says once, after the first Keep files kept, that none of them is a checkpoint by
+// the patterns: a resume would find nothing, and the user should hear it while the job runs.
+func (u *Uploader) noteNoUnit() {
+	if u.noUnitSaid || len(u.uploaded) < u.keep() {
+		return
+	}
+	files := make([]s3layout.ManifestFile, 0, len(u.uploaded))
+	for _, f := range u.uploaded {
+		files = append(files, f)
+	}
+	if len(s3layout.RankUnits(files, nil, u.patterns())) > 0 {
+		u.noUnitSaid = true
+		return
+	}
+	u.noUnitSaid = true
+	names := make([]string, 0, len(files))
+	for _, f := range files {
+		names = append(names, f.Path)
+	}
+	slices.Sort(names)
+	if len(names) > 8 {
+		names = append(names[:8], "...")
+	}
+	u.logf("none of the %d files kept under %s is a checkpoint by --checkpoint-pattern %s (%s): a new attempt would start from the beginning",
+		len(files), u.Dir, strings.Join(u.patterns(), " "), strings.Join(names, ", "))
+}
+
+// Sent is what this attempt uploaded: files and bytes.
+func (u *Uploader) Sent() (files int, bytes int64) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.sentFiles, u.sentBytes
 }
 
 // retainAndWrite drops the checkpoints beyond Keep from the manifest, writes it, then deletes
@@ -280,11 +394,15 @@ func (u *Uploader) retainAndWrite(ctx context.Context) error {
 	for _, f := range u.uploaded {
 		files = append(files, f)
 	}
-	kept, drop, err := s3layout.Retain(files, u.patterns(), u.keep())
+	sealed := make([]string, 0, len(u.sealed))
+	for p := range u.sealed {
+		sealed = append(sealed, p)
+	}
+	kept, drop, keptSealed, err := s3layout.Retain(files, sealed, u.patterns(), u.keep(), u.Protect)
 	if err != nil {
 		return err
 	}
-	data, err := s3layout.EncodeManifest(s3layout.Manifest{Rank: u.Rank, Files: kept})
+	data, err := s3layout.EncodeManifest(s3layout.Manifest{Rank: u.Rank, Files: kept, Sealed: keptSealed})
 	if err != nil {
 		return err
 	}
@@ -294,6 +412,10 @@ func (u *Uploader) retainAndWrite(ctx context.Context) error {
 		return s3.Describe(err, "writing the checkpoint manifest", u.url(key))
 	}
 	u.dirty = false
+	u.sealed = map[string]bool{}
+	for _, p := range keptSealed {
+		u.sealed[p] = true
+	}
 	for _, f := range drop {
 		delete(u.uploaded, f.Path)
 		if err := u.Client.RemoveObject(ctx, u.Bucket, f.Key, minio.RemoveObjectOptions{}); err != nil {

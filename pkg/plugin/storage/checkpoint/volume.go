@@ -62,9 +62,9 @@ func StartOnVolume(t Target, pod string, log io.Writer) (*Session, error) {
 	return s, nil
 }
 
-// newestOnDisk is the newest complete checkpoint in t.Dir (by modification time, as the
-// manifest's write times order them in S3), "" for none: a file whose content shows it cut
-// short is passed over for the one before it.
+// newestOnDisk is the newest complete unit in t.Dir (by modification time, as the manifest's
+// write times order them in S3), as its framework's resume argument takes it, "" for none: a
+// unit with a file whose content shows it cut short is passed over for the one before it.
 func newestOnDisk(t Target) string {
 	var files []s3layout.ManifestFile
 	_ = filepath.WalkDir(t.Dir, func(p string, d fs.DirEntry, err error) error {
@@ -89,13 +89,44 @@ func newestOnDisk(t Target) string {
 		files = append(files, s3layout.ManifestFile{Path: rel, Size: info.Size(), Written: info.ModTime().UTC()})
 		return nil
 	})
-	for _, c := range s3layout.Checkpoints(files, t.patterns()) {
-		if len(c.Files) == 1 && c.Files[0].Path == c.Path && intactOnDisk(filepath.Join(t.Dir, filepath.FromSlash(c.Path)), c.Files[0].Size) != "" {
+	// On the volume the markers are the files themselves: the unit each names now is sealed; a
+	// user's directory counts once every file of it is whole.
+	var sealed []string
+	for _, f := range files {
+		if !s3layout.IsMarker(f.Path) {
 			continue
 		}
-		return filepath.Join(t.Dir, filepath.FromSlash(c.Path))
+		if b, err := readBounded(filepath.Join(t.Dir, filepath.FromSlash(f.Path)), s3layout.MaxMarkerSize); err == nil {
+			if unit, ok := s3layout.MarkerOf(f.Path, b); ok {
+				sealed = append(sealed, unit)
+			}
+		}
+	}
+	for _, u := range s3layout.RankUnits(files, sealed, t.patterns()) {
+		if !u.Complete && u.Layout != s3layout.LayoutDirectory {
+			continue
+		}
+		whole := true
+		for _, f := range u.Files {
+			if intactOnDisk(filepath.Join(t.Dir, filepath.FromSlash(f.Path)), f.Size) != "" {
+				whole = false
+			}
+		}
+		if whole {
+			return filepath.Join(t.Dir, filepath.FromSlash(u.ResumePath()))
+		}
 	}
 	return ""
+}
+
+// readBounded reads at most limit bytes of the file at p.
+func readBounded(p string, limit int64) ([]byte, error) {
+	f, err := os.Open(p)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = f.Close() }()
+	return io.ReadAll(io.LimitReader(f, limit))
 }
 
 // intactOnDisk is cutShort for a file on disk ("" when nothing shows it incomplete).

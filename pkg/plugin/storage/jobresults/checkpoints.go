@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/minio/minio-go/v7"
+	"golang.org/x/sync/errgroup"
 	batchv1 "k8s.io/api/batch/v1"
 	"k8s.io/client-go/kubernetes"
 
@@ -14,26 +16,28 @@ import (
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/storage/s3layout"
 )
 
-// Checkpoint is one complete checkpoint a run kept (--checkpoint-dir), as results, status and
-// diagnose show it.
+// Checkpoint is one checkpoint unit a run kept (--checkpoint-dir), as results, status and
+// diagnose show it: a file or a directory, with every rank's files of it.
 type Checkpoint struct {
-	Rank int `json:"rank"`
-	// Path is the file or torch.distributed.checkpoint directory below the checkpoint
-	// directory.
-	Path    string    `json:"path"`
+	// Path is the file or the directory below the checkpoint directory.
+	Path   string          `json:"path"`
+	Layout s3layout.Layout `json:"layout"`
+	// Files and Size count every rank's files of it.
+	Files   int       `json:"files"`
 	Size    int64     `json:"size"`
 	Written time.Time `json:"written"`
-	// Resume marks the one a new attempt resumes from: rank 0's newest.
+	// Ranks kept its files.
+	Ranks []int `json:"ranks"`
+	// Complete: its framework marked it complete and every rank's part is kept; only a
+	// complete unit is restored or resumed from.
+	Complete bool `json:"complete"`
+	// Resume marks the one a new attempt resumes from: the newest complete one.
 	Resume bool `json:"resume,omitempty"`
 }
 
-// checkpointOf is what a manifest's checkpoint is shown as.
-func checkpointOf(rank int, c s3layout.Checkpoint) Checkpoint {
-	var size int64
-	for _, f := range c.Files {
-		size += f.Size
-	}
-	return Checkpoint{Rank: rank, Path: c.Path, Size: size, Written: c.Written}
+// checkpointOf is what a unit is shown as.
+func checkpointOf(u s3layout.Unit) Checkpoint {
+	return Checkpoint{Path: u.Path, Layout: u.Layout, Files: len(u.Files), Size: u.Size(), Written: u.Written, Ranks: u.Ranks, Complete: u.Complete}
 }
 
 // errNoManifest: the rank kept no checkpoint yet.
@@ -56,45 +60,78 @@ func readManifest(ctx context.Context, client *minio.Client, bucket, resultsPref
 	return m, nil
 }
 
-// ListCheckpoints reads the manifest of every rank among objs (listed under the run's results
-// prefix) and returns their complete checkpoints, by rank, newest first.
-func ListCheckpoints(ctx context.Context, client *minio.Client, bucket, resultsPrefix string, objs []s3.Object, patterns []string) ([]Checkpoint, error) {
-	var out []Checkpoint
+// ReadManifests reads the manifest of every rank among objs (listed under the run's results
+// prefix, or its checkpoints prefix), by rank, a few at a time.
+func ReadManifests(ctx context.Context, client *minio.Client, bucket, resultsPrefix string, objs []s3.Object) (map[int]s3layout.Manifest, error) {
+	var ranks []int
 	for _, o := range objs {
-		rank, ok := s3layout.ManifestRank(resultsPrefix, o.Key)
-		if !ok {
-			continue
+		if rank, ok := s3layout.ManifestRank(resultsPrefix, o.Key); ok {
+			ranks = append(ranks, rank)
 		}
-		m, err := readManifest(ctx, client, bucket, resultsPrefix, rank)
-		if err != nil {
-			return nil, err
-		}
-		for i, c := range s3layout.Checkpoints(m.Files, patterns) {
-			cp := checkpointOf(rank, c)
-			cp.Resume = rank == 0 && i == 0
-			out = append(out, cp)
-		}
+	}
+	out := make(map[int]s3layout.Manifest, len(ranks))
+	var mu sync.Mutex
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(8)
+	for _, rank := range ranks {
+		g.Go(func() error {
+			m, err := readManifest(gctx, client, bucket, resultsPrefix, rank)
+			if errors.Is(err, errNoManifest) {
+				return nil // removed since the listing
+			}
+			if err != nil {
+				return err
+			}
+			mu.Lock()
+			out[rank] = m
+			mu.Unlock()
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
 	}
 	return out, nil
 }
 
-// LastCheckpoint is the checkpoint a new attempt of the run would resume from, read from rank
-// 0's manifest in one request; false when the run kept none (no manifest, or no checkpoint in it).
-func LastCheckpoint(ctx context.Context, client *minio.Client, bucket, resultsPrefix string, patterns []string) (Checkpoint, bool, error) {
-	m, err := readManifest(ctx, client, bucket, resultsPrefix, 0)
-	if errors.Is(err, errNoManifest) {
-		return Checkpoint{}, false, nil
+// ListCheckpoints reads the manifest of every rank among objs (listed under the run's results
+// prefix) and returns the run's checkpoint units, complete or not, newest first.
+func ListCheckpoints(ctx context.Context, client *minio.Client, bucket, resultsPrefix string, objs []s3.Object, patterns []string) ([]Checkpoint, error) {
+	manifests, err := ReadManifests(ctx, client, bucket, resultsPrefix, objs)
+	if err != nil {
+		return nil, err
 	}
+	var out []Checkpoint
+	resumeSet := false
+	for _, u := range s3layout.RunUnits(manifests, patterns) {
+		c := checkpointOf(u)
+		if u.Complete && !resumeSet {
+			c.Resume, resumeSet = true, true
+		}
+		out = append(out, c)
+	}
+	return out, nil
+}
+
+// LastCheckpoint is the unit a new attempt of the run would resume from, read from the list of
+// its manifests and each manifest; false when the run kept none complete.
+func LastCheckpoint(ctx context.Context, client *minio.Client, bucket, resultsPrefix string, patterns []string) (Checkpoint, bool, error) {
+	prefix := s3layout.CheckpointsPrefix(resultsPrefix)
+	objs, err := s3.List(ctx, client, bucket, prefix)
+	if err != nil {
+		return Checkpoint{}, false, s3.Describe(err, "listing", "s3://"+bucket+"/"+prefix)
+	}
+	manifests, err := ReadManifests(ctx, client, bucket, resultsPrefix, objs)
 	if err != nil {
 		return Checkpoint{}, false, err
 	}
-	c, ok := s3layout.ResumeCheckpoint(m, patterns)
+	u, ok := s3layout.ResumeUnit(manifests, patterns)
 	if !ok {
 		return Checkpoint{}, false, nil
 	}
-	cp := checkpointOf(0, c)
-	cp.Resume = true
-	return cp, true, nil
+	c := checkpointOf(u)
+	c.Resume = true
+	return c, true, nil
 }
 
 // lookTimeout bounds KeptCheckpoint: status and diagnose answer even when the bucket does not.

@@ -123,14 +123,18 @@ func ValidateCheckpointDir(p string) error {
 	return nil
 }
 
-// ManifestVersion is the version of the manifest this build writes and reads.
-const ManifestVersion = 1
+// ManifestVersion is the version of the manifest this build writes; it reads version 1 too
+// (files only, from before units were sealed).
+const ManifestVersion = 2
 
 // Manifest is what one rank has complete in S3: written after its files, read before a restore.
 type Manifest struct {
 	Version int            `json:"version"`
 	Rank    int            `json:"rank"`
 	Files   []ManifestFile `json:"files"`
+	// Sealed are the units this rank saw marked complete outside their own files: named by
+	// DeepSpeed's or Megatron's marker, or a user's directory renamed into place or settled.
+	Sealed []string `json:"sealed,omitempty"`
 }
 
 // ManifestFile is one complete file: its key, its size, and its write time (the file's
@@ -161,6 +165,7 @@ func EncodeManifest(m Manifest) ([]byte, error) {
 		m.Files = []ManifestFile{}
 	}
 	slices.SortFunc(m.Files, func(a, b ManifestFile) int { return strings.Compare(a.Key, b.Key) })
+	m.Sealed = slices.Compact(slices.Sorted(slices.Values(m.Sealed)))
 	return json.MarshalIndent(m, "", "  ")
 }
 
@@ -183,7 +188,7 @@ func ParseManifest(resultsPrefix string, rank int, data []byte) (Manifest, error
 	switch {
 	case m.Version == 0:
 		return fail("no version")
-	case m.Version != ManifestVersion:
+	case m.Version != ManifestVersion && m.Version != 1:
 		return fail("version %d, but this kubectl-tao reads version %d: use the release that wrote it", m.Version, ManifestVersion)
 	case m.Rank != rank:
 		return fail("it says rank %d", m.Rank)
@@ -218,57 +223,15 @@ func ParseManifest(resultsPrefix string, rank int, data []byte) (Manifest, error
 			}
 		}
 	}
+	for _, u := range m.Sealed {
+		if err := ValidateCheckpointFile(u); err != nil {
+			return fail("sealed unit: %v", err)
+		}
+	}
 	if m.Files == nil {
 		m.Files = []ManifestFile{}
 	}
 	return m, nil
-}
-
-// RestoreFile is one file of a restore: where it goes below the checkpoint directory, and the
-// rank whose object it is.
-type RestoreFile struct {
-	ManifestFile
-	Rank int
-}
-
-// RestorePlan is what a rank restores: the union of every rank's complete files, the rank's
-// own winning on a clash (a DDP job saves on rank 0 and loads on all; a sharded one saves a
-// shard per rank), then the lower rank's. A file that cannot sit beside one that won (the same
-// path as a directory, or below a file) is left out. In path order.
-func RestorePlan(own int, manifests map[int]Manifest) []RestoreFile {
-	ranks := make([]int, 0, len(manifests))
-	for r := range manifests {
-		if r != own {
-			ranks = append(ranks, r)
-		}
-	}
-	slices.Sort(ranks)
-	if _, ok := manifests[own]; ok {
-		ranks = append([]int{own}, ranks...)
-	}
-	files := map[string]bool{}
-	dirs := map[string]bool{}
-	var out []RestoreFile
-	for _, r := range ranks {
-	next:
-		for _, f := range manifests[r].Files {
-			if files[f.Path] || dirs[f.Path] {
-				continue
-			}
-			for d := path.Dir(f.Path); d != "."; d = path.Dir(d) {
-				if files[d] {
-					continue next
-				}
-			}
-			files[f.Path] = true
-			for d := path.Dir(f.Path); d != "."; d = path.Dir(d) {
-				dirs[d] = true
-			}
-			out = append(out, RestoreFile{ManifestFile: f, Rank: r})
-		}
-	}
-	slices.SortFunc(out, func(a, b RestoreFile) int { return strings.Compare(a.Path, b.Path) })
-	return out
 }
 
 // CheckpointSettings are what later commands need of a job's --checkpoint-dir (annotation
@@ -306,14 +269,14 @@ func (c CheckpointSettings) PatternsOrDefault() []string {
 const DefaultCheckpointKeep = 2
 
 // DefaultCheckpointPatterns are the names of the usual checkpoint files.
-var DefaultCheckpointPatterns = []string{"*.pth", "*.pt", "*.ckpt", "*.tlt", "*.safetensors"}
+var DefaultCheckpointPatterns = []string{"*.pth", "*.pt", "*.ckpt", "*.tlt", "*.hdf5", "*.safetensors"}
 
 // DCPMetadata is the file torch.distributed.checkpoint writes last into a checkpoint
 // directory: the directory is a complete checkpoint once it is.
 const DCPMetadata = ".metadata"
 
 // ValidateCheckpointPatterns checks --checkpoint-pattern: shell patterns (path.Match) of a
-// file's name, without "/".
+// file's name, or of a directory's name when it ends in "/" (the directory is one checkpoint).
 func ValidateCheckpointPatterns(patterns []string) error {
 	if len(patterns) == 0 {
 		return errors.New("--checkpoint-pattern: no pattern")
@@ -322,116 +285,16 @@ func ValidateCheckpointPatterns(patterns []string) error {
 		switch {
 		case strings.TrimSpace(p) == "":
 			return errors.New("--checkpoint-pattern: empty pattern")
-		case strings.Contains(p, "/"):
-			return fmt.Errorf("--checkpoint-pattern %q: a pattern matches a file's name, without \"/\"", p)
+		case strings.Contains(strings.TrimSuffix(p, "/"), "/") || p == "/":
+			return fmt.Errorf("--checkpoint-pattern %q: a pattern matches a file's name, or a directory's with one \"/\" at its end (ckpt_*/), never a path", p)
 		case strings.ContainsAny(p, "\n\r\x00"):
 			return fmt.Errorf("--checkpoint-pattern %q contains a control character", p)
 		}
-		if _, err := path.Match(p, ""); err != nil {
+		if _, err := path.Match(strings.TrimSuffix(p, "/"), ""); err != nil {
 			return fmt.Errorf("--checkpoint-pattern %q: %v", p, err)
 		}
 	}
 	return nil
-}
-
-// Checkpoint is one complete checkpoint: a file whose name matches a pattern, or a
-// torch.distributed.checkpoint directory holding its DCPMetadata (whatever its name), with
-// every file of it.
-type Checkpoint struct {
-	// Path is the file or the directory, below the checkpoint directory.
-	Path string
-	// Written is the file's write time, or the directory's DCPMetadata's.
-	Written time.Time
-	Files   []ManifestFile
-}
-
-// Checkpoints finds the complete checkpoints among files, newest first (by write time, then
-// path). A file inside a torch.distributed.checkpoint directory is part of it, never a
-// checkpoint of its own; a directory without its DCPMetadata is not complete yet.
-// patterns must have passed ValidateCheckpointPatterns.
-func Checkpoints(files []ManifestFile, patterns []string) []Checkpoint {
-	dcp := map[string]*Checkpoint{}
-	for _, f := range files {
-		if path.Base(f.Path) == DCPMetadata && path.Dir(f.Path) != "." {
-			dcp[path.Dir(f.Path)] = &Checkpoint{Path: path.Dir(f.Path), Written: f.Written}
-		}
-	}
-	inDCP := func(p string) *Checkpoint {
-		for d := path.Dir(p); d != "."; d = path.Dir(d) {
-			if c, ok := dcp[d]; ok {
-				return c
-			}
-		}
-		return nil
-	}
-	var out []Checkpoint
-	for _, f := range files {
-		if c := inDCP(f.Path); c != nil {
-			c.Files = append(c.Files, f)
-			continue
-		}
-		if matchesAny(path.Base(f.Path), patterns) {
-			out = append(out, Checkpoint{Path: f.Path, Written: f.Written, Files: []ManifestFile{f}})
-		}
-	}
-	for _, c := range dcp {
-		if inDCP(c.Path) == nil {
-			out = append(out, *c)
-		}
-	}
-	slices.SortFunc(out, func(a, b Checkpoint) int {
-		if c := b.Written.Compare(a.Written); c != 0 {
-			return c
-		}
-		return strings.Compare(a.Path, b.Path)
-	})
-	return out
-}
-
-func matchesAny(name string, patterns []string) bool {
-	for _, p := range patterns {
-		if ok, _ := path.Match(p, name); ok {
-			return true
-		}
-	}
-	return false
-}
-
-// ResumeCheckpoint is the checkpoint a new attempt resumes from, the same on every rank: the
-// newest complete checkpoint of rank 0's manifest, and false when there is none (a first
-// attempt).
-func ResumeCheckpoint(rank0 Manifest, patterns []string) (Checkpoint, bool) {
-	cps := Checkpoints(rank0.Files, patterns)
-	if len(cps) == 0 {
-		return Checkpoint{}, false
-	}
-	return cps[0], true
-}
-
-// Retain splits a rank's files by retention: the newest keep complete checkpoints and every
-// file that is part of no checkpoint stay (each path has one entry: its latest version); the
-// files of the older checkpoints go. keep must be at least 1.
-func Retain(files []ManifestFile, patterns []string, keep int) (kept, drop []ManifestFile, err error) {
-	if keep < 1 {
-		return nil, nil, fmt.Errorf("--checkpoint-keep must be 1 or more, got %d", keep)
-	}
-	gone := map[string]bool{}
-	for i, c := range Checkpoints(files, patterns) {
-		if i < keep {
-			continue
-		}
-		for _, f := range c.Files {
-			gone[f.Key] = true
-		}
-	}
-	for _, f := range files {
-		if gone[f.Key] {
-			drop = append(drop, f)
-		} else {
-			kept = append(kept, f)
-		}
-	}
-	return kept, drop, nil
 }
 
 // CheckpointAttemptsPrefix is where the wrapper records one rank's attempts.

@@ -105,7 +105,9 @@ func TestParseManifestErrors(t *testing.T) {
 		{`{"version":1,"rank":0,"files":[]} {}`, "data after"},
 		{`{"version":1,"rank":0,"files":[],"extra":1}`, "unknown field"},
 		{`{"rank":0,"files":[]}`, "no version"},
-		{`{"version":2,"rank":0,"files":[]}`, "version 2, but this kubectl-tao reads version 1"},
+		{`{"version":2,"rank":0,"files":[],"sealed":["global_step5"]}`, ""},
+		{`{"version":3,"rank":0,"files":[]}`, "version 3, but this kubectl-tao reads version 2"},
+		{`{"version":2,"rank":0,"files":[],"sealed":["../x"]}`, "sealed unit"},
 		{`{"version":1,"rank":1,"files":[]}`, "it says rank 1"},
 		{`{"version":1,"rank":0,"files":[{"key":"` + k(1, "a.pt") + `","size":1,` + w + `}]}`, "is not under"},
 		{`{"version":1,"rank":0,"files":[{"key":"results/other/a.pt","size":1,` + w + `}]}`, "is not under"},
@@ -122,44 +124,6 @@ func TestParseManifestErrors(t *testing.T) {
 	}
 }
 
-func TestRestorePlan(t *testing.T) {
-	m := func(rank int, fs ...ManifestFile) Manifest { return Manifest{Version: 1, Rank: rank, Files: fs} }
-	all := map[int]Manifest{
-		0: m(0, mf(t, 0, "model.pth", 1, 5), mf(t, 0, "shared.txt", 1, 1), mf(t, 0, "x", 1, 1)),
-		1: m(1, mf(t, 1, "shard-1.pt", 2, 4), mf(t, 1, "shared.txt", 2, 2), mf(t, 1, "x/y", 1, 1)),
-		2: m(2, mf(t, 2, "shard-2.pt", 3, 4), mf(t, 2, "shared.txt", 3, 3), mf(t, 2, "model.pth/z", 1, 1)),
-	}
-	type row struct {
-		Path string
-		Rank int
-	}
-	rows := func(p []RestoreFile) []row {
-		out := []row{}
-		for _, f := range p {
-			out = append(out, row{f.Path, f.Rank})
-		}
-		return out
-	}
-	for _, tc := range []struct {
-		own  int
-		in   map[int]Manifest
-		want []row
-	}{
-		// The union; the own rank's file wins a clash, then the lower rank's; a file that
-		// cannot sit beside a winner (below a file) is left out.
-		{1, all, []row{{"model.pth", 0}, {"shard-1.pt", 1}, {"shard-2.pt", 2}, {"shared.txt", 1}, {"x/y", 1}}},
-		{0, all, []row{{"model.pth", 0}, {"shard-1.pt", 1}, {"shard-2.pt", 2}, {"shared.txt", 0}, {"x", 0}}},
-		{2, all, []row{{"model.pth/z", 2}, {"shard-1.pt", 1}, {"shard-2.pt", 2}, {"shared.txt", 2}, {"x", 0}}},
-		// A rank with no manifest yet (a new rank) restores the others'.
-		{3, all, []row{{"model.pth", 0}, {"shard-1.pt", 1}, {"shard-2.pt", 2}, {"shared.txt", 0}, {"x", 0}}},
-		{0, nil, []row{}},
-	} {
-		if got := rows(RestorePlan(tc.own, tc.in)); !reflect.DeepEqual(got, tc.want) {
-			t.Errorf("RestorePlan(rank %d) = %v; want %v", tc.own, got, tc.want)
-		}
-	}
-}
-
 func TestCheckpointPatterns(t *testing.T) {
 	if err := ValidateCheckpointPatterns(DefaultCheckpointPatterns); err != nil {
 		t.Fatal(err)
@@ -171,7 +135,10 @@ func TestCheckpointPatterns(t *testing.T) {
 		{[]string{"model_*.bin", "last"}, ""},
 		{nil, "no pattern"},
 		{[]string{" "}, "empty pattern"},
-		{[]string{"ckpt/*.pt"}, `without "/"`},
+		{[]string{"ckpt_*/", "*.bin"}, ""},
+		{[]string{"ckpt/*.pt"}, `never a path`},
+		{[]string{"/"}, `never a path`},
+		{[]string{"a/b/"}, `never a path`},
 		{[]string{"[a-"}, "syntax error"},
 		{[]string{"a\nb"}, "control character"},
 	} {
@@ -179,79 +146,6 @@ func TestCheckpointPatterns(t *testing.T) {
 		if (tc.wantErr == "") != (err == nil) || err != nil && (!strings.Contains(err.Error(), tc.wantErr) || !strings.Contains(err.Error(), "--checkpoint-pattern")) {
 			t.Errorf("ValidateCheckpointPatterns(%q) = %v; want %q", tc.in, err, tc.wantErr)
 		}
-	}
-}
-
-func TestResumeCheckpoint(t *testing.T) {
-	cp := func(c Checkpoint) string { return c.Path }
-	for _, tc := range []struct {
-		name     string
-		files    []ManifestFile
-		patterns []string
-		want     string
-		all      []string
-	}{
-		{"first attempt", nil, DefaultCheckpointPatterns, "", []string{}},
-		{"no checkpoint among the files", []ManifestFile{mf(t, 0, "log.txt", 1, 9), mf(t, 0, "cfg.yaml", 1, 1)}, DefaultCheckpointPatterns, "", []string{}},
-		// Newest by the manifest's write time, not by name.
-		{"newest by write time", []ManifestFile{mf(t, 0, "epoch-9.pth", 1, 1), mf(t, 0, "epoch-10.pth", 1, 3), mf(t, 0, "last.ckpt", 1, 2), mf(t, 0, "notes.txt", 1, 9)},
-			DefaultCheckpointPatterns, "epoch-10.pth", []string{"epoch-10.pth", "last.ckpt", "epoch-9.pth"}},
-		{"every default name", []ManifestFile{mf(t, 0, "a.pt", 1, 1), mf(t, 0, "b.tlt", 1, 2), mf(t, 0, "c.safetensors", 1, 3), mf(t, 0, "sub/d.pth", 1, 4)},
-			DefaultCheckpointPatterns, "sub/d.pth", []string{"sub/d.pth", "c.safetensors", "b.tlt", "a.pt"}},
-		{"a user's pattern", []ManifestFile{mf(t, 0, "a.pt", 1, 5), mf(t, 0, "model_3.bin", 1, 1)}, []string{"model_*.bin"}, "model_3.bin", []string{"model_3.bin"}},
-		{"a tie goes by path", []ManifestFile{mf(t, 0, "b.pt", 1, 1), mf(t, 0, "a.pt", 1, 1)}, DefaultCheckpointPatterns, "a.pt", []string{"a.pt", "b.pt"}},
-		// A torch.distributed.checkpoint directory counts once its .metadata is complete, by
-		// its time; its shards are part of it; a directory still without it is no checkpoint.
-		{"dcp", []ManifestFile{
-			mf(t, 0, "step-10/__0_0.distcp", 1, 1), mf(t, 0, "step-10/__1_0.distcp", 1, 2), mf(t, 0, "step-10/.metadata", 1, 3),
-			mf(t, 0, "step-20/__0_0.distcp", 1, 8), mf(t, 0, "step-20/__1_0.distcp", 1, 9),
-			mf(t, 0, "old.pt", 1, 0),
-		}, DefaultCheckpointPatterns, "step-10", []string{"step-10", "old.pt"}},
-	} {
-		got, ok := ResumeCheckpoint(Manifest{Files: tc.files}, tc.patterns)
-		if got.Path != tc.want || ok != (tc.want != "") {
-			t.Errorf("%s: ResumeCheckpoint = %q, %v; want %q", tc.name, got.Path, ok, tc.want)
-		}
-		if all := paths(Checkpoints(tc.files, tc.patterns), cp); !reflect.DeepEqual(all, tc.all) {
-			t.Errorf("%s: Checkpoints = %q; want %q", tc.name, all, tc.all)
-		}
-	}
-	dcp := Checkpoints([]ManifestFile{mf(t, 0, "s/__0_0.distcp", 1, 1), mf(t, 0, "s/.metadata", 1, 3)}, DefaultCheckpointPatterns)
-	if len(dcp) != 1 || len(dcp[0].Files) != 2 || !dcp[0].Written.Equal(t0.Add(3*time.Minute)) {
-		t.Errorf("dcp checkpoint = %+v", dcp)
-	}
-}
-
-func TestRetain(t *testing.T) {
-	key := func(f ManifestFile) string { return f.Path }
-	files := []ManifestFile{
-		mf(t, 0, "e1.pth", 1, 1), mf(t, 0, "e2.pth", 1, 2), mf(t, 0, "e3.pth", 1, 3),
-		mf(t, 0, "d/.metadata", 1, 4), mf(t, 0, "d/__0_0.distcp", 1, 4),
-		mf(t, 0, "part/__0_0.distcp", 1, 9), mf(t, 0, "train.log", 1, 0),
-	}
-	for _, tc := range []struct {
-		keep       int
-		kept, drop []string
-	}{
-		// The newest keep checkpoints stay, every other file too (a directory still being
-		// written, a log); the older checkpoints go, a directory one with all its files.
-		{1, []string{"d/.metadata", "d/__0_0.distcp", "part/__0_0.distcp", "train.log"}, []string{"e1.pth", "e2.pth", "e3.pth"}},
-		{2, []string{"e3.pth", "d/.metadata", "d/__0_0.distcp", "part/__0_0.distcp", "train.log"}, []string{"e1.pth", "e2.pth"}},
-		{5, paths(files, key), []string{}},
-	} {
-		kept, drop, err := Retain(files, DefaultCheckpointPatterns, tc.keep)
-		if err != nil || !reflect.DeepEqual(paths(kept, key), tc.kept) || !reflect.DeepEqual(paths(drop, key), tc.drop) {
-			t.Errorf("Retain(keep %d) = %q, %q, %v; want %q, %q", tc.keep, paths(kept, key), paths(drop, key), err, tc.kept, tc.drop)
-		}
-	}
-	// The newest of the rank 4 d/ checkpoint drops out once three file checkpoints are newer.
-	newer := append(files, mf(t, 0, "e4.pth", 1, 5), mf(t, 0, "e5.pth", 1, 6))
-	_, drop, _ := Retain(newer, DefaultCheckpointPatterns, 2)
-	if got := paths(drop, key); !reflect.DeepEqual(got, []string{"e1.pth", "e2.pth", "e3.pth", "d/.metadata", "d/__0_0.distcp"}) {
-		t.Errorf("Retain dropped %q", got)
-	}
-	if _, _, err := Retain(files, DefaultCheckpointPatterns, 0); err == nil || !strings.Contains(err.Error(), "--checkpoint-keep must be 1 or more, got 0") {
-		t.Errorf("keep 0: %v", err)
 	}
 }
 
