@@ -178,8 +178,12 @@ func (u *Uploader) notified(rel string) {
 }
 
 // Flush is the last round, once the command has ended (every file is closed): it uploads every
-// file not in S3 as it is now, applies retention and writes the manifest.
+// file not in S3 as it is now, applies retention and writes the manifest. The unit the attempt
+// resumed from is no longer read by anyone then: retention treats it as any other.
 func (u *Uploader) Flush(ctx context.Context) error {
+	u.mu.Lock()
+	u.Protect = ""
+	u.mu.Unlock()
 	return u.round(ctx, true)
 }
 
