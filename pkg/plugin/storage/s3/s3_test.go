@@ -35,6 +35,8 @@ type fakeS3 struct {
 	fail func(r *http.Request) int
 	// truncate, when true for a request, sends half the body and breaks the connection.
 	truncate func(r *http.Request) bool
+	// corrupt, when true for a request, flips the last byte of the body it answers with.
+	corrupt  func(r *http.Request) bool
 	requests map[string]int // "METHOD /bucket/key" -> count
 }
 
@@ -45,7 +47,7 @@ func newFakeS3(t *testing.T) *fakeS3 {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			f.mu.Lock()
 			f.requests[r.Method+" "+r.URL.Path]++
-			fail, truncate := f.fail, f.truncate
+			fail, truncate, corrupt := f.fail, f.truncate, f.corrupt
 			f.mu.Unlock()
 			if fail != nil {
 				if code := fail(r); code != 0 {
@@ -56,21 +58,35 @@ func newFakeS3(t *testing.T) *fakeS3 {
 				}
 			}
 			if truncate != nil && truncate(r) {
-				rec := httptest.NewRecorder()
-				s3.ServeHTTP(rec, r)
-				for k, v := range rec.Header() {
-					w.Header()[k] = v
-				}
-				w.WriteHeader(rec.Code)
-				body := rec.Body.Bytes()
+				body := answerHeaders(s3, w, r)
 				_, _ = w.Write(body[:len(body)/2])
 				w.(http.Flusher).Flush()
 				panic(http.ErrAbortHandler) // the server closes the connection mid-body
+			}
+			if corrupt != nil && corrupt(r) {
+				body := answerHeaders(s3, w, r)
+				if len(body) > 0 {
+					body[len(body)-1] ^= 0xff
+				}
+				_, _ = w.Write(body)
+				return
 			}
 			s3.ServeHTTP(w, r)
 		})
 	}})
 	return f
+}
+
+// answerHeaders has s3 answer r, sends its status and headers on w, and returns its body for
+// the caller to send (or not) as it likes.
+func answerHeaders(s3 http.Handler, w http.ResponseWriter, r *http.Request) []byte {
+	rec := httptest.NewRecorder()
+	s3.ServeHTTP(rec, r)
+	for k, v := range rec.Header() {
+		w.Header()[k] = v
+	}
+	w.WriteHeader(rec.Code)
+	return rec.Body.Bytes()
 }
 
 func codeFor(status int) string {
