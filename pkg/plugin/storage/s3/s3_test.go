@@ -545,3 +545,24 @@ func TestHumanBytes(t *testing.T) {
 		}
 	}
 }
+
+// An object over the bound is refused with its URL; one at the bound is read whole.
+func TestGetBounded(t *testing.T) {
+	f := newFakeS3(t)
+	body := strings.Repeat("m", 1000)
+	f.Put("results/j/u/manifest.json", body)
+	ctx := context.Background()
+	if got, err := GetBounded(ctx, f.Client, bucket, "results/j/u/manifest.json", 1000); err != nil || string(got) != body {
+		t.Fatalf("at the bound: %d bytes, %v", len(got), err)
+	}
+	got, err := GetBounded(ctx, f.Client, bucket, "results/j/u/manifest.json", 999)
+	if err == nil || got != nil || !strings.Contains(err.Error(), "s3://"+bucket+"/results/j/u/manifest.json is 1000 B, larger than the 999 B read into memory at most") {
+		t.Fatalf("over the bound: %d bytes, %v", len(got), err)
+	}
+	if got, err := Get(ctx, f.Client, bucket, "results/j/u/manifest.json"); err != nil || string(got) != body {
+		t.Fatalf("Get: %d bytes, %v", len(got), err)
+	}
+	if _, err := Get(ctx, f.Client, bucket, "results/j/u/none"); minio.ToErrorResponse(err).Code != "NoSuchKey" {
+		t.Fatalf("a missing object: %v", err)
+	}
+}
