@@ -67,6 +67,32 @@ func GetBounded(ctx context.Context, client *minio.Client, bucket, key string, l
 	return b.Bytes(), nil
 }
 
+// Open opens an object to read as a stream (a log): one GET, whose error comes back here. Its
+// errors, here and while reading, are described (Describe) with op and the object's URL. The
+// caller closes it.
+func Open(ctx context.Context, client *minio.Client, bucket, key, op string) (io.ReadCloser, error) {
+	what := "s3://" + bucket + "/" + key
+	body, _, _, err := minio.Core{Client: client}.GetObject(ctx, bucket, key, minio.GetObjectOptions{})
+	if err != nil {
+		return nil, Describe(err, op, what)
+	}
+	return describedReader{body, op, what}, nil
+}
+
+// describedReader describes the errors of a stream with the object it reads.
+type describedReader struct {
+	io.ReadCloser
+	op, what string
+}
+
+func (r describedReader) Read(p []byte) (int, error) {
+	n, err := r.ReadCloser.Read(p)
+	if err != nil && err != io.EOF {
+		err = Describe(err, r.op, r.what)
+	}
+	return n, err
+}
+
 // Removed is what DeletePrefix removed.
 type Removed struct {
 	Objects int

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -564,5 +565,35 @@ func TestGetBounded(t *testing.T) {
 	}
 	if _, err := Get(ctx, f.Client, bucket, "results/j/u/none"); minio.ToErrorResponse(err).Code != "NoSuchKey" {
 		t.Fatalf("a missing object: %v", err)
+	}
+}
+
+// Open streams an object; a missing one, and a body that breaks while read, are named.
+func TestOpenStreamsAndNamesErrors(t *testing.T) {
+	f := newFakeS3(t)
+	body := strings.Repeat("log line\n", 50_000)
+	f.Put("logs/rank-0.log", body)
+	ctx := context.Background()
+	rc, err := Open(ctx, f.Client, bucket, "logs/rank-0.log", "reading")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := io.ReadAll(rc)
+	_ = rc.Close()
+	if err != nil || string(got) != body {
+		t.Fatalf("read %d bytes, %v", len(got), err)
+	}
+	if _, err := Open(ctx, f.Client, bucket, "logs/none.log", "reading"); exitcode.Of(err) != exitcode.NotFound ||
+		!strings.Contains(err.Error(), "reading s3://"+bucket+"/logs/none.log: no such object") {
+		t.Fatalf("missing: %v", err)
+	}
+	f.truncate = firstRequests(1, http.MethodGet, "/"+bucket+"/logs/rank-0.log")
+	rc, err = Open(ctx, f.Client, bucket, "logs/rank-0.log", "reading")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	if _, err := io.ReadAll(rc); err == nil || !strings.Contains(err.Error(), "reading s3://"+bucket+"/logs/rank-0.log") {
+		t.Fatalf("broken body: %v", err)
 	}
 }
