@@ -25,6 +25,10 @@ import (
 // destinations; they are renamed into place only once complete.
 const partPrefix = ".tao-part-"
 
+// IsPart reports whether a file's base name is one of a download's temporary files, which a
+// broken download may leave behind: never a file of its own (an uploader passes it by).
+func IsPart(name string) bool { return strings.HasPrefix(name, partPrefix) }
+
 // Tree is a set of listed objects to download into a local directory, each to its key
 // relative to Prefix.
 type Tree struct {

@@ -108,7 +108,7 @@ func TestDownloadTreeResumesAndSkipsWhatIsComplete(t *testing.T) {
 	}
 	// No temporary file is left anywhere.
 	_ = filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
-		if err == nil && strings.HasPrefix(d.Name(), partPrefix) {
+		if err == nil && IsPart(d.Name()) {
 			t.Errorf("left %s", p)
 		}
 		return err
@@ -236,5 +236,20 @@ func TestDownloadFilesChecksRetriesAndSetsTimes(t *testing.T) {
 	}
 	if _, err := os.Stat(out); !os.IsNotExist(err) {
 		t.Errorf("a refused set made %s: %v", out, err)
+	}
+}
+
+// A part file's name is told apart from a file of the user's, whatever its name.
+func TestIsPart(t *testing.T) {
+	dir := t.TempDir()
+	tmp, err := os.CreateTemp(dir, partPrefix+"model.pt-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = tmp.Close()
+	for name, want := range map[string]bool{filepath.Base(tmp.Name()): true, "model.pt": false, "tao-part-x": false, "checkpoint-5": false} {
+		if IsPart(name) != want {
+			t.Errorf("IsPart(%q) = %v", name, !want)
+		}
 	}
 }
