@@ -30,6 +30,10 @@ func checkpointBench(ctx context.Context, c *minio.Client, env []string, tao, rc
 	sizes := make([]int64, files)
 	for i := range files {
 		names[i] = fmt.Sprintf("%s/shard-%02d-of-%02d.pt", unitDir, i+1, files)
+		if i == files-1 {
+			// Written last, the file that marks an HF unit complete: without it none is restored.
+			names[i] = unitDir + "/" + s3layout.HFTrainerState
+		}
 		// Equal shares, the last taking the remainder, so that they add up to size.
 		sizes[i] = size / int64(files)
 		if i == files-1 {
