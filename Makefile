@@ -184,7 +184,7 @@ bench: build $(LOCALCLUSTER) ## Go benchmarks, kubectl vs kubectl-tao (logs, sta
 BENCH_S3_FLAGS ?=
 
 .PHONY: bench-s3
-bench-s3: build $(VERSITYGW) $(RCLONE) ## submit --workdir vs tar | zstd + rclone copy, results --download vs rclone copy, on a local S3 server (no cluster)
+bench-s3: build $(VERSITYGW) $(RCLONE) ## submit --workdir vs tar | zstd + rclone copy, results --download and a checkpoint unit's upload and restore vs rclone copy, on a local S3 server (no cluster)
 	VERSITYGW='$(VERSITYGW)' $(GO) run ./test/bench/s3bench -tao '$(CURDIR)/bin/kubectl-tao' -rclone '$(RCLONE)' $(BENCH_S3_FLAGS)
 
 # The capacity benchmark's cluster: 5,000 nodes and 2,000 pods, which take a few minutes to come

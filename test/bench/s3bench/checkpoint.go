@@ -16,19 +16,59 @@ import (
 
 // checkpointBench measures --checkpoint-dir's two transfers as the wrapper makes them in a pod,
 // through the real binary's `stage run` (whose uploads run on one core at niceness 10 once the
-// command has started): the last upload of a checkpoint after the command ends, and its restore
-// into an empty directory at the start of the next attempt; against `rclone copy` of the same
-// file up and down. The file is incompressible, mib MiB.
-func checkpointBench(ctx context.Context, c *minio.Client, env []string, tao, rclone, tmp string, runs, mib int) error {
+// command has started): the last upload of a checkpoint unit after the command ends, and its
+// restore into an empty directory at the start of the next attempt; against `rclone copy` of
+// the same directory up and down. The unit is one directory of files incompressible files, mib
+// MiB in all, as a sharded or HF-shaped save writes it.
+func checkpointBench(ctx context.Context, c *minio.Client, env []string, tao, rclone, tmp string, runs, mib, files int) error {
+	if files < 1 || mib < 1 {
+		return fmt.Errorf("a checkpoint unit of %d files, %d MiB: want at least one of each", files, mib)
+	}
 	src := filepath.Join(tmp, "ckpt-src")
-	if err := os.MkdirAll(src, 0o755); err != nil {
-		return err
-	}
 	size := int64(mib) << 20
-	if err := writeRandom(filepath.Join(src, "step-100.pt"), size); err != nil {
-		return err
+	names := make([]string, files)
+	sizes := make([]int64, files)
+	for i := range files {
+		names[i] = fmt.Sprintf("%s/shard-%02d-of-%02d.pt", unitDir, i+1, files)
+		if i == files-1 {
+			// Written last, the file that marks an HF unit complete: without it none is restored.
+			names[i] = unitDir + "/" + s3layout.HFTrainerState
+		}
+		// Equal shares, the last taking the remainder, so that they add up to size.
+		sizes[i] = size / int64(files)
+		if i == files-1 {
+			sizes[i] = size - sizes[i]*int64(files-1)
+		}
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(src, names[i])), 0o755); err != nil {
+			return err
+		}
+		if err := writeRandom(filepath.Join(src, names[i]), sizes[i], uint64(i)); err != nil {
+			return err
+		}
 	}
-	fmt.Fprintf(os.Stderr, "s3bench: wrote a checkpoint of %d MiB\n", mib)
+	fmt.Fprintf(os.Stderr, "s3bench: wrote a checkpoint unit of %d files, %d MiB\n", files, mib)
+	// checkKeys checks that every file of the unit is in S3 whole, at the key it maps to;
+	// checkUnit that every file is below dir, whole.
+	checkKeys := func(prefix func(name string) (string, error)) error {
+		for i, name := range names {
+			key, err := prefix(name)
+			if err != nil {
+				return err
+			}
+			if err := checkSize(ctx, c, key, sizes[i]); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	checkUnit := func(dir string) error {
+		for i, name := range names {
+			if err := checkFile(filepath.Join(dir, filepath.FromSlash(name)), sizes[i]); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
 	stage := func(dir, uid, pod string) []string {
 		return append(env[:len(env):len(env)], s3layout.EnvJobID+"=ck", s3layout.EnvJobUID+"="+uid, s3layout.EnvPodName+"="+pod,
 			s3layout.EnvStageCheckpointDir+"="+dir, s3layout.EnvStageGracePeriod+"=3600")
@@ -41,11 +81,8 @@ func checkpointBench(ctx context.Context, c *minio.Client, env []string, tao, rc
 		if err != nil {
 			return err
 		}
-		key, err := s3layout.CheckpointFileKey("results/ck/"+uid+"/", 0, "step-100.pt")
+		err = checkKeys(func(name string) (string, error) { return s3layout.CheckpointFileKey("results/ck/"+uid+"/", 0, name) })
 		if err != nil {
-			return err
-		}
-		if err := checkSize(ctx, c, key, size); err != nil {
 			return err
 		}
 		up = append(up, s)
@@ -53,7 +90,7 @@ func checkpointBench(ctx context.Context, c *minio.Client, env []string, tao, rc
 		dst := filepath.Join(tmp, fmt.Sprintf("ckpt-restore-%d", i))
 		s, err = benchutil.Measure(stage(dst, uid, "ck-0-bbbbb"), tao, "stage", "run", "--no-log-archive", "--", "true")
 		if err == nil {
-			err = checkFile(filepath.Join(dst, "step-100.pt"), size)
+			err = checkUnit(dst)
 		}
 		if err != nil {
 			return fmt.Errorf("restore: %w", err)
@@ -68,7 +105,7 @@ func checkpointBench(ctx context.Context, c *minio.Client, env []string, tao, rc
 		remote := fmt.Sprintf("bench:%s/rclone-ckpt/%d/", bucket, i)
 		s, err = benchutil.Measure(env, rclone, "copy", src, remote)
 		if err == nil {
-			err = checkSize(ctx, c, fmt.Sprintf("rclone-ckpt/%d/step-100.pt", i), size)
+			err = checkKeys(func(name string) (string, error) { return fmt.Sprintf("rclone-ckpt/%d/%s", i, name), nil })
 		}
 		if err != nil {
 			return fmt.Errorf("rclone copy up: %w", err)
@@ -76,7 +113,7 @@ func checkpointBench(ctx context.Context, c *minio.Client, env []string, tao, rc
 		rcUp = append(rcUp, s)
 		s, err = benchutil.Measure(env, rclone, "copy", remote, dst)
 		if err == nil {
-			err = checkFile(filepath.Join(dst, "step-100.pt"), size)
+			err = checkUnit(dst)
 		}
 		if err != nil {
 			return fmt.Errorf("rclone copy down: %w", err)
@@ -87,13 +124,13 @@ func checkpointBench(ctx context.Context, c *minio.Client, env []string, tao, rc
 		}
 	}
 	gib := float64(size) / (1 << 30)
-	fmt.Printf("\n--checkpoint-dir: one checkpoint of %d MiB, uploaded and restored (%d runs each)\n", mib, runs)
+	fmt.Printf("\n--checkpoint-dir: one checkpoint unit (%s/, %d files) of %d MiB, uploaded and restored (%d runs each)\n", unitDir, files, mib, runs)
 	benchutil.Header()
 	row := func(name string, s benchutil.Summary) {
 		benchutil.Row(name, s)
 		fmt.Printf("  %-62s %9s CPU-seconds per GiB: %.2f\n", "", "", s.CPU.Seconds()/gib)
 	}
-	row("kubectl-tao stage run (last upload of the checkpoint)", benchutil.Median(up))
+	row("kubectl-tao stage run (last upload of the unit)", benchutil.Median(up))
 	if rclone != "" {
 		row("rclone copy DIR REMOTE:BUCKET/PREFIX", benchutil.Median(rcUp))
 		ratio("ratio kubectl-tao / rclone (upload)", benchutil.Median(up), benchutil.Median(rcUp))
@@ -106,13 +143,17 @@ func checkpointBench(ctx context.Context, c *minio.Client, env []string, tao, rc
 	return nil
 }
 
-// writeRandom writes size pseudo-random bytes (fixed seed), as incompressible as weights.
-func writeRandom(path string, size int64) error {
+// unitDir is the checkpoint unit's directory below the checkpoint dir, named as HF's Trainer
+// names its saves.
+const unitDir = "checkpoint-100"
+
+// writeRandom writes size pseudo-random bytes (seeded by seed), as incompressible as weights.
+func writeRandom(path string, size int64, seed uint64) error {
 	f, err := os.Create(path)
 	if err != nil {
 		return err
 	}
-	rng := rand.New(rand.NewPCG(3, 4))
+	rng := rand.New(rand.NewPCG(3, 4+seed))
 	buf := make([]byte, 1<<20)
 	for written := int64(0); written < size; written += int64(len(buf)) {
 		for i := 0; i < len(buf); i += 8 {

@@ -6,8 +6,8 @@
 //     against `tar -c DIR | zstd > FILE` followed by `rclone copy FILE`;
 //   - `results JOB --download DIR` of 1,000 objects of 1 MiB against `rclone copy` of the same
 //     prefix;
-//   - a --checkpoint-dir checkpoint (1 GiB) uploaded and restored by the wrapper's `stage run`
-//     against `rclone copy` up and down.
+//   - a --checkpoint-dir checkpoint unit (a directory of 20 files, 2 GiB) uploaded and restored
+//     by the wrapper's `stage run` against `rclone copy` of the directory up and down.
 //
 // Both kubectl-tao commands run as the real binary, start-up included. They need a Kubernetes
 // API server only for a few small requests (submit: create the Job and its Secret, resume the
@@ -62,9 +62,10 @@ func main() {
 	treeMiB := flag.Int("tree-mib", 100, "size of the --workdir tree in MiB")
 	objects := flag.Int("objects", 1000, "objects of the results download")
 	objectKiB := flag.Int("object-kib", 1024, "size of each downloaded object in KiB")
-	checkpointMiB := flag.Int("checkpoint-mib", 1024, "size of the --checkpoint-dir checkpoint in MiB (10240 for the 10 GiB case)")
+	checkpointMiB := flag.Int("checkpoint-mib", 2048, "size of the --checkpoint-dir checkpoint unit in MiB")
+	checkpointFiles := flag.Int("checkpoint-files", 20, "files of the --checkpoint-dir checkpoint unit (one directory)")
 	benchutil.Main(func() error {
-		return run(tools.Runs, tools.Tao, *rclone, *files, *treeMiB, *objects, *objectKiB, *checkpointMiB)
+		return run(tools.Runs, tools.Tao, *rclone, *files, *treeMiB, *objects, *objectKiB, *checkpointMiB, *checkpointFiles)
 	})
 }
 
@@ -77,7 +78,7 @@ func defaultRclone() string {
 	return filepath.Join(cache, "kubectl-tao", "tools", "rclone-"+rcloneVersion, "rclone")
 }
 
-func run(runs int, tao, rclone string, files, treeMiB, objects, objectKiB, checkpointMiB int) error {
+func run(runs int, tao, rclone string, files, treeMiB, objects, objectKiB, checkpointMiB, checkpointFiles int) error {
 	if rclone != "" {
 		if _, err := os.Stat(rclone); err != nil {
 			return fmt.Errorf("rclone %s not found at %s (make rclone, or -rclone \"\" to leave it out): %w", rcloneVersion, rclone, err)
@@ -207,7 +208,7 @@ func run(runs int, tao, rclone string, files, treeMiB, objects, objectKiB, check
 		benchutil.Row("rclone copy REMOTE:BUCKET/PREFIX DIR", benchutil.Median(dlRclone))
 		ratio("ratio kubectl-tao / rclone", benchutil.Median(dlTao), benchutil.Median(dlRclone))
 	}
-	return checkpointBench(ctx, srv.Client, env, tao, rclone, tmp, runs, checkpointMiB)
+	return checkpointBench(ctx, srv.Client, env, tao, rclone, tmp, runs, checkpointMiB, checkpointFiles)
 }
 
 func ratio(what string, a, b benchutil.Summary) {

@@ -229,8 +229,11 @@ func readRun(ctx context.Context, run jobresults.RunRef) (*triage.Archive, error
 	}
 	arch := &triage.Archive{URL: run.LogArchiveURL(), UID: run.UID}
 	for _, l := range logs {
-		lines := strings.Split(strings.TrimSuffix(string(l.Data), "\n"), "\n")
-		r := triage.ArchivedRank{Rank: l.Rank, Pod: l.Pod, Written: l.Written, Lines: lines[max(0, len(lines)-archiveTail):]}
+		lines, err := l.LastLines(archiveTail)
+		if err != nil {
+			return nil, err
+		}
+		r := triage.ArchivedRank{Rank: l.Rank, Pod: l.Pod, Written: l.Written, Lines: lines}
 		// The attempts of a rank come oldest first: the last one is the one that failed the job.
 		if n := len(arch.Ranks); n > 0 && arch.Ranks[n-1].Rank == l.Rank {
 			arch.Ranks[n-1] = r

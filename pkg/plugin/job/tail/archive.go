@@ -1,8 +1,10 @@
 package tail
 
 import (
+	"bufio"
 	"bytes"
 	"context"
+	"io"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -18,7 +20,8 @@ type ArchivedLog struct {
 	Attempt int
 	// Written is when the attempt's archive was last written.
 	Written time.Time
-	Data    []byte
+	// Open opens the attempt's log, read as a stream; the caller closes it.
+	Open func() (io.ReadCloser, error)
 }
 
 // GoneFunc is called by Logs when the Job is not found (job nil) or has finished with no pod
@@ -30,8 +33,13 @@ type GoneFunc func(ctx context.Context, job *batchv1.Job) (bool, error)
 // rank's attempts oldest first, as Logs prints a rank's pods), each line prefixed (PrefixPod
 // falls back to the rank for an archive that names no pod), at most tailLines per attempt when
 // set, one whole line per Write, to Out or each attempt's to its Split writer. A last line
-// without its newline (cut by the archive's last upload) is printed whole.
+// without its newline (cut by the archive's last upload) is printed whole. Each log is read
+// as a stream: memory holds a line, or the tailLines last ones.
 func (e *Engine) WriteArchived(logs []ArchivedLog, p Prefix, tailLines *int64) error {
+	last := int64(-1)
+	if tailLines != nil {
+		last = *tailLines
+	}
 	for _, l := range logs {
 		lp := p
 		if lp == PrefixPod && l.Pod == "" {
@@ -40,19 +48,73 @@ func (e *Engine) WriteArchived(logs []ArchivedLog, p Prefix, tailLines *int64) e
 		t := Target{Rank: l.Rank, Pod: l.Pod, Attempt: l.Attempt, Started: true}
 		prefix := prefixFor(lp, t)
 		w := e.out(t)
-		lines := bytes.SplitAfter(l.Data, []byte("\n"))
-		if n := len(lines); n > 0 && len(lines[n-1]) == 0 {
-			lines = lines[:n-1]
-		}
-		if tailLines != nil && *tailLines >= 0 && int64(len(lines)) > *tailLines {
-			lines = lines[int64(len(lines))-*tailLines:]
-		}
 		var buf []byte
-		for _, line := range lines {
-			buf = appendLine(buf[:0], prefix, nil, bytes.TrimSuffix(line, []byte("\n")))
-			if _, err := w.Write(buf); err != nil {
-				return err
+		err := l.each(last, func(line []byte) error {
+			buf = appendLine(buf[:0], prefix, nil, line)
+			_, err := w.Write(buf)
+			return err
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// LastLines returns the last n lines of l (all of them when n < 0), without their newlines.
+func (l ArchivedLog) LastLines(n int64) ([]string, error) {
+	var out []string
+	err := l.each(n, func(line []byte) error {
+		out = append(out, string(line))
+		return nil
+	})
+	return out, err
+}
+
+// each opens l and calls fn with each of its lines without the newline, or only with the last
+// n when n >= 0, holding at most those n lines in memory.
+func (l ArchivedLog) each(n int64, fn func(line []byte) error) error {
+	if n == 0 {
+		return nil
+	}
+	rc, err := l.Open()
+	if err != nil {
+		return err
+	}
+	defer func() { _ = rc.Close() }()
+	return eachLine(rc, n, fn)
+}
+
+func eachLine(r io.Reader, n int64, fn func(line []byte) error) error {
+	br := bufio.NewReaderSize(r, 64<<10)
+	var ring [][]byte
+	var next int
+	for {
+		line, err := br.ReadBytes('\n')
+		if len(line) > 0 {
+			line = bytes.TrimSuffix(line, []byte("\n"))
+			switch {
+			case n < 0:
+				if ferr := fn(line); ferr != nil {
+					return ferr
+				}
+			case int64(len(ring)) < n:
+				ring = append(ring, line)
+			default:
+				ring[next] = line
+				next = (next + 1) % len(ring)
 			}
+		}
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return err
+		}
+	}
+	for i := range ring {
+		if err := fn(ring[(next+i)%len(ring)]); err != nil {
+			return err
 		}
 	}
 	return nil

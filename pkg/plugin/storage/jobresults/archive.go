@@ -3,6 +3,7 @@ package jobresults
 import (
 	"context"
 	"fmt"
+	"io"
 	"slices"
 
 	"github.com/minio/minio-go/v7"
@@ -13,11 +14,11 @@ import (
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/util/exitcode"
 )
 
-// ReadLogArchive reads the archived rank logs of the run under resultsPrefix
+// ReadLogArchive finds the archived rank logs of the run under resultsPrefix
 // (s3layout.LogArchiveKey), in rank order and, within a rank, oldest attempt first
 // (s3layout.LogArchiveAttempts); only ranks when given, only the attempt-th attempt of each
 // rank when attempt > 0. No archived log at all is NotFound (the job was not staged, or ran
-// with --no-log-archive).
+// with --no-log-archive). Each log is read as a stream when opened, within ctx.
 func ReadLogArchive(ctx context.Context, client *minio.Client, bucket, resultsPrefix string, ranks []int, attempt int) ([]tail.ArchivedLog, error) {
 	where := "s3://" + bucket + "/" + s3layout.LogArchivePrefix(resultsPrefix)
 	objs, err := s3.List(ctx, client, bucket, s3layout.LogArchivePrefix(resultsPrefix))
@@ -48,11 +49,8 @@ func ReadLogArchive(ctx context.Context, client *minio.Client, bucket, resultsPr
 	}
 	out := make([]tail.ArchivedLog, 0, len(keys))
 	for _, k := range keys {
-		data, err := s3.Get(ctx, client, bucket, k.Key)
-		if err != nil {
-			return nil, s3.Describe(err, "reading", "s3://"+bucket+"/"+k.Key)
-		}
-		out = append(out, tail.ArchivedLog{Rank: k.Rank, Pod: k.Pod, Attempt: k.Attempt, Written: k.Written, Data: data})
+		open := func() (io.ReadCloser, error) { return s3.Open(ctx, client, bucket, k.Key, "reading") }
+		out = append(out, tail.ArchivedLog{Rank: k.Rank, Pod: k.Pod, Attempt: k.Attempt, Written: k.Written, Open: open})
 	}
 	return out, nil
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"strings"
 	"sync"
 
@@ -28,18 +29,68 @@ func List(ctx context.Context, client *minio.Client, bucket, prefix string) ([]O
 	return out, nil
 }
 
-// Get reads a whole object (a log, a manifest) into memory: the caller knows it is small.
+// MaxSmallObject bounds what Get reads into memory: a manifest or another control object is
+// far smaller, so one this large is not what the caller expects.
+const MaxSmallObject = 64 << 20
+
+// Get reads a whole small object (a manifest, a marker) into memory, at most MaxSmallObject
+// bytes.
 func Get(ctx context.Context, client *minio.Client, bucket, key string) ([]byte, error) {
-	obj, err := client.GetObject(ctx, bucket, key, minio.GetObjectOptions{})
+	return GetBounded(ctx, client, bucket, key, MaxSmallObject)
+}
+
+// GetBounded reads a whole object into memory, failing with an error naming it, before its body
+// is read, when it is larger than limit bytes.
+func GetBounded(ctx context.Context, client *minio.Client, bucket, key string, limit int64) ([]byte, error) {
+	body, info, _, err := minio.Core{Client: client}.GetObject(ctx, bucket, key, minio.GetObjectOptions{})
 	if err != nil {
 		return nil, err
 	}
-	defer func() { _ = obj.Close() }()
+	defer func() { _ = body.Close() }()
+	tooLarge := func() error {
+		return fmt.Errorf("s3://%s/%s is %s, larger than the %s read into memory at most", bucket, key, humanBytes(info.Size), humanBytes(limit))
+	}
+	if info.Size > limit {
+		return nil, tooLarge()
+	}
 	var b bytes.Buffer
-	if _, err := b.ReadFrom(obj); err != nil {
+	b.Grow(int(max(info.Size, 0)))
+	// The answer's length is the server's word: the read stops past the bound whatever it said.
+	n, err := b.ReadFrom(io.LimitReader(body, limit+1))
+	if err != nil {
 		return nil, err
 	}
+	if n > limit {
+		info.Size = n
+		return nil, tooLarge()
+	}
 	return b.Bytes(), nil
+}
+
+// Open opens an object to read as a stream (a log): one GET, whose error comes back here. Its
+// errors, here and while reading, are described (Describe) with op and the object's URL. The
+// caller closes it.
+func Open(ctx context.Context, client *minio.Client, bucket, key, op string) (io.ReadCloser, error) {
+	what := "s3://" + bucket + "/" + key
+	body, _, _, err := minio.Core{Client: client}.GetObject(ctx, bucket, key, minio.GetObjectOptions{})
+	if err != nil {
+		return nil, Describe(err, op, what)
+	}
+	return describedReader{body, op, what}, nil
+}
+
+// describedReader describes the errors of a stream with the object it reads.
+type describedReader struct {
+	io.ReadCloser
+	op, what string
+}
+
+func (r describedReader) Read(p []byte) (int, error) {
+	n, err := r.ReadCloser.Read(p)
+	if err != nil && err != io.EOF {
+		err = Describe(err, r.op, r.what)
+	}
+	return n, err
 }
 
 // Removed is what DeletePrefix removed.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -35,6 +36,8 @@ type fakeS3 struct {
 	fail func(r *http.Request) int
 	// truncate, when true for a request, sends half the body and breaks the connection.
 	truncate func(r *http.Request) bool
+	// corrupt, when true for a request, flips the last byte of the body it answers with.
+	corrupt  func(r *http.Request) bool
 	requests map[string]int // "METHOD /bucket/key" -> count
 }
 
@@ -45,7 +48,7 @@ func newFakeS3(t *testing.T) *fakeS3 {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			f.mu.Lock()
 			f.requests[r.Method+" "+r.URL.Path]++
-			fail, truncate := f.fail, f.truncate
+			fail, truncate, corrupt := f.fail, f.truncate, f.corrupt
 			f.mu.Unlock()
 			if fail != nil {
 				if code := fail(r); code != 0 {
@@ -56,21 +59,35 @@ func newFakeS3(t *testing.T) *fakeS3 {
 				}
 			}
 			if truncate != nil && truncate(r) {
-				rec := httptest.NewRecorder()
-				s3.ServeHTTP(rec, r)
-				for k, v := range rec.Header() {
-					w.Header()[k] = v
-				}
-				w.WriteHeader(rec.Code)
-				body := rec.Body.Bytes()
+				body := answerHeaders(s3, w, r)
 				_, _ = w.Write(body[:len(body)/2])
 				w.(http.Flusher).Flush()
 				panic(http.ErrAbortHandler) // the server closes the connection mid-body
+			}
+			if corrupt != nil && corrupt(r) {
+				body := answerHeaders(s3, w, r)
+				if len(body) > 0 {
+					body[len(body)-1] ^= 0xff
+				}
+				_, _ = w.Write(body)
+				return
 			}
 			s3.ServeHTTP(w, r)
 		})
 	}})
 	return f
+}
+
+// answerHeaders has s3 answer r, sends its status and headers on w, and returns its body for
+// the caller to send (or not) as it likes.
+func answerHeaders(s3 http.Handler, w http.ResponseWriter, r *http.Request) []byte {
+	rec := httptest.NewRecorder()
+	s3.ServeHTTP(rec, r)
+	for k, v := range rec.Header() {
+		w.Header()[k] = v
+	}
+	w.WriteHeader(rec.Code)
+	return rec.Body.Bytes()
 }
 
 func codeFor(status int) string {
@@ -527,5 +544,56 @@ func TestHumanBytes(t *testing.T) {
 		if got := humanBytes(n); got != want {
 			t.Errorf("humanBytes(%d) = %q; want %q", n, got, want)
 		}
+	}
+}
+
+// An object over the bound is refused with its URL; one at the bound is read whole.
+func TestGetBounded(t *testing.T) {
+	f := newFakeS3(t)
+	body := strings.Repeat("m", 1000)
+	f.Put("results/j/u/manifest.json", body)
+	ctx := context.Background()
+	if got, err := GetBounded(ctx, f.Client, bucket, "results/j/u/manifest.json", 1000); err != nil || string(got) != body {
+		t.Fatalf("at the bound: %d bytes, %v", len(got), err)
+	}
+	got, err := GetBounded(ctx, f.Client, bucket, "results/j/u/manifest.json", 999)
+	if err == nil || got != nil || !strings.Contains(err.Error(), "s3://"+bucket+"/results/j/u/manifest.json is 1000 B, larger than the 999 B read into memory at most") {
+		t.Fatalf("over the bound: %d bytes, %v", len(got), err)
+	}
+	if got, err := Get(ctx, f.Client, bucket, "results/j/u/manifest.json"); err != nil || string(got) != body {
+		t.Fatalf("Get: %d bytes, %v", len(got), err)
+	}
+	if _, err := Get(ctx, f.Client, bucket, "results/j/u/none"); minio.ToErrorResponse(err).Code != "NoSuchKey" {
+		t.Fatalf("a missing object: %v", err)
+	}
+}
+
+// Open streams an object; a missing one, and a body that breaks while read, are named.
+func TestOpenStreamsAndNamesErrors(t *testing.T) {
+	f := newFakeS3(t)
+	body := strings.Repeat("log line\n", 50_000)
+	f.Put("logs/rank-0.log", body)
+	ctx := context.Background()
+	rc, err := Open(ctx, f.Client, bucket, "logs/rank-0.log", "reading")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := io.ReadAll(rc)
+	_ = rc.Close()
+	if err != nil || string(got) != body {
+		t.Fatalf("read %d bytes, %v", len(got), err)
+	}
+	if _, err := Open(ctx, f.Client, bucket, "logs/none.log", "reading"); exitcode.Of(err) != exitcode.NotFound ||
+		!strings.Contains(err.Error(), "reading s3://"+bucket+"/logs/none.log: no such object") {
+		t.Fatalf("missing: %v", err)
+	}
+	f.truncate = firstRequests(1, http.MethodGet, "/"+bucket+"/logs/rank-0.log")
+	rc, err = Open(ctx, f.Client, bucket, "logs/rank-0.log", "reading")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	if _, err := io.ReadAll(rc); err == nil || !strings.Contains(err.Error(), "reading s3://"+bucket+"/logs/rank-0.log") {
+		t.Fatalf("broken body: %v", err)
 	}
 }

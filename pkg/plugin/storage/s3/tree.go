@@ -25,6 +25,10 @@ import (
 // destinations; they are renamed into place only once complete.
 const partPrefix = ".tao-part-"
 
+// IsPart reports whether a file's base name is one of a download's temporary files, which a
+// broken download may leave behind: never a file of its own (an uploader passes it by).
+func IsPart(name string) bool { return strings.HasPrefix(name, partPrefix) }
+
 // Tree is a set of listed objects to download into a local directory, each to its key
 // relative to Prefix.
 type Tree struct {
@@ -55,18 +59,43 @@ type Fetched struct {
 	Skipped int `json:"skipped"`
 }
 
-// treeFile is one object and the local path it goes to.
+// File is one object to download to a path below a directory: what Files downloads.
+type File struct {
+	Key string
+	// Path is the file's slash path below the directory.
+	Path string
+	// Size is the object's size in bytes; a download of any other size fails.
+	Size int64
+	// ETag is the object's as listed; when it is empty, the ETag of the download's answer is
+	// checked instead. A single-part ETag is the MD5 the downloaded bytes must have.
+	ETag string
+	// ModTime is set on the file once complete (zero leaves the time of the download); with no
+	// MD5 to compare, a file already there counts as complete when its time is this one.
+	ModTime time.Time
+}
+
+// Files is a set of objects to download below Dir, each to its own path.
+type Files struct {
+	Bucket string
+	Files  []File
+	Dir    string
+	// Op starts the error of a failed object, before its s3:// URL ("downloading" when empty).
+	Op string
+	// Progress, when set, is told of each object (its size, and whether it was skipped) and of
+	// each chunk of bytes written; it is called from several goroutines.
+	Progress TreeProgress
+}
+
+// treeFile is one file and the local path it goes to.
 type treeFile struct {
-	obj  Object
-	rel  string // slash path below Dir
+	File
 	dest string
 }
 
-// planTree maps each object to its path below dir, refusing (before anything is written) any
-// key that would land outside dir: "..", "." or empty segments, a leading "/", a backslash.
-// Directory markers (keys ending in "/") are left out: directories are made as needed.
+// planTree maps each object to its path below dir (see planFiles), refusing keys outside
+// prefix. Directory markers (keys ending in "/") are left out: directories are made as needed.
 func planTree(prefix string, objs []Object, dir string) ([]treeFile, error) {
-	var files []treeFile
+	var files []File
 	var refused []string
 	for _, o := range objs {
 		rel, ok := strings.CutPrefix(o.Key, prefix)
@@ -77,60 +106,97 @@ func planTree(prefix string, objs []Object, dir string) ([]treeFile, error) {
 		if rel == "" || strings.HasSuffix(rel, "/") {
 			continue
 		}
-		if !localPath(rel) {
-			refused = append(refused, o.Key)
-			continue
-		}
-		files = append(files, treeFile{obj: o, rel: rel, dest: filepath.Join(dir, filepath.FromSlash(rel))})
+		files = append(files, File{Key: o.Key, Path: rel, Size: o.Size, ETag: o.ETag, ModTime: o.LastModified})
 	}
 	if len(refused) > 0 {
-		return nil, fmt.Errorf("refusing to download into %s: %s would land outside it (%s); nothing was written", dir, plural.N(len(refused), "key"), sample(refused))
+		return nil, refuseOutside(dir, refused)
 	}
-	return files, nil
+	return planFiles(files, dir)
 }
 
-// DownloadTree downloads t's objects below t.Dir, in parallel. Each file is written to a
-// temporary name in its directory and renamed into place once complete and checked (size, and
-// the MD5 a single-part ETag is), so an interrupted run never leaves a partial file under a
-// final name; its modification time is set to the object's. A file already there with the
-// object's size and checksum (or, for a multipart ETag, its modification time) is skipped, so
-// a second run finishes a broken one and downloads nothing twice. No path through a symbolic
-// link below t.Dir is written. Every object is tried; the error names those that failed.
+// planFiles maps each file to its path below dir, refusing (before anything is written) any
+// path that would land outside dir: "..", "." or empty segments, a leading "/", a backslash.
+func planFiles(files []File, dir string) ([]treeFile, error) {
+	out := make([]treeFile, 0, len(files))
+	var refused []string
+	for _, f := range files {
+		if !localPath(f.Path) {
+			refused = append(refused, f.Key)
+			continue
+		}
+		out = append(out, treeFile{File: f, dest: filepath.Join(dir, filepath.FromSlash(f.Path))})
+	}
+	if len(refused) > 0 {
+		return nil, refuseOutside(dir, refused)
+	}
+	return out, nil
+}
+
+func refuseOutside(dir string, keys []string) error {
+	return fmt.Errorf("refusing to download into %s: %s would land outside it (%s); nothing was written", dir, plural.N(len(keys), "key"), sample(keys))
+}
+
+// DownloadTree downloads t's objects below t.Dir, each to its key relative to t.Prefix, with
+// its modification time set to the object's: DownloadFiles does the work.
 func (s *Stager) DownloadTree(ctx context.Context, t Tree) (Fetched, error) {
-	var res Fetched
 	files, err := planTree(t.Prefix, t.Objects, t.Dir)
 	if err != nil {
-		return res, exitcode.WithCode(exitcode.Usage, err)
+		return Fetched{}, exitcode.WithCode(exitcode.Usage, err)
 	}
-	if err := os.MkdirAll(t.Dir, 0o755); err != nil {
+	return s.downloadFiles(ctx, Files{Bucket: t.Bucket, Dir: t.Dir, Progress: t.Progress}, files)
+}
+
+// DownloadFiles downloads fl's files below fl.Dir, in parallel. Each file is written to a
+// temporary name in its directory and renamed into place once complete and checked (size, and
+// the MD5 a single-part ETag is), so an interrupted run never leaves a partial file under a
+// final name; a transfer that fails on the way or stalls for the idle timeout is tried again.
+// A file already there with the object's size and checksum (or, without one, its modification
+// time) is skipped, so a second run finishes a broken one and downloads nothing twice. No path
+// through a symbolic link below fl.Dir is written. Every file is tried; the error names those
+// that failed.
+func (s *Stager) DownloadFiles(ctx context.Context, fl Files) (Fetched, error) {
+	files, err := planFiles(fl.Files, fl.Dir)
+	if err != nil {
+		return Fetched{}, exitcode.WithCode(exitcode.Usage, err)
+	}
+	return s.downloadFiles(ctx, fl, files)
+}
+
+func (s *Stager) downloadFiles(ctx context.Context, fl Files, files []treeFile) (Fetched, error) {
+	var res Fetched
+	if err := os.MkdirAll(fl.Dir, 0o755); err != nil {
 		return res, err
+	}
+	op := fl.Op
+	if op == "" {
+		op = "downloading"
 	}
 	var downloaded, skipped atomic.Int64
 	var bytes atomic.Int64
 	errs := s.forEach(ctx, len(files), func(ctx context.Context, i int) error {
 		f := files[i]
-		if err := noSymlinks(t.Dir, f.rel); err != nil {
+		if err := noSymlinks(fl.Dir, f.Path); err != nil {
 			return err
 		}
-		if complete(f.dest, f.obj) {
+		if complete(f.dest, f.File) {
 			skipped.Add(1)
-			if t.Progress != nil {
-				t.Progress.Bytes(f.obj.Size)
-				t.Progress.Object()
+			if fl.Progress != nil {
+				fl.Progress.Bytes(f.Size)
+				fl.Progress.Object()
 			}
 			return nil
 		}
-		what := "s3://" + t.Bucket + "/" + f.obj.Key
+		what := "s3://" + fl.Bucket + "/" + f.Key
 		err := s.retry(ctx, what, func(ctx context.Context) error {
-			return s.fetchFile(ctx, t, f)
+			return s.fetchFile(ctx, fl, f)
 		})
 		if err != nil {
-			return Describe(err, "downloading", what)
+			return Describe(err, op, what)
 		}
 		downloaded.Add(1)
-		bytes.Add(f.obj.Size)
-		if t.Progress != nil {
-			t.Progress.Object()
+		bytes.Add(f.Size)
+		if fl.Progress != nil {
+			fl.Progress.Object()
 		}
 		return nil
 	})
@@ -180,32 +246,35 @@ func etagMD5(etag string) string {
 	return e
 }
 
-// complete reports whether path already holds obj: a regular file of its size whose MD5 is its
-// ETag, or, when the ETag is no MD5, whose modification time is the object's (as DownloadTree
-// sets it).
-func complete(path string, obj Object) bool {
+// complete reports whether path already holds f: a regular file of its size whose MD5 is its
+// ETag, or, when the ETag is no MD5, whose modification time is f's (as DownloadFiles sets it).
+func complete(path string, f File) bool {
 	fi, err := os.Lstat(path)
-	if err != nil || !fi.Mode().IsRegular() || fi.Size() != obj.Size {
+	if err != nil || !fi.Mode().IsRegular() || fi.Size() != f.Size {
 		return false
 	}
-	want := etagMD5(obj.ETag)
+	want := etagMD5(f.ETag)
 	if want == "" {
-		return !obj.LastModified.IsZero() && fi.ModTime().Equal(obj.LastModified)
+		return !f.ModTime.IsZero() && fi.ModTime().Equal(f.ModTime)
 	}
-	f, err := os.Open(path)
+	r, err := os.Open(path)
 	if err != nil {
 		return false
 	}
-	defer f.Close()
+	defer r.Close()
 	h := md5.New()
-	if _, err := io.Copy(h, f); err != nil {
+	if _, err := io.Copy(h, r); err != nil {
 		return false
 	}
 	return hex.EncodeToString(h.Sum(nil)) == want
 }
 
+// errChanged is the cause of a download whose object is not the one expected: trying again
+// cannot help.
+var errChanged = errors.New("the object changed")
+
 // fetchFile downloads one object to a temporary file beside f.dest and renames it into place.
-func (s *Stager) fetchFile(ctx context.Context, t Tree, f treeFile) (err error) {
+func (s *Stager) fetchFile(ctx context.Context, fl Files, f treeFile) (err error) {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	timer := time.AfterFunc(s.idleTimeout(), func() { cancel(errIdle) })
@@ -215,14 +284,18 @@ func (s *Stager) fetchFile(ctx context.Context, t Tree, f treeFile) (err error) 
 		return err
 	}
 	// Checked again once the directories exist: one of them may have been there as a link.
-	if err := noSymlinks(t.Dir, f.rel); err != nil {
+	if err := noSymlinks(fl.Dir, f.Path); err != nil {
 		return err
 	}
-	obj, err := s.Client.GetObject(ctx, t.Bucket, f.obj.Key, minio.GetObjectOptions{})
+	// One GET whose answer carries the object's size and ETag before its body is read.
+	body, info, _, err := minio.Core{Client: s.Client}.GetObject(ctx, fl.Bucket, f.Key, minio.GetObjectOptions{})
 	if err != nil {
 		return idleCause(ctx, err)
 	}
-	defer obj.Close()
+	defer body.Close()
+	if info.Size != f.Size {
+		return fmt.Errorf("it is %d bytes, not the %d expected: %w", info.Size, f.Size, errChanged)
+	}
 	tmp, err := os.CreateTemp(filepath.Dir(f.dest), partPrefix+filepath.Base(f.dest)+"-")
 	if err != nil {
 		return err
@@ -234,16 +307,20 @@ func (s *Stager) fetchFile(ctx context.Context, t Tree, f treeFile) (err error) 
 		}
 	}()
 	sum := md5.New()
-	w := io.MultiWriter(tmp, sum, progressWriter{t.Progress})
-	n, err := io.Copy(w, &idleReader{r: obj, timer: timer, d: s.idleTimeout()})
+	w := io.MultiWriter(tmp, sum, progressWriter{fl.Progress})
+	n, err := io.Copy(w, &idleReader{r: body, timer: timer, d: s.idleTimeout()})
 	if err != nil {
 		return idleCause(ctx, err)
 	}
-	if n != f.obj.Size {
-		return fmt.Errorf("got %d of %d bytes: %w", n, f.obj.Size, io.ErrUnexpectedEOF)
+	if n != f.Size {
+		return fmt.Errorf("got %d of %d bytes: %w", n, f.Size, io.ErrUnexpectedEOF)
 	}
-	if want := etagMD5(f.obj.ETag); want != "" && hex.EncodeToString(sum.Sum(nil)) != want {
-		return fmt.Errorf("the downloaded bytes do not match the ETag %s: %w", f.obj.ETag, io.ErrUnexpectedEOF)
+	etag := f.ETag
+	if etag == "" {
+		etag = info.ETag
+	}
+	if want := etagMD5(etag); want != "" && hex.EncodeToString(sum.Sum(nil)) != want {
+		return fmt.Errorf("the downloaded bytes do not match the ETag %s: %w", etag, io.ErrUnexpectedEOF)
 	}
 	if err = tmp.Chmod(0o644); err != nil {
 		return err
@@ -251,8 +328,8 @@ func (s *Stager) fetchFile(ctx context.Context, t Tree, f treeFile) (err error) 
 	if err = tmp.Close(); err != nil {
 		return err
 	}
-	if !f.obj.LastModified.IsZero() {
-		if err = os.Chtimes(tmp.Name(), f.obj.LastModified, f.obj.LastModified); err != nil {
+	if !f.ModTime.IsZero() {
+		if err = os.Chtimes(tmp.Name(), f.ModTime, f.ModTime); err != nil {
 			return err
 		}
 	}

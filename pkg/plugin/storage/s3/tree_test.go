@@ -1,6 +1,7 @@
 package s3
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"net/http"
@@ -107,7 +108,7 @@ func TestDownloadTreeResumesAndSkipsWhatIsComplete(t *testing.T) {
 	}
 	// No temporary file is left anywhere.
 	_ = filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
-		if err == nil && strings.HasPrefix(d.Name(), partPrefix) {
+		if err == nil && IsPart(d.Name()) {
 			t.Errorf("left %s", p)
 		}
 		return err
@@ -159,5 +160,96 @@ func TestIncluded(t *testing.T) {
 	}
 	if err := ValidateGlobs([]string{"[a-"}); err == nil {
 		t.Error("a bad pattern passed")
+	}
+}
+
+// Explicit files land at their own paths with the times given (not the objects'), and each is
+// checked against the ETag its answer carries when none was listed: a body cut short or
+// altered on the way is fetched again, an object of another size is not (trying again cannot
+// help), and a path outside the directory is refused before anything is written.
+func TestDownloadFilesChecksRetriesAndSetsTimes(t *testing.T) {
+	f := newFakeS3(t)
+	a, b := strings.Repeat("a", 300_000), strings.Repeat("b", 200_000)
+	f.Put("ckpt/rank-1/step-5/model.bin", a)
+	f.Put("ckpt/rank-0/step-5/optim.bin", b)
+	f.Put("ckpt/rank-0/small.txt", "12345")
+	f.truncate = firstRequests(1, http.MethodGet, "/"+bucket+"/ckpt/rank-1/step-5/model.bin")
+	f.corrupt = firstRequests(1, http.MethodGet, "/"+bucket+"/ckpt/rank-0/step-5/optim.bin")
+	written := time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC)
+	dir := filepath.Join(t.TempDir(), "ckpt")
+	var log bytes.Buffer
+	s := f.stager(&log)
+	files := []File{
+		{Key: "ckpt/rank-1/step-5/model.bin", Path: "step-5/model.bin", Size: int64(len(a)), ModTime: written},
+		{Key: "ckpt/rank-0/step-5/optim.bin", Path: "step-5/optim.bin", Size: int64(len(b)), ModTime: written.Add(time.Second)},
+	}
+	res, err := s.DownloadFiles(context.Background(), Files{Bucket: bucket, Dir: dir, Files: files, Op: "restoring"})
+	if err != nil || res.Downloaded != 2 || res.Bytes != int64(len(a)+len(b)) {
+		t.Fatalf("DownloadFiles = %+v, %v\n%s", res, err, log.String())
+	}
+	for i, want := range []string{a, b} {
+		p := filepath.Join(dir, filepath.FromSlash(files[i].Path))
+		if readFile(t, p) != want {
+			t.Errorf("%s: content differs", p)
+		}
+		if fi, err := os.Stat(p); err != nil || !fi.ModTime().Equal(files[i].ModTime) {
+			t.Errorf("%s: mtime %v, want %v (%v)", p, fi.ModTime(), files[i].ModTime, err)
+		}
+		if n := f.count("GET", files[i].Key); n != 2 {
+			t.Errorf("%s: %d GETs, want a broken one and a good one", files[i].Key, n)
+		}
+	}
+	for _, want := range []string{"retrying s3://" + bucket + "/ckpt/rank-1/step-5/model.bin", "do not match the ETag"} {
+		if !strings.Contains(log.String(), want) {
+			t.Errorf("log lacks %q:\n%s", want, log.String())
+		}
+	}
+
+	// A second run finds both complete by size and time: no request.
+	res, err = s.DownloadFiles(context.Background(), Files{Bucket: bucket, Dir: dir, Files: files})
+	if err != nil || res.Skipped != 2 || res.Downloaded != 0 || f.count("GET", files[0].Key) != 2 {
+		t.Fatalf("second run = %+v, %v", res, err)
+	}
+
+	// The object is not the size expected: one GET, and an error naming it.
+	wrong := File{Key: "ckpt/rank-0/small.txt", Path: "small.txt", Size: 6}
+	res, err = s.DownloadFiles(context.Background(), Files{Bucket: bucket, Dir: dir, Files: []File{wrong}, Op: "restoring"})
+	if err == nil || !strings.Contains(err.Error(), "restoring s3://"+bucket+"/ckpt/rank-0/small.txt") ||
+		!strings.Contains(err.Error(), "5 bytes, not the 6 expected") || res.Downloaded != 0 {
+		t.Fatalf("wrong size = %+v, %v", res, err)
+	}
+	if n := f.count("GET", wrong.Key); n != 1 {
+		t.Errorf("wrong size: %d GETs, want 1", n)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "small.txt")); !os.IsNotExist(err) {
+		t.Errorf("wrong size left a file: %v", err)
+	}
+
+	// A path outside the directory: refused, nothing fetched.
+	out := filepath.Join(t.TempDir(), "other")
+	_, err = s.DownloadFiles(context.Background(), Files{Bucket: bucket, Dir: out, Files: []File{
+		{Key: "ckpt/rank-0/small.txt", Path: "ok.txt", Size: 5},
+		{Key: "ckpt/rank-0/small.txt", Path: "../escape.txt", Size: 5},
+	}})
+	if err == nil || exitcode.Of(err) != exitcode.Usage || !strings.Contains(err.Error(), "nothing was written") {
+		t.Fatalf("escaping path: %v", err)
+	}
+	if _, err := os.Stat(out); !os.IsNotExist(err) {
+		t.Errorf("a refused set made %s: %v", out, err)
+	}
+}
+
+// A part file's name is told apart from a file of the user's, whatever its name.
+func TestIsPart(t *testing.T) {
+	dir := t.TempDir()
+	tmp, err := os.CreateTemp(dir, partPrefix+"model.pt-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = tmp.Close()
+	for name, want := range map[string]bool{filepath.Base(tmp.Name()): true, "model.pt": false, "tao-part-x": false, "checkpoint-5": false} {
+		if IsPart(name) != want {
+			t.Errorf("IsPart(%q) = %v", name, !want)
+		}
 	}
 }
