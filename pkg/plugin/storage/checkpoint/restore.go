@@ -97,16 +97,10 @@ func Restore(ctx context.Context, t Target, log io.Writer) (Restored, error) {
 		return Restored{}, fmt.Errorf("checkpoint restore: %w", err)
 	}
 	plan := s3layout.RestorePlan(t.Rank, manifests, t.patterns())
+	if out.Files, out.Bytes, err = fetchPlan(ctx, t, plan); err != nil {
+		return Restored{}, err
+	}
 	for _, f := range plan {
-		dst := filepath.Join(t.Dir, filepath.FromSlash(f.Path))
-		if err := fetch(ctx, t, f.Key, dst); err != nil {
-			return Restored{}, err
-		}
-		if err := os.Chtimes(dst, f.Written, f.Written); err != nil {
-			return Restored{}, fmt.Errorf("checkpoint restore: %w", err)
-		}
-		out.Files++
-		out.Bytes += f.Size
 		out.Placed[f.Path] = f.ManifestFile
 	}
 	units := s3layout.RunUnits(manifests, t.patterns())
@@ -186,13 +180,4 @@ func get(ctx context.Context, t Target, key string) ([]byte, error) {
 		return nil, s3.Describe(err, "checkpoint restore: reading", t.url(key))
 	}
 	return data, nil
-}
-
-// fetch downloads key to dst (the client writes a part file beside it and renames it, so that
-// dst is never a part).
-func fetch(ctx context.Context, t Target, key, dst string) error {
-	if err := t.Client.FGetObject(ctx, t.Bucket, key, dst, minio.GetObjectOptions{}); err != nil {
-		return s3.Describe(err, "checkpoint restore: downloading", t.url(key))
-	}
-	return nil
 }

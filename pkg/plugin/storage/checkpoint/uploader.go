@@ -217,7 +217,7 @@ func (u *Uploader) round(ctx context.Context, final bool) error {
 			return nil
 		}
 		rel = filepath.ToSlash(rel)
-		if strings.Contains(filepath.Base(rel), ".part.minio") {
+		if s3.IsPart(filepath.Base(rel)) {
 			return nil // a restore's part
 		}
 		info, err := d.Info()
