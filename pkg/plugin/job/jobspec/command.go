@@ -29,7 +29,8 @@ const (
 // PID 1 and SIGTERM keeps its default meaning, while a program that handles it still gets it.
 
 // With staging the wrapper cannot exec the command: it must still be there afterwards to run
-// `stage out`, or to fail an attempt the pod was told to stop. So it runs each step as a child and stays the container's main process:
+// `stage out`, or to fail an attempt the pod was told to stop. So it runs each step as a child
+// and stays the container's main process:
 //
 //   - SIGTERM and SIGINT are trapped and forwarded
 //     to the running child, the command or `stage in`, so a training process can checkpoint
