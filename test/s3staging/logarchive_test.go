@@ -231,3 +231,55 @@ func TestStageRunKeepsEachAttempt(t *testing.T) {
 		}
 	}
 }
+
+// The staged wrapper and the real `stage run`, told to stop while a command runs that saves a
+// checkpoint and exits 0 on SIGTERM: the attempt exits 143, said once; the checkpoint and the
+// log are uploaded; the stopped attempt's outputs are not.
+func TestWrapperStoppedAttemptIsNotDone(t *testing.T) {
+	srv := s3server.Start(t)
+	srv.MakeBucket(t, "bucket")
+	dir := t.TempDir()
+	out, ckpt, ready := filepath.Join(dir, "out"), filepath.Join(dir, "ckpt"), filepath.Join(dir, "ready")
+	if err := os.Mkdir(out, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	script := `trap 'echo ckpt > "$TAO_CHECKPOINT_DIR/step-3.tlt"; echo model > "$OUT/model"; echo saved; exit 0' TERM
+echo training; touch "$READY"; while :; do sleep 0.05; done`
+	s := jobspec.Spec{Command: []string{script}, Nodes: 1,
+		Staging: &jobspec.Staging{Outputs: []string{out}, Checkpoints: &jobspec.Checkpoints{Dir: ckpt, Keep: 2}}}
+	argv := jobspec.ContainerCommand(s)
+	for i, a := range argv {
+		argv[i] = strings.ReplaceAll(a, "$$", "$")
+	}
+	env := append(srv.Env("bucket"), "TAO_JOB_ID=train", "TAO_JOB_UID=uid-stopped", "OUT="+out, "READY="+ready,
+		s3layout.EnvOutputs+"="+out, s3layout.EnvStageCheckpointDir+"="+ckpt, s3layout.EnvStageCheckpointKeep+"=2",
+		s3layout.EnvPodName+"=train-0-aaaaa")
+	r := runWrapper(t, env, argv, func(p *os.Process) {
+		waitFor(t, "the command", func() bool { _, err := os.Stat(ready); return err == nil })
+		if err := p.Signal(syscall.SIGTERM); err != nil {
+			t.Error(err)
+		}
+	})
+	const stopped = "kubectl-tao: the pod was told to stop (SIGTERM): the command exited 0; exiting 143 so that this attempt does not count as done\n"
+	if r.code != 143 || strings.Count(r.stderr, "told to stop") != 1 || !strings.Contains(r.stderr, stopped) ||
+		!strings.Contains(r.stderr, "kubectl-tao: stage out skipped: the outputs of a stopped attempt are not the run's results\n") {
+		t.Fatalf("exit %d, want 143\nstdout %q\nstderr:\n%s", r.code, r.stdout, r.stderr)
+	}
+	prefix := "results/train/uid-stopped/"
+	// The archive also holds the checkpoints' own lines (the restore, the uploads).
+	if got := string(srv.Get(t, "bucket", s3layout.LogArchiveKey(prefix, 0, "train-0-aaaaa"))); !strings.Contains(got, "\ntraining\nsaved\n") {
+		t.Errorf("archive %q", got)
+	}
+	var checkpoints, outputs []string
+	for _, k := range srv.Keys(t, "bucket", prefix) {
+		switch {
+		case strings.HasPrefix(k, s3layout.CheckpointFilesPrefix(prefix, 0)):
+			checkpoints = append(checkpoints, strings.TrimPrefix(k, s3layout.CheckpointFilesPrefix(prefix, 0)))
+		case !strings.HasPrefix(k, prefix+s3layout.ToolDir+"/"):
+			outputs = append(outputs, k)
+		}
+	}
+	if !slices.Equal(checkpoints, []string{"step-3.tlt"}) || len(outputs) != 0 {
+		t.Errorf("checkpoints %q, outputs %q: want step-3.tlt and no output of the stopped attempt", checkpoints, outputs)
+	}
+}

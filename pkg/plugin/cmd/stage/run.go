@@ -54,7 +54,8 @@ func newRunCmd(streams genericiooptions.IOStreams, getenv func(string) string) *
 		Short: "Run the command, passing its output through, and archive its log below the run's results prefix",
 		Long: "Runs COMMAND with its stdout and stderr passed through as they come and kept in a file, uploaded to " +
 			"results/<job>/<uid>/" + s3layout.ToolDir + "/logs/rank-<$" + jobspec.EnvNodeRank + ">.<$" + s3layout.EnvPodName + ">.log every --interval and when it " +
-			"ends; SIGTERM and SIGINT are forwarded to it; the exit code is its own. An archive that cannot be uploaded " +
+			"ends; SIGTERM and SIGINT are forwarded to it; the exit code is its own, or 128+signal once one came (a stopped " +
+			"attempt never counts as done). An archive that cannot be uploaded " +
 			"is a warning: the command runs all the same. With $" + s3layout.EnvStageCheckpointDir + " the checkpoints of every rank are " +
 			"restored into it first (exit 201 when they cannot be), the command is told " + s3layout.EnvCheckpointDir + ", " + s3layout.EnvAttempt +
 			" and " + s3layout.EnvResumeCheckpoint + ", its complete files are uploaded while it runs, and flushed when it ends, before the log " +
@@ -189,6 +190,9 @@ func (o *RunOptions) Run(ctx context.Context) error {
 		}
 	}
 	code, err := r.Run(ctx)
+	if stop := stopSignal(r.Signalled, sigs); stop != 0 {
+		return o.stopped(stop, code, err, finished)
+	}
 	if err != nil {
 		return err
 	}
@@ -199,6 +203,42 @@ func (o *RunOptions) Run(ctx context.Context) error {
 		fmt.Fprintf(o.ErrOut, "kubectl-tao: %v\n", finished)
 	}
 	return exitcode.Passthrough(code)
+}
+
+// stopSignal is the stop signal this process got, 0 when none: the last one forwarded to the
+// command, or one still pending because nothing ran to take it (during the restore, or after
+// the command ended).
+func stopSignal(forwarded os.Signal, pending <-chan os.Signal) syscall.Signal {
+	sig := forwarded
+	select {
+	case s := <-pending:
+		sig = s
+	default:
+	}
+	s, _ := sig.(syscall.Signal)
+	return s
+}
+
+// stopped ends an attempt the pod was told to stop: 128+signal whatever the command's code,
+// because an exit 0 would have the Job record the index as done, and retry it never.
+func (o *RunOptions) stopped(sig syscall.Signal, code int, prepareErr, finished error) error {
+	name := map[syscall.Signal]string{syscall.SIGTERM: "SIGTERM", syscall.SIGINT: "SIGINT"}[sig]
+	if name == "" {
+		name = sig.String()
+	}
+	want := 128 + int(sig)
+	switch {
+	case prepareErr != nil:
+		fmt.Fprintf(o.ErrOut, "kubectl-tao: the pod was told to stop (%s) before the command ran: exiting %d (%v)\n", name, want, prepareErr)
+		return exitcode.Passthrough(want)
+	case finished != nil:
+		fmt.Fprintf(o.ErrOut, "kubectl-tao: %v\n", finished)
+	}
+	if code != want {
+		fmt.Fprintf(o.ErrOut, "kubectl-tao: the pod was told to stop (%s): the command exited %d; exiting %d so that this attempt does not count as done\n",
+			name, code, want)
+	}
+	return exitcode.Passthrough(want)
 }
 
 // checkpointTarget reads the checkpoint settings submit gave the pod, for this rank.

@@ -181,6 +181,8 @@ func TestSubmitStagingUsageErrors(t *testing.T) {
 		{[]string{"j", "--image", "img", "--stager-image", "s", "--checkpoint-dir", "/ckpt", "--checkpoint-pattern", "", "--", "true"}, "--checkpoint-pattern: empty pattern"},
 		{[]string{"j", "--image", "img", "--stager-image", "s", "--checkpoint-dir", "/ckpt", "--env", "TAO_ATTEMPT=3", "--", "true"}, `invalid --env "TAO_ATTEMPT"`},
 		{[]string{"j", "--image", "img", "--stager-image", "s", "--checkpoint-dir", "/p/c", "--volume", "pvc:/p", "--s3-secret", "x", "--", "true"}, "--s3-secret: --checkpoint-dir /p/c is on a --volume"},
+		{[]string{"j", "--image", "img", "--stager-image", "s", "--workdir", codeDir(t), "--checkpoint-dir", "/workspace/ckpt", "--", "true"},
+			"--checkpoint-dir /workspace/ckpt and --workdir-mount /workspace overlap"},
 		{[]string{"j", "--image", "img", "--termination-grace-period", "0s", "--", "true"}, "invalid --termination-grace-period 0s"},
 		{[]string{"j", "--image", "img", "--status-file", "results/status.json", "--", "true"}, `--status-file "results/status.json": must be an absolute, clean path`},
 		{[]string{"j", "--image", "img", "--status-file", "/results//status.json", "--", "true"}, "must be an absolute, clean path"},

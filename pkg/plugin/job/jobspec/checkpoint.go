@@ -95,6 +95,12 @@ func (s *Spec) validateCheckpoints() []error {
 			add("--checkpoint-dir %s and --input %s overlap: the restore and the download would write the same files", c.Dir, in.Path)
 		}
 	}
+	if w := s.Workdir; w != nil {
+		if m := path.Clean(w.MountPath); under(c.Dir, m) || under(m, c.Dir) {
+			add("--checkpoint-dir %s and --workdir-mount %s overlap: a restore would write the last run's files into this run's code; "+
+				"keep the checkpoints outside the working directory", c.Dir, m)
+		}
+	}
 	for _, f := range s.Files {
 		if p := path.Clean(f.ContainerPath); under(c.Dir, p) || under(p, c.Dir) {
 			add("--checkpoint-dir %s overlaps --file %s, which is mounted read-only", c.Dir, p)

@@ -29,7 +29,8 @@ const (
 // PID 1 and SIGTERM keeps its default meaning, while a program that handles it still gets it.
 
 // With staging the wrapper cannot exec the command: it must still be there afterwards to run
-// `stage out`. So it runs each step as a child and stays the container's main process:
+// `stage out`, or to fail an attempt the pod was told to stop. So it runs each step as a child
+// and stays the container's main process:
 //
 //   - SIGTERM and SIGINT are trapped and forwarded
 //     to the running child, the command or `stage in`, so a training process can checkpoint
@@ -47,18 +48,23 @@ const (
 //     start (exit 128+signal); if it fails, the command never runs and the wrapper exits with
 //     s3layout.ExitStageIn, not stage in's own code, which would pass for the command's (the
 //     pod failure policy fails the Job on it at once; stage in's code is on stderr).
-//  2. the command. Without outputs the wrapper execs it, exactly as without staging. With
-//     outputs it runs under `stage run` (unless --no-log-archive), which passes its output
-//     through, keeps it in a file uploaded as this rank's log archive every minute and once the
-//     command has ended, forwards the signals it gets from the wrapper to it and exits with its
-//     code (the logarchive package). With --checkpoint-dir the command always runs under
-//     `stage run`, on every rank, which restores the checkpoints before it (exit 201 when it
-//     cannot), keeps them while it runs and uploads the last ones once it ends, within the
-//     grace period after a SIGTERM (the checkpoint package).
-//  3. `stage out`, always, even when the command failed or was signalled (in a multi-node job on
-//     rank 0 only: the result keys carry no rank, so ranks would overwrite each other). It runs
-//     in the foreground: a signal arriving now lets the upload go on until the grace period ends.
-//  4. exit with the command's own code; if the command succeeded but `stage out` failed, with
+//  2. the command. With outputs it runs under `stage run` (unless --no-log-archive), which
+//     passes its output through, keeps it in a file uploaded as this rank's log archive every
+//     minute and once the command has ended, forwards the signals it gets from the wrapper to it
+//     and exits with its code (the logarchive package). With --checkpoint-dir the command always
+//     runs under `stage run`, on every rank, which restores the checkpoints before it (exit 201
+//     when it cannot), keeps them while it runs and uploads the last ones once it ends, within
+//     the grace period after a SIGTERM (the checkpoint package). Without outputs the wrapper
+//     execs `stage run` when there is one, and runs the command as a child otherwise.
+//  3. if the pod was told to stop (SIGTERM or SIGINT came), the attempt is not done whatever
+//     the command's code: the wrapper (and `stage run`, which gets the signal too) exits
+//     128+signal, so that the Job retries the index instead of recording it complete (the pod
+//     failure policy's rule 0 makes an eviction's retry free), and `stage out` is skipped: a
+//     stopped attempt's outputs are not the run's results.
+//  4. `stage out`, always otherwise, even when the command failed (in a multi-node job on rank
+//     0 only: the result keys carry no rank, so ranks would overwrite each other). It runs in
+//     the foreground: a signal arriving now lets the upload go on until the grace period ends.
+//  5. exit with the command's own code; if the command succeeded but `stage out` failed, with
 //     s3layout.ExitStageOut instead, because the results were lost and the Job must not look
 //     Complete (and --retries must not rerun the training for a failed upload).
 //
@@ -90,6 +96,21 @@ fi
 if [ "$rc" -ne 0 ]; then
   echo "kubectl-tao: stage in failed (exit code $rc): the command was not run" >&2
   exit ` + exitStageIn + `
+fi
+`
+	// stagedStopped turns the command's code into 128+signal once the pod was told to stop: an
+	// attempt that saved and exited 0 on SIGTERM would otherwise mark its index done and never
+	// be retried. `stage run` does the same itself, so that line is said once.
+	stagedStopped = `if [ -n "$got" ]; then
+  [ "$rc" -eq "$got" ] || echo "kubectl-tao: the pod was told to stop (SIG$last): the command exited $rc; exiting $got so that this attempt does not count as done" >&2
+  rc=$got
+fi
+`
+	// stagedOutStopped keeps a stopped attempt's outputs out of the run's results: they are
+	// those of an unfinished run, and the attempt that finishes uploads its own.
+	stagedOutStopped = `if [ -n "$got" ]; then
+  echo "kubectl-tao: stage out skipped: the outputs of a stopped attempt are not the run's results" >&2
+  exit "$rc"
 fi
 `
 	stagedOut = `out=0
@@ -167,20 +188,26 @@ func stagedScript(s Spec) string {
 	if len(s.Command) == 1 {
 		command = Shell + ` -c "$1"`
 	}
+	stageRun := true
 	switch {
 	case st.Checkpoints != nil && st.NoLogArchive:
 		command = stagedRunNoArchive + command
 	case st.Checkpoints != nil || (len(st.Outputs) > 0 && !st.NoLogArchive):
 		command = stagedArchive + command
+	default:
+		stageRun = false
 	}
-	if len(st.Outputs) == 0 {
-		// Nothing to do afterwards: hand the container over to the command (or to `stage run`,
-		// which forwards the signals itself), as without staging.
+	if len(st.Outputs) == 0 && stageRun {
+		// Nothing to do afterwards: hand the container over to `stage run`, which forwards the
+		// signals and turns a stop into a failure itself.
 		return script + "trap - TERM INT\nexec " + command + "\n"
 	}
-	script += "run " + command + "\n"
+	script += "run " + command + "\n" + stagedStopped
+	if len(st.Outputs) == 0 {
+		return script + "exit \"$rc\"\n"
+	}
 	if s.MultiNode() {
 		script += stagedRankZero
 	}
-	return script + stagedOut
+	return script + stagedOutStopped + stagedOut
 }

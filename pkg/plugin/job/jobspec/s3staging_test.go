@@ -196,35 +196,67 @@ func TestStagedWrapperPassesArgvExactly(t *testing.T) {
 	}
 }
 
-func TestStagedWrapperForwardsSIGTERMThenStagesOut(t *testing.T) {
-	s := stagedSpec()
-	// A training loop that checkpoints on SIGTERM and takes its time doing so.
-	s.Command = []string{`trap 'echo "cmd: got TERM" >> "$LOG"; sleep 0.3; echo "cmd: checkpointed" >> "$LOG"; exit 42' TERM
+// A SIGTERM or SIGINT reaches the command, which may checkpoint for as long as it needs; the
+// attempt then ends 128+signal whatever the command's code, and its outputs are not uploaded:
+// the pod was told to stop, so the Job must retry the index, never record it done.
+func TestStagedWrapperStoppedAttemptIsNotDone(t *testing.T) {
+	// A training loop that checkpoints on the signal, takes its time doing so, and exits $CMD_RC.
+	const onSignal = `trap 'echo "cmd: got SIG" >> "$LOG"; sleep 0.3; echo "cmd: checkpointed" >> "$LOG"; exit "${CMD_RC:-0}"' TERM INT
 echo "cmd: training" >> "$LOG"
-while :; do sleep 0.05; done`}
-	r := runStaged(t, s, "", nil, func(p *os.Process, log string) {
-		waitForLine(t, log, "cmd: training")
-		if err := p.Signal(syscall.SIGTERM); err != nil {
-			t.Error(err)
-		}
-	})
-	want := []string{wantIn, "cmd: training", "cmd: got TERM", "cmd: checkpointed", wantOut}
-	if r.code != 42 || strings.Join(r.log, "\n") != strings.Join(want, "\n") {
-		t.Errorf("exit %d, log:\n%s\nwant exit 42, log:\n%s", r.code, strings.Join(r.log, "\n"), strings.Join(want, "\n"))
+while :; do sleep 0.05; done`
+	// One that has no handler: the signal ends it.
+	const noHandler = `echo "cmd: training" >> "$LOG"; exec sleep 30`
+	const skipped = "kubectl-tao: stage out skipped: the outputs of a stopped attempt are not the run's results\n"
+	exited := func(sig string, rc, code int) string {
+		return "kubectl-tao: the pod was told to stop (" + sig + "): the command exited " + itoa(rc) + "; exiting " + itoa(code) +
+			" so that this attempt does not count as done\n"
 	}
-}
-
-func TestStagedWrapperForwardsSIGINT(t *testing.T) {
-	s := stagedSpec()
-	s.Command = []string{`trap 'echo "cmd: got INT" >> "$LOG"; exit 43' INT
-echo "cmd: training" >> "$LOG"
-while :; do sleep 0.05; done`}
-	r := runStaged(t, s, "", nil, func(p *os.Process, log string) {
-		waitForLine(t, log, "cmd: training")
-		_ = p.Signal(syscall.SIGINT)
-	})
-	if r.code != 43 || len(r.log) != 4 || r.log[2] != "cmd: got INT" || r.log[3] != wantOut {
-		t.Errorf("exit %d, log %q", r.code, r.log)
+	checkpointed := []string{wantIn, "cmd: training", "cmd: got SIG", "cmd: checkpointed"}
+	for _, tc := range []struct {
+		name    string
+		mutate  func(*Spec)
+		index   string
+		command string
+		sig     syscall.Signal
+		env     map[string]string
+		code    int
+		stderr  string
+		log     []string
+	}{
+		{"SIGTERM, exit 0: 143, no stage out", nil, "", onSignal, syscall.SIGTERM, nil, 143,
+			exited("SIGTERM", 0, 143) + skipped, checkpointed},
+		{"SIGTERM, exit 42: 143, no stage out", nil, "", onSignal, syscall.SIGTERM, map[string]string{"CMD_RC": "42"}, 143,
+			exited("SIGTERM", 42, 143) + skipped, checkpointed},
+		{"SIGINT, exit 0: 130", nil, "", onSignal, syscall.SIGINT, nil, 130,
+			exited("SIGINT", 0, 130) + skipped, checkpointed},
+		{"SIGTERM ends the command: its 143, no stage out", nil, "", noHandler, syscall.SIGTERM, nil, 143,
+			skipped, []string{wantIn, "cmd: training"}},
+		{"--no-log-archive: the same", func(s *Spec) { s.Staging.NoLogArchive = true }, "", onSignal, syscall.SIGTERM, nil, 143,
+			exited("SIGTERM", 0, 143) + skipped, checkpointed},
+		{"multi-node rank 0: no stage out", func(s *Spec) { s.Nodes = 2 }, "0", onSignal, syscall.SIGTERM, nil, 143,
+			exited("SIGTERM", 0, 143) + skipped, checkpointed},
+		{"multi-node rank 1: 143, it never stages out", func(s *Spec) { s.Nodes = 2 }, "1", onSignal, syscall.SIGTERM, nil, 143,
+			exited("SIGTERM", 0, 143), checkpointed},
+		{"inputs only: 143", func(s *Spec) { s.Staging.Outputs = nil }, "", onSignal, syscall.SIGTERM, nil, 143,
+			exited("SIGTERM", 0, 143), append([]string{strings.TrimSuffix(wantIn, "/results")}, checkpointed[1:]...)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := stagedSpec()
+			if tc.mutate != nil {
+				tc.mutate(&s)
+			}
+			s.Command = []string{tc.command}
+			r := runStaged(t, s, tc.index, tc.env, func(p *os.Process, log string) {
+				waitForLine(t, log, "cmd: training")
+				if err := p.Signal(tc.sig); err != nil {
+					t.Error(err)
+				}
+			})
+			if r.code != tc.code || r.stderr != tc.stderr || strings.Join(r.log, "\n") != strings.Join(tc.log, "\n") {
+				t.Errorf("exit %d, stderr %q, log:\n%s\nwant exit %d, stderr %q, log:\n%s", r.code, r.stderr, strings.Join(r.log, "\n"),
+					tc.code, tc.stderr, strings.Join(tc.log, "\n"))
+			}
+		})
 	}
 }
 
@@ -253,15 +285,16 @@ func TestStagedWrapperMultiNodeUploadsFromRankZero(t *testing.T) {
 	}
 }
 
-func TestStagedWrapperInputsOnlyExecsTheCommand(t *testing.T) {
+// Without outputs nor a `stage run`, the command runs as the wrapper's child (the wrapper stays
+// to fail a stopped attempt) and its exit code is the wrapper's.
+func TestStagedWrapperInputsOnlyRunsTheCommand(t *testing.T) {
 	s := stagedSpec()
 	s.Staging.Outputs = nil
-	// The command replaces the wrapper: its PID is the wrapper's.
 	s.Command = []string{`echo "cmd: pid $$" >> "$LOG"; exit 6`}
 	var pid int
 	r := runStaged(t, s, "", nil, func(p *os.Process, _ string) { pid = p.Pid })
-	if r.code != 6 || len(r.log) != 2 || r.log[1] != "cmd: pid "+itoa(pid) {
-		t.Errorf("exit %d, log %q (wrapper pid %d)", r.code, r.log, pid)
+	if r.code != 6 || len(r.log) != 2 || !strings.HasPrefix(r.log[1], "cmd: pid ") || r.log[1] == "cmd: pid "+itoa(pid) || r.stderr != "" {
+		t.Errorf("exit %d, stderr %q, log %q (wrapper pid %d): want 6 from a child of the wrapper", r.code, r.stderr, r.log, pid)
 	}
 	if strings.Contains(ContainerCommand(s)[2], "stage out") {
 		t.Error("inputs-only wrapper runs stage out")
@@ -331,6 +364,14 @@ func TestStagedWrapperCheckpoints(t *testing.T) {
 	}
 }
 
+// checkpointsAndWorkdir gives a spec --checkpoint-dir dir and --workdir with --workdir-mount mount.
+func checkpointsAndWorkdir(dir, mount string) func(*Spec) {
+	return func(s *Spec) {
+		s.Staging.Checkpoints = &Checkpoints{Dir: dir, Keep: 2}
+		s.Workdir = &Workdir{MountPath: mount, SHA256: testWorkdirSum, StagerImage: s.Staging.StagerImage}
+	}
+}
+
 func itoa(i int) string { b, _ := json.Marshal(i); return string(b) }
 
 func TestStagingValidation(t *testing.T) {
@@ -362,6 +403,10 @@ func TestStagingValidation(t *testing.T) {
 			s.Staging.Inputs = s.Staging.Inputs[:1]
 			s.Files = []File{{Source: "t.yaml", ContainerPath: "/specs/train.yaml", Data: []byte("x")}}
 		}, "--checkpoint-dir /specs overlaps --file /specs/train.yaml"},
+		"checkpoints in the workdir": {checkpointsAndWorkdir("/workspace/ckpt", DefaultWorkdirMount),
+			"--checkpoint-dir /workspace/ckpt and --workdir-mount /workspace overlap"},
+		"workdir in the checkpoints":        {checkpointsAndWorkdir("/w", "/w/code/"), "--checkpoint-dir /w and --workdir-mount /w/code overlap"},
+		"checkpoints beside the workdir ok": {checkpointsAndWorkdir("/workspace-ckpt", DefaultWorkdirMount), ""},
 		"checkpoints on volume": {func(s *Spec) {
 			s.Staging.Checkpoints = &Checkpoints{Dir: "/pvc/ckpt", Keep: 2}
 			s.Volumes = []Volume{{Claim: "ckpts", MountPath: "/pvc"}}

@@ -65,6 +65,9 @@ type Runner struct {
 	// Log receives the runner's own warnings, one line each (the container's stderr): an archive
 	// that cannot be written or uploaded never changes the command's exit code.
 	Log io.Writer
+	// Signalled is set by Run to the last signal it forwarded to the command, nil when none:
+	// the caller decides what a stopped command's exit code means.
+	Signalled os.Signal
 }
 
 // tee passes bytes to out at once and copies them into the archive stream.
@@ -128,11 +131,13 @@ func (r *Runner) Run(ctx context.Context) (int, error) {
 	if r.Started != nil {
 		r.Started()
 	}
-	exited := make(chan struct{})
+	exited, forwarded := make(chan struct{}), make(chan struct{})
 	go func() {
+		defer close(forwarded)
 		for {
 			select {
 			case sig := <-r.Signals:
+				r.Signalled = sig
 				_ = cmd.Process.Signal(sig)
 			case <-exited:
 				return
@@ -149,6 +154,8 @@ func (r *Runner) Run(ctx context.Context) (int, error) {
 	}
 	err := cmd.Wait()
 	close(exited)
+	// Signalled is read once Run returns: the forwarder must be done writing it.
+	<-forwarded
 	periodic.Wait()
 	// err is also set when only the drain delay ran out; the process state has the outcome.
 	_ = err

@@ -47,6 +47,7 @@ type run struct {
 	stdout, stderr string
 	log            string
 	up             *uploads
+	signalled      os.Signal
 }
 
 // start runs script under /bin/sh with an archive and a recording upload; during (when set)
@@ -72,7 +73,7 @@ func start(t *testing.T, ctx context.Context, argv []string, interval time.Durat
 	}
 	select {
 	case code := <-done:
-		return run{code: code, stdout: stdout.String(), stderr: stderr.String(), log: log.String(), up: up}
+		return run{code: code, stdout: stdout.String(), stderr: stderr.String(), log: log.String(), up: up, signalled: r.Signalled}
 	case <-time.After(20 * time.Second):
 		t.Fatal("the runner did not return")
 	}
@@ -99,8 +100,9 @@ func TestRunnerPassesOutputAndExitCodeAndArchives(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			up := &uploads{}
 			r := start(t, context.Background(), tc.argv, time.Hour, up, nil)
-			if r.code != tc.code || r.stdout != tc.stdout || !strings.Contains(r.stderr, tc.stderr) {
-				t.Errorf("exit %d, stdout %q, stderr %q; want %d, %q, %q", r.code, r.stdout, r.stderr, tc.code, tc.stdout, tc.stderr)
+			if r.code != tc.code || r.stdout != tc.stdout || !strings.Contains(r.stderr, tc.stderr) || r.signalled != nil {
+				t.Errorf("exit %d, stdout %q, stderr %q, signalled %v; want %d, %q, %q and no signal", r.code, r.stdout, r.stderr, r.signalled,
+					tc.code, tc.stdout, tc.stderr)
 			}
 			got := up.all()
 			if len(got) != 1 || !strings.Contains(got[0], tc.archive) {
@@ -167,6 +169,10 @@ func TestRunnerForwardsSIGTERMAndUploadsAfterIt(t *testing.T) {
 	got := up.all()
 	if r.code != 42 || r.stdout != "training\ncheckpointing\n" || len(got) != 1 || got[0] != "training\ncheckpointing\n" {
 		t.Errorf("exit %d, stdout %q, uploads %q", r.code, r.stdout, got)
+	}
+	// The caller learns that the command was told to stop, whatever its exit code.
+	if r.signalled != syscall.SIGTERM {
+		t.Errorf("Signalled = %v, want SIGTERM", r.signalled)
 	}
 }
 
