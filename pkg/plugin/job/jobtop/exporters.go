@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"strconv"
 	"strings"
 	"sync"
@@ -92,7 +93,8 @@ func (r *Reader) exportersFor(ctx context.Context, nodes map[string]bool, notes 
 		}
 	}
 	if !need {
-		out := st.byNode
+		// A copy: a read that finds a pod gone forgets it while the others run.
+		out := maps.Clone(st.byNode)
 		r.mu.Unlock()
 		return out
 	}
@@ -109,7 +111,7 @@ func (r *Reader) exportersFor(ctx context.Context, nodes map[string]bool, notes 
 	defer r.mu.Unlock()
 	// A failed look is made again at the next reading: it may be an outage.
 	st.found = err == nil
-	st.byNode = byNode
+	st.byNode = maps.Clone(byNode)
 	st.looked = map[string]bool{}
 	for node := range nodes {
 		st.looked[node] = true
