@@ -124,8 +124,8 @@ e2e-compat: $(LOCALCLUSTER) ## Run the compatibility subset of the e2e suite on 
 
 # The fault tests (test/faults) stop and start the control plane, so they run on a cluster of
 # their own, never the one `make e2e` shares: an API-server restart and a 30 s outage under
-# `logs -f` of 64 ranks, `wait` and `submit --follow`, and 429 and 503 bursts from
-# test/faultproxy. FAULTS_FLAGS passes go test flags (-run, -v).
+# `logs -f` of 64 ranks, `wait` and `submit --follow`; `top -w` through a 30 s outage; 429 and
+# 503 bursts from test/faultproxy. FAULTS_FLAGS passes go test flags (-run, -v).
 FAULTS_CLUSTER_DIR ?= $(CURDIR)/.cluster-faults
 FAULTS_FLAGS       ?=
 

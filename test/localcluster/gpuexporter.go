@@ -33,6 +33,9 @@ const (
 	GPUExporterLabelValue = "nvidia-dcgm-exporter"
 	GPUExporterPort       = 9400
 	GPUExporterPortName   = "metrics"
+	// GPUExporterInterval is how often the exporter collects: the real one's 30 s default
+	// would make every test that sets values wait half a minute for them.
+	GPUExporterInterval = time.Second
 	// gpuExporterValuesMount is where the exporter sees GPUMetricsDir.
 	gpuExporterValuesMount = "/run/gpu-metrics"
 )
@@ -52,7 +55,7 @@ func GPUMetricsDir(stateDir string) string {
 }
 
 // SetGPUMetrics sets what the GPUs of pod namespace/pod show in the real node's exporter from
-// its next scrape on. The file is replaced by a rename, so a scrape never reads half of it.
+// its next collect on (GPUExporterInterval). The file is replaced by a rename, so a scrape never reads half of it.
 func SetGPUMetrics(stateDir, namespace, pod string, m GPUMetrics) error {
 	for _, name := range []string{namespace, pod} {
 		if name == "" || name == "." || name == ".." || strings.ContainsAny(name, `/\`) {
@@ -121,6 +124,7 @@ func gpuExporterPod(info RealNodeInfo) *corev1.Pod {
 				Env: []corev1.EnvVar{
 					{Name: "DCGM_EXPORTER_KUBERNETES", Value: "true"},
 					{Name: "DCGM_EXPORTER_LISTEN", Value: fmt.Sprintf(":%d", GPUExporterPort)},
+					{Name: "DCGM_EXPORTER_INTERVAL", Value: fmt.Sprint(GPUExporterInterval.Milliseconds())},
 					{Name: "NODE_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "spec.nodeName"}}},
 				},
 				Ports: []corev1.ContainerPort{{Name: GPUExporterPortName, ContainerPort: GPUExporterPort, Protocol: corev1.ProtocolTCP}},

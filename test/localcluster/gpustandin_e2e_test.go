@@ -194,6 +194,8 @@ exec sleep 3600`
 	if err := SetGPUMetrics(cfg.StateDir, "default", name, m); err != nil {
 		t.Fatal(err)
 	}
+	// The exporter serves its last collect: the values show from the next one on.
+	time.Sleep(2 * GPUExporterInterval)
 	s := scrapeExporter(ctx, t, cs, exp.Name)
 	check(s, m)
 	if len(s) != len(GPUDeviceIDs(cfg.StateDir, info.GPUs))*7 {

@@ -125,13 +125,9 @@ func (o *Options) Run(ctx context.Context) error {
 // health reads a running job's training as top does (GPU use, last output, progress) and
 // returns its findings; none when the reading cannot be made.
 func (o *Options) health(ctx context.Context, snap triage.Snapshot, now time.Time) []triage.NodeEvent {
-	client, err := o.Factory.KubernetesClient()
+	r, err := cmdutil.TrainingReader(o.Factory, o.SilentAfter, false)
 	if err != nil {
 		return nil
-	}
-	r := &jobtop.Reader{Client: client, SilentAfter: o.SilentAfter}
-	if cfg, err := cmdutil.CoreRESTConfig(o.Factory); err == nil {
-		r.Exec = jobtop.RemoteExecutor{Client: client, Config: cfg}
 	}
 	j := r.Read(ctx, []jobtop.Target{{Job: snap.Job, Pods: snap.Pods}}, now)[0]
 	return j.Findings

@@ -209,7 +209,8 @@ func sparkline(values []float64) string {
 // historyLen is how many readings a sparkline shows.
 const historyLen = 20
 
-// history keeps each rank's recent mean utilisation, across -w's readings.
+// history keeps each rank's recent mean utilisation, across -w's readings: a point per new
+// GPU reading, so that an exporter's reading served again between its collects is no trend.
 type history struct {
 	rounds int
 	byRank map[string][]float64
@@ -222,6 +223,9 @@ func (h *history) add(j jobtop.Job) {
 		h.byRank = map[string][]float64{}
 	}
 	for _, rk := range j.Ranks {
+		if rk.RepeatedReading {
+			continue
+		}
 		k := historyKey(j.Namespace, j.Job, rk.Rank)
 		v := math.NaN()
 		if u, ok := meanUtil(rk.GPUs); ok {

@@ -31,6 +31,7 @@ import (
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/job/jobwatch"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/job/tail"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/util/exitcode"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/util/outage"
 )
 
 const example = `  # Each rank's GPU use, memory and last output; -w redraws with a sparkline per rank
@@ -115,7 +116,9 @@ func (o *Options) Validate() error {
 	return o.out.Validate()
 }
 
-// Run reads once, or every --interval with -w until interrupted.
+// Run reads once, or every --interval with -w until interrupted. With -w, an API server that
+// stops answering is said in one line when it goes and one when it is back, as logs -f and
+// wait say it, and the readings go on after it.
 func (o *Options) Run(ctx context.Context) error {
 	// One log read per rank at once, as logs --tail 1 makes them.
 	cmdutil.RaiseRateLimit(o.factory, tail.DefaultMaxLogRequests)
@@ -123,20 +126,31 @@ func (o *Options) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	o.reader = &jobtop.Reader{Client: client, SilentAfter: o.SilentAfter, Watching: o.Watch}
-	if cfg, err := cmdutil.CoreRESTConfig(o.factory); err == nil {
-		o.reader.Exec = jobtop.RemoteExecutor{Client: client, Config: cfg}
+	if o.reader, err = cmdutil.TrainingReader(o.factory, o.SilentAfter, o.Watch); err != nil {
+		return err
 	}
+	what := "watching the running jobs"
+	if o.name != "" {
+		what = "watching job.batch/" + o.name
+	}
+	reach := outage.New(o.ErrOut, what, o.clock)
 	for {
 		jobs, err := o.read(ctx, client)
-		if err != nil {
-			if ctx.Err() != nil && o.Watch {
-				return nil
-			}
-			return err
+		if err == nil && o.Watch {
+			// A reading cut short by an outage is partial: the next one replaces it.
+			err = unreachable(jobs)
 		}
-		if err := o.print(jobs); err != nil {
+		switch {
+		case err != nil && o.Watch && ctx.Err() != nil:
+			return nil
+		case err != nil && o.Watch && reach.Failed(err):
+		case err != nil:
 			return err
+		default:
+			reach.OK()
+			if err := o.print(jobs); err != nil {
+				return err
+			}
 		}
 		if !o.Watch {
 			return nil
@@ -147,6 +161,16 @@ func (o *Options) Run(ctx context.Context) error {
 		case <-o.after(o.Interval):
 		}
 	}
+}
+
+// unreachable is the error of the first job whose reading the API server's outage cut short.
+func unreachable(jobs []jobtop.Job) error {
+	for _, j := range jobs {
+		if j.Unreachable != nil {
+			return j.Unreachable
+		}
+	}
+	return nil
 }
 
 // after waits on the command's clock where it can (a fake one in tests), else on real time.

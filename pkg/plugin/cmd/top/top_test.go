@@ -5,7 +5,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"strings"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -21,6 +24,7 @@ import (
 	"github.com/kubectl-tao/kubectl-tao/test/testutil/cmdtest"
 	"github.com/kubectl-tao/kubectl-tao/test/testutil/fixture"
 	"github.com/kubectl-tao/kubectl-tao/test/testutil/golden"
+	"github.com/kubectl-tao/kubectl-tao/test/testutil/testbuf"
 )
 
 var now = time.Date(2026, 12, 5, 12, 0, 0, 0, time.UTC)
@@ -174,11 +178,32 @@ func TestTopNoMetricsSaysOnce(t *testing.T) {
 }
 
 // -w redraws every interval; piped, the frames are apart by a blank line, and the history
-// column grows a sparkline.
+// column grows a sparkline, a point per new reading.
 func TestTopWatch(t *testing.T) {
+	c := cluster(t, "train")
+	// Each scrape a new reading, as an exporter collecting faster than -w reads.
+	var callsA, callsB atomic.Int32
+	c.PrependProxyReactor("pods", func(a k8stesting.Action) (bool, restclient.ResponseWrapper, error) {
+		if strings.HasSuffix(a.(k8stesting.ProxyGetAction).GetName(), "-a") {
+			n := int(callsA.Add(1))
+			return true, body(series(0, "a", "train-0", 95+n%3, 70000) + series(1, "a", "train-0", 95+n%3, 70000)), nil
+		}
+		n := int(callsB.Add(1))
+		return true, body(series(0, "b", "train-1", n%2, 78000) + series(1, "b", "train-1", n%2, 78000)), nil
+	})
+	frames := watchFrames(t, c)
+	last := frames[len(frames)-1]
+	if !strings.Contains(frames[0], "HISTORY") || !strings.Contains(last, "  ██") || !strings.Contains(last, "  ▁▁") {
+		t.Errorf("frames:\n%s", strings.Join(frames, "\n\njob.batch/"))
+	}
+}
+
+// watchFrames runs top -w --interval 1s for 2.5 s and returns its frames (at least 2).
+func watchFrames(t *testing.T, c *fake.Clientset) []string {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2500*time.Millisecond)
 	defer cancel()
-	r := cmdtest.Cmd{NS: "ml", Client: cluster(t, "train"), Now: now}.Run(ctx, "top", "train", "-w", "--interval", "1s")
+	r := cmdtest.Cmd{NS: "ml", Client: c, Now: now}.Run(ctx, "top", "train", "-w", "--interval", "1s")
 	if r.Code != 0 {
 		t.Fatalf("exit %d\n%s", r.Code, r.Stderr)
 	}
@@ -186,8 +211,54 @@ func TestTopWatch(t *testing.T) {
 	if len(frames) < 2 {
 		t.Fatalf("%d frames:\n%s", len(frames), r.Stdout)
 	}
+	return frames
+}
+
+// The exporter serves the same reading until its next collect (30 s by default): -w reading
+// it again within that time shows it once in the history, not as a flat trend.
+func TestTopWatchRepeatedReadingIsNoTrend(t *testing.T) {
+	frames := watchFrames(t, cluster(t, "train"))
 	last := frames[len(frames)-1]
-	if !strings.Contains(frames[0], "HISTORY") || !strings.Contains(last, "  ██") || !strings.Contains(last, "  ▁▁") {
-		t.Errorf("frames:\n%s", r.Stdout)
+	if !strings.Contains(last, " 1         █\n") || !strings.Contains(last, " 1         ▁\n") {
+		t.Errorf("the last frame has more than one point per rank:\n%s", last)
+	}
+}
+
+// -w goes on through an API-server outage: one line when it has lasted a while, one when the
+// server answers again, and the readings after it.
+func TestTopWatchSurvivesOutage(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5500*time.Millisecond)
+	defer cancel()
+	c := cluster(t, "train")
+	var gets atomic.Int32
+	refused := &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}
+	c.PrependReactor("get", "jobs", func(k8stesting.Action) (bool, runtime.Object, error) {
+		if n := gets.Add(1); n >= 2 && n <= 4 {
+			return true, nil, refused
+		}
+		return false, nil, nil
+	})
+	var out testbuf.Buffer
+	r := cmdtest.Cmd{NS: "ml", Client: c, Stdout: &out}.Run(ctx, "top", "train", "-w", "--interval", "1s", "-o", "json")
+	if r.Code != 0 {
+		t.Fatalf("exit %d\n%s", r.Code, r.Stderr)
+	}
+	lines := strings.Split(strings.TrimSuffix(r.Stderr, "\n"), "\n")
+	if len(lines) != 2 || !strings.HasPrefix(lines[0], "watching job.batch/train: the API server is unreachable since ") ||
+		!strings.HasPrefix(lines[1], "watching job.batch/train: the API server answers again (unreachable for ") {
+		t.Errorf("stderr, want the outage's two lines:\n%s", r.Stderr)
+	}
+	dec := json.NewDecoder(strings.NewReader(r.Stdout))
+	readings := 0
+	for dec.More() {
+		var doc map[string]any
+		if err := dec.Decode(&doc); err != nil {
+			t.Fatalf("%v\n%s", err, r.Stdout)
+		}
+		readings++
+	}
+	// One before the outage, at least one after it; none for the failed gets.
+	if int32(readings) != gets.Load()-3 || readings < 2 {
+		t.Errorf("%d readings printed of %d gets:\n%s", readings, gets.Load(), r.Stdout)
 	}
 }

@@ -7,7 +7,6 @@ package jobtop
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -17,7 +16,6 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/job/gpumetrics"
@@ -26,6 +24,7 @@ import (
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/job/progress"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/job/tail"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/job/triage"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/util/outage"
 )
 
 // Where a rank's GPU numbers came from.
@@ -35,18 +34,6 @@ const (
 	SourceNone      = "none"
 	// SourceMixed is the job's metricsSource when its ranks used different sources.
 	SourceMixed = "mixed"
-)
-
-// How dcgm-exporter is found: the NVIDIA GPU Operator's label and its Helm chart's, in any
-// namespace; its metrics port by name, else its default.
-var exporterSelectors = []string{"app=nvidia-dcgm-exporter", "app.kubernetes.io/name=dcgm-exporter"}
-
-const (
-	exporterPortName = "metrics"
-	exporterPort     = 9400
-	// OperatorNamespace is where the GPU Operator runs its exporter: read there when pods
-	// cannot be listed in every namespace.
-	OperatorNamespace = "gpu-operator"
 )
 
 // NvidiaSMIQuery is the command run in a rank where no exporter serves its node.
@@ -71,9 +58,12 @@ type Reader struct {
 	SilentAfter time.Duration
 	// Watching keeps the first Xid seen per GPU across reads.
 	Watching bool
+	// ExporterTimeout bounds one exporter read (DefaultExporterTimeout when 0).
+	ExporterTimeout time.Duration
 
-	mu       sync.Mutex
-	xidFirst map[string]int
+	mu        sync.Mutex
+	xidFirst  map[string]int
+	exporters exporterState
 }
 
 // Job is what `top JOB` shows, and its -o json document.
@@ -96,6 +86,9 @@ type Job struct {
 
 	// Notes say once what kept part of the reading empty (for stderr).
 	Notes []string `json:"-"`
+	// Unreachable is set when a request of the reading failed because the API server did not
+	// answer (outage.Is): the reading is partial, and a watch waits for the next one.
+	Unreachable error `json:"-"`
 }
 
 // Rank is one rank's newest attempt.
@@ -109,8 +102,15 @@ type Rank struct {
 	// LastOutputTime is when the rank last printed; null when it has not printed yet.
 	LastOutputTime *time.Time `json:"lastOutputTime"`
 	// MetricsSource is where this rank's GPU numbers came from.
-	MetricsSource string           `json:"metricsSource"`
-	GPUs          []gpumetrics.GPU `json:"gpus"`
+	MetricsSource string `json:"metricsSource"`
+	// GPUSampleTime is when the GPU numbers were first read: dcgm-exporter serves the same
+	// reading until its next collect, and a repeat keeps the time of the first. Null without
+	// GPU numbers.
+	GPUSampleTime *time.Time `json:"gpuSampleTime"`
+	// RepeatedReading is true when the exporter served the GPU numbers an earlier reading of
+	// the same Reader showed (it collects every 30 s by default): no new sample.
+	RepeatedReading bool             `json:"repeatedReading,omitempty"`
+	GPUs            []gpumetrics.GPU `json:"gpus"`
 
 	gpuRequest int
 	container  string
@@ -136,14 +136,14 @@ func (r *Reader) Read(ctx context.Context, targets []Target, now time.Time) []Jo
 		}
 	}
 	notes := &noteSet{}
-	byNode := r.scrapeNodes(ctx, nodes, notes)
+	byNode := r.scrapeNodes(ctx, nodes, notes, now)
 	lim := limits{logs: make(chan struct{}, r.logParallel()), exec: make(chan struct{}, r.parallel())}
 	var wg sync.WaitGroup
 	for i := range out {
 		wg.Add(1)
 		go func(j *Job, t Target) {
 			defer wg.Done()
-			r.fill(ctx, j, t.Job, byNode, notes, lim)
+			r.fill(ctx, j, t.Job, byNode, notes, lim, now)
 		}(&out[i], targets[i])
 	}
 	wg.Wait()
@@ -194,8 +194,14 @@ func (r *Reader) skeleton(t Target, now time.Time) Job {
 }
 
 // fill reads each rank's last output and GPU numbers, and the progress file, in parallel.
-func (r *Reader) fill(ctx context.Context, j *Job, job *batchv1.Job, byNode map[string]nodeScrape, notes *noteSet, lim limits) {
+func (r *Reader) fill(ctx context.Context, j *Job, job *batchv1.Job, byNode map[string]nodeScrape, notes *noteSet, lim limits, now time.Time) {
 	var wg sync.WaitGroup
+	var unreachable sync.Once
+	cutOff := func(err error) {
+		if outage.Is(err) {
+			unreachable.Do(func() { j.Unreachable = err })
+		}
+	}
 	run := func(sem chan struct{}, f func()) {
 		wg.Add(1)
 		go func() {
@@ -218,6 +224,7 @@ func (r *Reader) fill(ctx context.Context, j *Job, job *batchv1.Job, byNode map[
 		run(lim.logs, func() {
 			ts, ok, err := tail.LastOutput(ctx, r.Client, j.Namespace, tail.Target{Pod: rk.Pod, Container: rk.container})
 			if err != nil {
+				cutOff(err)
 				notes.add(fmt.Sprintf("could not read the last log line of some ranks (e.g. rank %d: %v)", rk.Rank, short(err)))
 				return
 			}
@@ -233,7 +240,8 @@ func (r *Reader) fill(ctx context.Context, j *Job, job *batchv1.Job, byNode map[
 			notes.absent("no dcgm-exporter runs on the job's nodes (the NVIDIA GPU Operator deploys one)")
 		case s.err == nil:
 			if gpus := gpumetrics.ForPod(s.gpus, j.Namespace, rk.Pod); len(gpus) > 0 {
-				rk.GPUs, rk.MetricsSource = gpus, SourceDCGM
+				sampled := s.sampled
+				rk.GPUs, rk.MetricsSource, rk.GPUSampleTime, rk.RepeatedReading = gpus, SourceDCGM, &sampled, s.repeated
 				continue
 			}
 			notes.gpu(fmt.Sprintf("dcgm-exporter on node %s maps no GPU to the job's pods (its Kubernetes mapping, DCGM_EXPORTER_KUBERNETES, may be off)", rk.Node), true)
@@ -245,6 +253,7 @@ func (r *Reader) fill(ctx context.Context, j *Job, job *batchv1.Job, byNode map[
 		run(lim.exec, func() {
 			out, err := r.Exec.Exec(ctx, j.Namespace, rk.Pod, rk.container, NvidiaSMIQuery)
 			if err != nil {
+				cutOff(err)
 				notes.gpu(nvidiaSMINote(err), false)
 				return
 			}
@@ -253,7 +262,9 @@ func (r *Reader) fill(ctx context.Context, j *Job, job *batchv1.Job, byNode map[
 				notes.gpu(fmt.Sprintf("nvidia-smi in rank %d printed what it should not: %v", rk.Rank, err), false)
 				return
 			}
-			rk.GPUs, rk.MetricsSource = gpus, SourceNvidiaSMI
+			// nvidia-smi reads the GPUs as they are now: every reading is a new one.
+			sampled := now
+			rk.GPUs, rk.MetricsSource, rk.GPUSampleTime = gpus, SourceNvidiaSMI, &sampled
 		})
 	}
 	if spec, ok := StatusFileOf(job); ok && r.Exec != nil && len(j.Ranks) > 0 && rank0.Rank == 0 && rank0.running {
@@ -296,102 +307,6 @@ func jobSource(ranks []Rank) string {
 		}
 	}
 	return SourceMixed
-}
-
-// nodeScrape is one node's exporter reading.
-type nodeScrape struct {
-	gpus []gpumetrics.GPU
-	err  error
-}
-
-// scrapeNodes finds the exporter pod on each node and reads it through the pod proxy, one
-// request per node.
-func (r *Reader) scrapeNodes(ctx context.Context, nodes map[string]bool, notes *noteSet) map[string]nodeScrape {
-	out := map[string]nodeScrape{}
-	if len(nodes) == 0 {
-		return out
-	}
-	exporters, err := FindExporters(ctx, r.Client)
-	if err != nil {
-		notes.gpu(err.Error(), true)
-	}
-	var mu sync.Mutex
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, r.parallel())
-	for node := range nodes {
-		pod, ok := exporters[node]
-		if !ok {
-			continue
-		}
-		wg.Add(1)
-		go func(node string, pod *corev1.Pod) {
-			defer wg.Done()
-			sem <- struct{}{}
-			defer func() { <-sem }()
-			raw, err := r.Client.CoreV1().Pods(pod.Namespace).ProxyGet("http", pod.Name, fmt.Sprint(metricsPort(pod)), "/metrics", nil).DoRaw(ctx)
-			var gpus []gpumetrics.GPU
-			if err == nil {
-				gpus, err = gpumetrics.ParseDCGM(strings.NewReader(string(raw)))
-			}
-			if err != nil {
-				notes.gpu(proxyNote(pod, err), true)
-			}
-			mu.Lock()
-			out[node] = nodeScrape{gpus: gpus, err: err}
-			mu.Unlock()
-		}(node, pod)
-	}
-	wg.Wait()
-	return out
-}
-
-// FindExporters lists dcgm-exporter's running pods by node: in every namespace, or, where
-// that is forbidden, in the GPU Operator's (two lists, or four).
-func FindExporters(ctx context.Context, client kubernetes.Interface) (map[string]*corev1.Pod, error) {
-	out := map[string]*corev1.Pod{}
-	var forbidden error
-	for _, sel := range exporterSelectors {
-		list, err := client.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{LabelSelector: sel})
-		if apierrors.IsForbidden(err) {
-			forbidden = err
-			list, err = client.CoreV1().Pods(OperatorNamespace).List(ctx, metav1.ListOptions{LabelSelector: sel})
-		}
-		if err != nil {
-			if apierrors.IsForbidden(err) {
-				continue
-			}
-			return out, fmt.Errorf("could not look for dcgm-exporter: %v", short(err))
-		}
-		for i := range list.Items {
-			p := &list.Items[i]
-			if p.Status.Phase == corev1.PodRunning && p.DeletionTimestamp == nil && p.Spec.NodeName != "" {
-				out[p.Spec.NodeName] = p
-			}
-		}
-	}
-	if len(out) == 0 && forbidden != nil {
-		return out, errors.New("could not look for dcgm-exporter: listing pods in every namespace is forbidden, and none runs in namespace " + OperatorNamespace + " (or listing there is forbidden too)")
-	}
-	return out, nil
-}
-
-// metricsPort is the exporter container's port named metrics, else its default.
-func metricsPort(pod *corev1.Pod) int32 {
-	for _, c := range pod.Spec.Containers {
-		for _, p := range c.Ports {
-			if p.Name == exporterPortName {
-				return p.ContainerPort
-			}
-		}
-	}
-	return exporterPort
-}
-
-func proxyNote(pod *corev1.Pod, err error) string {
-	if apierrors.IsForbidden(err) {
-		return fmt.Sprintf("reading dcgm-exporter needs get on pods/proxy in namespace %s (`kubectl tao rbac --gpu-metrics` prints a Role)", pod.Namespace)
-	}
-	return fmt.Sprintf("could not read dcgm-exporter pod %s/%s: %v", pod.Namespace, pod.Name, short(err))
 }
 
 func nvidiaSMINote(err error) string {

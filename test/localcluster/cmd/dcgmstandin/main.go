@@ -1,12 +1,15 @@
 // Command dcgmstandin is the real node's dcgm-exporter (image local/dcgm-exporter:1), run by
-// the launcher as a pod in gpu-operator the way the GPU Operator runs its exporter. At each
-// scrape of /metrics it asks the kubelet's PodResources API which container holds which
+// the launcher as a pod in gpu-operator the way the GPU Operator runs its exporter. Every
+// collect interval (-c milliseconds, or DCGM_EXPORTER_INTERVAL; 30000 by default, as the real
+// exporter's) it asks the kubelet's PodResources API which container holds which
 // nvidia.com/gpu device, as dcgm-exporter does with DCGM_EXPORTER_KUBERNETES=true, and reads
 // each holder's values from the host directory tests write (GPUMetricsDir), since the node
-// has no GPU to measure. Built static (CGO_ENABLED=0).
+// has no GPU to measure; /metrics serves the last collect, as the real exporter does. Built
+// static (CGO_ENABLED=0).
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -17,6 +20,8 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
+	"sync"
 	"syscall"
 	"time"
 
@@ -32,26 +37,35 @@ func main() {
 	socket := flag.String("pod-resources-socket", "/var/lib/kubelet/pod-resources/kubelet.sock", "the kubelet's PodResources socket")
 	valuesDir := flag.String("values-dir", "/run/gpu-metrics", "directory of NAMESPACE/POD values files")
 	addr := flag.String("address", envOr("DCGM_EXPORTER_LISTEN", ":9400"), "listen address (env DCGM_EXPORTER_LISTEN)")
+	every := flag.Int("c", 30000, "collect interval in milliseconds (env DCGM_EXPORTER_INTERVAL)")
 	flag.Parse()
+	interval, err := collectInterval(*every, os.Getenv("DCGM_EXPORTER_INTERVAL"), isSet("c"))
+	if err != nil {
+		log.Fatal(err)
+	}
 	// dcgm-exporter in Kubernetes names the node from NODE_NAME, else the pod's hostname.
 	hostname := os.Getenv("NODE_NAME")
 	if hostname == "" {
 		hostname, _ = os.Hostname()
 	}
-	e := &exporter{gpus: gpustandin.NodeGPUs(gpustandin.SplitIDs(*gpus)), socket: *socket, valuesDir: *valuesDir, hostname: hostname}
+	e := &exporter{gpus: gpustandin.NodeGPUs(gpustandin.SplitIDs(*gpus)), valuesDir: *valuesDir, hostname: hostname}
+	e.holders = func(ctx context.Context) (map[string]gpustandin.Holder, error) { return listHolders(ctx, *socket) }
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	// The first collect before listening: a scrape never finds nothing to serve.
+	e.collect(ctx)
+	go e.run(ctx, interval)
 	mux := http.NewServeMux()
 	mux.HandleFunc("/metrics", e.metrics)
 	mux.HandleFunc("/health", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("OK")) })
 	srv := &http.Server{Addr: *addr, Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
-	defer stop()
 	go func() {
 		<-ctx.Done()
 		sctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
 		_ = srv.Shutdown(sctx)
 	}()
-	log.Printf("dcgm-exporter stand-in: %d GPUs on %s, serving %s", len(e.gpus), hostname, *addr)
+	log.Printf("dcgm-exporter stand-in: %d GPUs on %s, collecting every %s, serving %s", len(e.gpus), hostname, interval, *addr)
 	if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		log.Fatal(err)
 	}
@@ -64,17 +78,61 @@ func envOr(name, def string) string {
 	return def
 }
 
-type exporter struct {
-	gpus      []gpustandin.GPU
-	socket    string
-	valuesDir string
-	hostname  string
+// isSet reports whether the flag was given on the command line.
+func isSet(name string) bool {
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
 }
 
-func (e *exporter) metrics(w http.ResponseWriter, r *http.Request) {
-	holders, err := e.listHolders(r.Context())
+// collectInterval is the -c flag when given, else DCGM_EXPORTER_INTERVAL when set, else the
+// flag's default, as the real exporter reads them; in milliseconds, more than 0.
+func collectInterval(flagMillis int, env string, flagSet bool) (time.Duration, error) {
+	ms := flagMillis
+	if !flagSet && env != "" {
+		n, err := strconv.Atoi(env)
+		if err != nil {
+			return 0, fmt.Errorf("DCGM_EXPORTER_INTERVAL=%q is not a number of milliseconds", env)
+		}
+		ms = n
+	}
+	if ms <= 0 {
+		return 0, fmt.Errorf("the collect interval must be more than 0 ms, got %d", ms)
+	}
+	return time.Duration(ms) * time.Millisecond, nil
+}
+
+type exporter struct {
+	gpus      []gpustandin.GPU
+	valuesDir string
+	hostname  string
+	// holders maps each device ID to the container holding it (the kubelet's PodResources).
+	holders func(context.Context) (map[string]gpustandin.Holder, error)
+
+	mu   sync.RWMutex
+	page []byte // the last collect's /metrics text
+}
+
+// run collects every interval until ctx ends.
+func (e *exporter) run(ctx context.Context, interval time.Duration) {
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+			e.collect(ctx)
+		}
+	}
+}
+
+// collect reads who holds each GPU and what it shows, and keeps the text /metrics serves
+// until the next collect.
+func (e *exporter) collect(ctx context.Context) {
+	holders, err := e.holders(ctx)
 	if err != nil {
-		// As dcgm-exporter: a failed lookup costs the pod labels, not the scrape.
+		// As dcgm-exporter: a failed lookup costs the pod labels, not the collect.
 		log.Printf("failed to get pod mappings: %v", err)
 	}
 	devs := make([]gpustandin.DeviceState, len(e.gpus))
@@ -86,23 +144,37 @@ func (e *exporter) metrics(w http.ResponseWriter, r *http.Request) {
 			devs[i].Values = gpustandin.ParseValues(data)
 		}
 	}
+	var buf bytes.Buffer
+	if err := gpustandin.RenderDCGM(&buf, e.hostname, devs); err != nil {
+		log.Printf("render /metrics: %v", err)
+		return
+	}
+	e.mu.Lock()
+	e.page = buf.Bytes()
+	e.mu.Unlock()
+}
+
+func (e *exporter) metrics(w http.ResponseWriter, _ *http.Request) {
+	e.mu.RLock()
+	page := e.page
+	e.mu.RUnlock()
 	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
-	if err := gpustandin.RenderDCGM(w, e.hostname, devs); err != nil {
+	if _, err := w.Write(page); err != nil {
 		log.Printf("write /metrics: %v", err)
 	}
 }
 
 // listHolders maps device ID to the container holding it, from one PodResources List over a
-// fresh connection per scrape, as dcgm-exporter does.
-func (e *exporter) listHolders(ctx context.Context) (map[string]gpustandin.Holder, error) {
-	conn, err := grpc.NewClient("passthrough:///"+e.socket,
+// fresh connection per collect, as dcgm-exporter does.
+func listHolders(ctx context.Context, socket string) (map[string]gpustandin.Holder, error) {
+	conn, err := grpc.NewClient("passthrough:///"+socket,
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) {
 			var d net.Dialer
 			return d.DialContext(ctx, "unix", addr)
 		}))
 	if err != nil {
-		return nil, fmt.Errorf("connect to %s: %w", e.socket, err)
+		return nil, fmt.Errorf("connect to %s: %w", socket, err)
 	}
 	defer conn.Close()
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)

@@ -1,8 +1,14 @@
 package main
 
 import (
+	"context"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
+	"time"
 
 	podresourcesapi "k8s.io/kubelet/pkg/apis/podresources/v1"
 
@@ -26,5 +32,70 @@ func TestHoldersFrom(t *testing.T) {
 	}
 	if got := holdersFrom(resp); !reflect.DeepEqual(got, want) {
 		t.Errorf("holdersFrom = %v, want %v", got, want)
+	}
+}
+
+// The stand-in serves one collect until the next, as dcgm-exporter does: values written
+// between two collects show from the next one on.
+func TestServesLastCollect(t *testing.T) {
+	dir := t.TempDir()
+	e := &exporter{gpus: gpustandin.NodeGPUs([]string{"GPU-1"}), valuesDir: dir, hostname: "node",
+		holders: func(context.Context) (map[string]gpustandin.Holder, error) {
+			return map[string]gpustandin.Holder{"GPU-1": {Namespace: "ns", Pod: "p", Container: "c"}}, nil
+		}}
+	scrape := func() string {
+		rec := httptest.NewRecorder()
+		e.metrics(rec, httptest.NewRequest("GET", "/metrics", nil))
+		for _, l := range strings.Split(rec.Body.String(), "\n") {
+			if strings.HasPrefix(l, "DCGM_FI_DEV_GPU_UTIL{") {
+				return l[strings.LastIndex(l, " ")+1:]
+			}
+		}
+		t.Fatalf("no GPU_UTIL series in\n%s", rec.Body.String())
+		return ""
+	}
+	e.collect(context.Background())
+	if got := scrape(); got != "0" {
+		t.Fatalf("before any values: util %s", got)
+	}
+	if err := os.MkdirAll(filepath.Join(dir, "ns"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "ns", "p"), gpustandin.Values{Util: 97}.Format(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got := scrape(); got != "0" {
+		t.Errorf("a scrape before the next collect: util %s, want the last collect's 0", got)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go e.run(ctx, 20*time.Millisecond)
+	deadline := time.Now().Add(5 * time.Second)
+	for scrape() != "97" {
+		if time.Now().After(deadline) {
+			t.Fatalf("util still %s 5s after the values changed, collecting every 20ms", scrape())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func TestCollectInterval(t *testing.T) {
+	for _, tc := range []struct {
+		flag    int
+		env     string
+		flagSet bool
+		want    time.Duration
+		err     bool
+	}{
+		{30000, "", false, 30 * time.Second, false},
+		{30000, "1000", false, time.Second, false},
+		{500, "1000", true, 500 * time.Millisecond, false},
+		{30000, "soon", false, 0, true},
+		{0, "", true, 0, true},
+	} {
+		got, err := collectInterval(tc.flag, tc.env, tc.flagSet)
+		if got != tc.want || (err != nil) != tc.err {
+			t.Errorf("%+v: %s, %v", tc, got, err)
+		}
 	}
 }
