@@ -33,6 +33,7 @@ def say(line):
     sys.stdout.flush()
 
 ckpt, resume, attempt = os.environ["TAO_CHECKPOINT_DIR"], os.environ.get("TAO_RESUME_CHECKPOINT", ""), os.environ["TAO_ATTEMPT"]
+os.makedirs("/results", exist_ok=True)  # a new pod's disk is empty, and the image has no mkdir
 start = 0
 if resume:
     start = torch.load(resume)["step"] + 1

@@ -242,3 +242,30 @@ func TestNoCheckpointIsSaidOnce(t *testing.T) {
 
 // countingPuts counts a client's PUT requests (countPuts).
 type countingPuts struct{ n atomic.Int32 }
+
+// The unit an attempt resumed from stays while the command runs, and goes at the last round
+// once newer units make it one too many.
+func TestResumedUnitKeptWhileTheCommandRuns(t *testing.T) {
+	s := s3fake.Start(t, s3fake.Options{})
+	ctx := context.Background()
+	dir := t.TempDir()
+	up := &Uploader{Target: target(s, 0, dir), NoInotify: true, Keep: 1, Protect: "e1.pth", Settle: time.Nanosecond}
+	for i, n := range []string{"e1.pth", "e2.pth", "e3.pth"} {
+		write(t, dir, n, n, i+1)
+	}
+	if err := up.round(ctx, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := up.round(ctx, false); err != nil { // settled now
+		t.Fatal(err)
+	}
+	if got := manifest(t, s, 0); !slices.Equal(got, []string{"e1.pth", "e3.pth"}) {
+		t.Errorf("while the command runs: %q; want the resumed e1.pth and the newest", got)
+	}
+	if err := up.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := manifest(t, s, 0); !slices.Equal(got, []string{"e3.pth"}) {
+		t.Errorf("after the last round: %q; want e3.pth alone", got)
+	}
+}

@@ -182,7 +182,14 @@ func (u *Uploader) notified(rel string) {
 // resumed from is no longer read by anyone then: retention treats it as any other.
 func (u *Uploader) Flush(ctx context.Context) error {
 	u.mu.Lock()
-	u.Protect = ""
+	if u.Protect != "" {
+		u.init()
+		u.Protect = ""
+		// The unit kept for the command alone goes now, if retention would have dropped it.
+		if _, drop, _, err := u.retention(); err == nil && len(drop) > 0 {
+			u.dirty = true
+		}
+	}
 	u.mu.Unlock()
 	return u.round(ctx, true)
 }
@@ -391,18 +398,23 @@ func (u *Uploader) Sent() (files int, bytes int64) {
 	return u.sentFiles, u.sentBytes
 }
 
-// retainAndWrite drops the checkpoints beyond Keep from the manifest, writes it, then deletes
-// their objects: the manifest never names an object that is gone.
-func (u *Uploader) retainAndWrite(ctx context.Context) error {
+// retention splits what S3 holds of this rank by s3layout.Retain.
+func (u *Uploader) retention() (kept, drop []s3layout.ManifestFile, sealed []string, err error) {
 	files := make([]s3layout.ManifestFile, 0, len(u.uploaded))
 	for _, f := range u.uploaded {
 		files = append(files, f)
 	}
-	sealed := make([]string, 0, len(u.sealed))
+	all := make([]string, 0, len(u.sealed))
 	for p := range u.sealed {
-		sealed = append(sealed, p)
+		all = append(all, p)
 	}
-	kept, drop, keptSealed, err := s3layout.Retain(files, sealed, u.patterns(), u.keep(), u.Protect)
+	return s3layout.Retain(files, all, u.patterns(), u.keep(), u.Protect)
+}
+
+// retainAndWrite drops the checkpoints beyond Keep from the manifest, writes it, then deletes
+// their objects: the manifest never names an object that is gone.
+func (u *Uploader) retainAndWrite(ctx context.Context) error {
+	kept, drop, keptSealed, err := u.retention()
 	if err != nil {
 		return err
 	}
