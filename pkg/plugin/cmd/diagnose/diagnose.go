@@ -149,7 +149,8 @@ func (o *Options) checkpointNote(ctx context.Context, job *batchv1.Job, status s
 	}
 	kept := triage.KeptCheckpoint{Dir: settings.Dir, OnVolume: settings.OnVolume}
 	if c, ok := jobresults.KeptCheckpoint(ctx, client, job, o.getenv); ok {
-		kept.Path, kept.Written = fmt.Sprintf("%s (%s, %s, %s)", c.Path, c.Layout, plural.N(c.Files, "file"), s3.HumanBytes(c.Size)), c.Written
+		kept.Path, kept.Written = c.Path, c.Written
+		kept.Detail = fmt.Sprintf("%s, %s, %s", c.Layout, plural.N(c.Files, "file"), s3.HumanBytes(c.Size))
 	}
 	return triage.CheckpointNote(job, status, kept, now)
 }

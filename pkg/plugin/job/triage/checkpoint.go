@@ -16,7 +16,9 @@ type KeptCheckpoint struct {
 	Dir      string
 	OnVolume bool
 	Path     string
-	Written  time.Time
+	// Detail says what the unit is, as the caller words it ("huggingface, 5 files, 1.1 GiB").
+	Detail  string
+	Written time.Time
 }
 
 // NeedsCheckpointNote reports whether a job with --checkpoint-dir is one CheckpointNote speaks
@@ -41,10 +43,14 @@ func CheckpointNote(job *batchv1.Job, status string, kept KeptCheckpoint, now ti
 			"a new run would start from step 0", kept.Dir)
 	}
 	ago := now.Sub(kept.Written).Round(time.Second)
+	written := fmt.Sprintf("written %s ago", ago)
+	if kept.Detail != "" {
+		written = kept.Detail + ", " + written
+	}
 	if status == string(jobstatus.Error) {
-		return fmt.Sprintf("the run kept checkpoints: the newest complete one is %s (written %s ago); "+
-			"`kubectl tao submit NEW ... --checkpoint-dir %s --resume-from %s` starts a new run from it", kept.Path, ago, kept.Dir, job.Name)
+		return fmt.Sprintf("the run kept checkpoints: the newest complete one is %s (%s); "+
+			"`kubectl tao submit NEW ... --checkpoint-dir %s --resume-from %s` starts a new run from it", kept.Path, written, kept.Dir, job.Name)
 	}
 	return fmt.Sprintf("the job is suspended (waiting for Kueue to admit it, or preempted): when it runs again, every rank resumes "+
-		"from %s (written %s ago)", kept.Path, ago)
+		"from %s (%s)", kept.Path, written)
 }

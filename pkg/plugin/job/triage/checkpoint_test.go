@@ -26,6 +26,8 @@ func TestCheckpointNote(t *testing.T) {
 		{"failed", "Error", false, kept, "the newest complete one is step-9.pt (written 2m0s ago); `kubectl tao submit NEW ... --checkpoint-dir /ckpt --resume-from ddp`"},
 		{"failed, none read", "Error", false, KeptCheckpoint{Dir: "/ckpt"}, "none could be read (none kept yet, or no S3 credentials at hand): a new run would start from step 0"},
 		{"preempted", "Pending", true, kept, "when it runs again, every rank resumes from step-9.pt (written 2m0s ago)"},
+		{"a unit described", "Error", false, KeptCheckpoint{Dir: "/ckpt", Path: "checkpoint-4", Detail: "huggingface, 5 files, 1.1 GiB", Written: now.Add(-time.Minute)},
+			"the newest complete one is checkpoint-4 (huggingface, 5 files, 1.1 GiB, written 1m0s ago);"},
 		{"running", "Running", false, kept, ""},
 		{"complete", "Complete", false, kept, ""},
 	} {
