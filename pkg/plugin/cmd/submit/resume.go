@@ -12,7 +12,6 @@ import (
 
 	cmdutil "github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmd/util"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/storage/jobresults"
-	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/storage/s3"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/storage/s3layout"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/util/exitcode"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/util/plural"
@@ -66,11 +65,7 @@ func (o *Options) resolveResumeFrom(ctx context.Context, client kubernetes.Inter
 		return fmt.Errorf("--resume-from: %w", err)
 	}
 	prefix := s3layout.CheckpointsPrefix(ref.Prefix)
-	objs, err := s3.List(ctx, ref.Client, ref.Bucket, prefix)
-	if err != nil {
-		return s3.Describe(err, "--resume-from: listing", ref.URL(prefix))
-	}
-	manifests, err := jobresults.ReadManifests(ctx, ref.Client, ref.Bucket, ref.Prefix, objs)
+	manifests, err := jobresults.RunManifests(ctx, ref.Client, ref.Bucket, ref.Prefix)
 	if err != nil {
 		return fmt.Errorf("--resume-from: %w", err)
 	}
@@ -83,7 +78,7 @@ func (o *Options) resolveResumeFrom(ctx context.Context, client kubernetes.Inter
 		patterns = s3layout.DefaultCheckpointPatterns
 	}
 	units := s3layout.RunUnits(manifests, patterns)
-	if _, ok := s3layout.ResumeUnit(manifests, patterns); !ok {
+	if _, ok := s3layout.ResumeUnit(units); !ok {
 		// A run that kept files but no complete unit would start the new run from step 0.
 		seen := "no file of it is a checkpoint by --checkpoint-pattern " + strings.Join(patterns, " ")
 		if len(units) > 0 {

@@ -77,17 +77,18 @@ func Restore(ctx context.Context, t Target, log io.Writer) (Restored, error) {
 	}
 	out := Restored{Own: manifests[t.Rank], Placed: map[string]s3layout.ManifestFile{}}
 	from := ""
-	if _, ok := s3layout.ResumeUnit(manifests, t.patterns()); !ok && t.From != "" {
+	units := s3layout.RunUnits(manifests, t.patterns())
+	resume, ok := s3layout.ResumeUnit(units)
+	if !ok && t.From != "" {
 		// A new run's first attempts start from the earlier run; once this run has kept a
 		// complete unit, its own are newer.
-		earlier, err := readManifests(ctx, t.From, t)
-		if err != nil {
+		if manifests, err = readManifests(ctx, t.From, t); err != nil {
 			return Restored{}, err
 		}
-		if _, ok := s3layout.ResumeUnit(earlier, t.patterns()); !ok {
+		units = s3layout.RunUnits(manifests, t.patterns())
+		if resume, ok = s3layout.ResumeUnit(units); !ok {
 			return Restored{}, fmt.Errorf("checkpoint restore: the run to resume from, %s, has no complete checkpoint", t.url(s3layout.CheckpointsPrefix(t.From)))
 		}
-		manifests = earlier
 		from = " from " + t.url(t.From)
 	}
 	if out.Own.Files == nil {
@@ -96,23 +97,22 @@ func Restore(ctx context.Context, t Target, log io.Writer) (Restored, error) {
 	if err := os.MkdirAll(t.Dir, 0o755); err != nil {
 		return Restored{}, fmt.Errorf("checkpoint restore: %w", err)
 	}
-	plan := s3layout.RestorePlan(t.Rank, manifests, t.patterns())
+	plan := s3layout.RestorePlan(t.Rank, manifests, units, t.patterns())
 	if out.Files, out.Bytes, err = fetchPlan(ctx, t, plan); err != nil {
 		return Restored{}, err
 	}
 	for _, f := range plan {
 		out.Placed[f.Path] = f.ManifestFile
 	}
-	units := s3layout.RunUnits(manifests, t.patterns())
 	for _, u := range units {
 		if u.Complete {
 			out.Units++
 		}
 	}
-	if u, ok := s3layout.ResumeUnit(manifests, t.patterns()); ok {
-		out.ResumeUnit = u
-		out.Resume = filepath.Join(t.Dir, filepath.FromSlash(u.ResumePath()))
-		if err := writeMarker(t.Dir, u, out.Placed); err != nil {
+	if ok {
+		out.ResumeUnit = resume
+		out.Resume = filepath.Join(t.Dir, filepath.FromSlash(resume.ResumePath()))
+		if err := writeMarker(t.Dir, resume, out.Placed); err != nil {
 			return Restored{}, err
 		}
 	}

@@ -113,19 +113,24 @@ func ListCheckpoints(ctx context.Context, client *minio.Client, bucket, resultsP
 	return out, nil
 }
 
-// LastCheckpoint is the unit a new attempt of the run would resume from, read from the list of
-// its manifests and each manifest; false when the run kept none complete.
-func LastCheckpoint(ctx context.Context, client *minio.Client, bucket, resultsPrefix string, patterns []string) (Checkpoint, bool, error) {
+// RunManifests lists the run's checkpoints and reads every rank's manifest (ReadManifests).
+func RunManifests(ctx context.Context, client *minio.Client, bucket, resultsPrefix string) (map[int]s3layout.Manifest, error) {
 	prefix := s3layout.CheckpointsPrefix(resultsPrefix)
 	objs, err := s3.List(ctx, client, bucket, prefix)
 	if err != nil {
-		return Checkpoint{}, false, s3.Describe(err, "listing", "s3://"+bucket+"/"+prefix)
+		return nil, s3.Describe(err, "listing", "s3://"+bucket+"/"+prefix)
 	}
-	manifests, err := ReadManifests(ctx, client, bucket, resultsPrefix, objs)
+	return ReadManifests(ctx, client, bucket, resultsPrefix, objs)
+}
+
+// LastCheckpoint is the unit a new attempt of the run would resume from, read from the list of
+// its manifests and each manifest; false when the run kept none complete.
+func LastCheckpoint(ctx context.Context, client *minio.Client, bucket, resultsPrefix string, patterns []string) (Checkpoint, bool, error) {
+	manifests, err := RunManifests(ctx, client, bucket, resultsPrefix)
 	if err != nil {
 		return Checkpoint{}, false, err
 	}
-	u, ok := s3layout.ResumeUnit(manifests, patterns)
+	u, ok := s3layout.ResumeUnit(s3layout.RunUnits(manifests, patterns))
 	if !ok {
 		return Checkpoint{}, false, nil
 	}

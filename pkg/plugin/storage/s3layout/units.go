@@ -236,7 +236,7 @@ func matchesFile(name string, patterns []string) bool {
 	return false
 }
 
-// Part is one rank's share of a unit, as that rank's manifest holds it.
+// part is one rank's share of a unit, as that rank's manifest holds it.
 type part struct {
 	path   string
 	layout Layout
@@ -339,7 +339,7 @@ func shardsWhole(index string, files []ManifestFile) bool {
 // keeps a part of each of them.
 func group(p string, l Layout) string { return string(l) + "\x00" + path.Dir(p) }
 
-// hasMarkLayout: layouts whose mark may sit on another rank than a part (a shard per rank).
+// shardable: layouts whose mark may sit on another rank than a part (a shard per rank).
 func shardable(l Layout) bool { return l != LayoutFile && l != LayoutShards }
 
 // RunUnits are the checkpoint units of a run, from every rank's manifest, newest first (by
@@ -432,10 +432,10 @@ func sortedRanks(manifests map[int]Manifest) []int {
 	return ranks
 }
 
-// ResumeUnit is the unit a new attempt resumes from, the same on every rank: the run's newest
-// complete unit, and false when there is none (a first attempt).
-func ResumeUnit(manifests map[int]Manifest, patterns []string) (Unit, bool) {
-	for _, u := range RunUnits(manifests, patterns) {
+// ResumeUnit is the unit a new attempt resumes from, the same on every rank: the newest
+// complete one of a run's units (RunUnits), and false when there is none (a first attempt).
+func ResumeUnit(units []Unit) (Unit, bool) {
+	for _, u := range units {
 		if u.Complete {
 			return u, true
 		}
@@ -450,12 +450,12 @@ type RestoreFile struct {
 	Rank int
 }
 
-// RestorePlan is what a rank restores: every file of every complete unit, whichever rank kept
-// it (a sharded unit is restored whole on every rank), and the files of no unit, the rank's own
-// winning a clash, then the lower rank's. A unit that is not complete (a save cut short) is
-// never restored. A file that cannot sit beside one that won (the same path as a directory, or
-// below a file) is left out. In path order.
-func RestorePlan(own int, manifests map[int]Manifest, patterns []string) []RestoreFile {
+// RestorePlan is what a rank restores: every file of every complete unit (of units, the run's
+// RunUnits), whichever rank kept it (a sharded unit is restored whole on every rank), and the
+// files of no unit, the rank's own winning a clash, then the lower rank's. A unit that is not
+// complete (a save cut short) is never restored. A file that cannot sit beside one that won
+// (the same path as a directory, or below a file) is left out. In path order.
+func RestorePlan(own int, manifests map[int]Manifest, units []Unit, patterns []string) []RestoreFile {
 	ranks := []int{}
 	if _, ok := manifests[own]; ok {
 		ranks = append(ranks, own)
@@ -484,7 +484,7 @@ func RestorePlan(own int, manifests map[int]Manifest, patterns []string) []Resto
 		out = append(out, RestoreFile{ManifestFile: f, Rank: rank})
 	}
 	complete := map[string]bool{}
-	for _, u := range RunUnits(manifests, patterns) {
+	for _, u := range units {
 		complete[u.Path] = u.Complete
 	}
 	for _, r := range ranks {

@@ -136,10 +136,11 @@ func TestRunUnitsLayouts(t *testing.T) {
 			if patterns == nil {
 				patterns = DefaultCheckpointPatterns
 			}
-			if got := unitRows(RunUnits(manifests, patterns)); !reflect.DeepEqual(got, tc.want) {
+			units := RunUnits(manifests, patterns)
+			if got := unitRows(units); !reflect.DeepEqual(got, tc.want) {
 				t.Errorf("RunUnits =\n%+v\nwant\n%+v", got, tc.want)
 			}
-			u, ok := ResumeUnit(manifests, patterns)
+			u, ok := ResumeUnit(units)
 			if u.Path != tc.resume || ok != (tc.resume != "") || ok && u.ResumePath() != tc.resumePath {
 				t.Errorf("ResumeUnit = %q (resume path %q), %v; want %q (%q)", u.Path, u.ResumePath(), ok, tc.resume, tc.resumePath)
 			}
@@ -223,7 +224,7 @@ func TestRestorePlan(t *testing.T) {
 		{2, ds, []row{{"global_step5/mp_rank_00_model_states.pt", 0}, {"global_step5/zero_pp_rank_1_mp_rank_00_optim_states.pt", 1}, {"latest", 0}, {"shared.txt", 0}, {"x", 0}}},
 		{0, nil, []row{}},
 	} {
-		if got := rows(RestorePlan(tc.own, tc.in, DefaultCheckpointPatterns)); !reflect.DeepEqual(got, tc.want) {
+		if got := rows(RestorePlan(tc.own, tc.in, RunUnits(tc.in, DefaultCheckpointPatterns), DefaultCheckpointPatterns)); !reflect.DeepEqual(got, tc.want) {
 			t.Errorf("RestorePlan(rank %d) =\n%v\nwant\n%v", tc.own, got, tc.want)
 		}
 	}
