@@ -260,7 +260,11 @@ func TestUploaderInotify(t *testing.T) {
 	go func() { u.Run(ctx); close(done) }()
 	defer func() { cancel(); <-done }()
 	<-ready
-	write(t, dir, "sub/step-1.pt", "one", 1)
+	// Written without write's Chtimes: a time set after the close would make the notified round
+	// see the file change under its upload, and the hour's scan would be the next to look.
+	if err := os.WriteFile(filepath.Join(dir, "sub", "step-1.pt"), []byte("one"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	waitFor(t, "the notified upload", func() bool { return len(s.Keys(s3layout.CheckpointManifestKey(prefix, 0))) > 0 })
 	if got := manifest(t, s, 0); !reflect.DeepEqual(got, []string{"sub/step-1.pt"}) {
 		t.Errorf("manifest = %q", got)
