@@ -92,24 +92,14 @@ say(f"rank {rank} attempt {attempt} done")
 // complete checkpoint, and every step after it runs once; wrong S3 keys fail the Job at once
 // with exit 201, and diagnose names the staging, not the program.
 func TestRealNodeCheckpoints(t *testing.T) {
-	n := stagerNode(t)
-	image := torchImage(t, n)
-	t.Parallel()
-	ns := namespace(t)
-	srv := s3server.StartOn(t, n.IP)
-	srv.MakeBucket(t, "results")
+	rig := newTorchRig(t)
+	n, ns, srv := rig.n, rig.ns, rig.srv
 	file := scriptFile(t, "ckpt.py", checkpointScript)
 	const steps = 30
 	flags := func(nodes int, extra ...string) []string {
-		return append([]string{"--image", image, "--stager-image", n.StagerImage, "--nodes", strconv.Itoa(nodes), "--file", file,
-			"--checkpoint-dir", "/ckpt", "--retries", "3", "--env", "STEPS=" + strconv.Itoa(steps)}, extra...)
+		return rig.flags(file, nodes, append([]string{"--retries", "3", "--env", "STEPS=" + strconv.Itoa(steps)}, extra...)...)
 	}
-	command := func(nodes int) string {
-		if nodes == 1 {
-			return "torchrun --standalone --nproc_per_node 1 --redirects 1 --tee 1 /opt/scripts/ckpt.py"
-		}
-		return strings.Replace(torchrunCommand, "--nproc_per_node 2", "--nproc_per_node 1", 1) + "/opt/scripts/ckpt.py"
-	}
+	command := func(nodes int) string { return torchrunEach(nodes, "/opt/scripts/ckpt.py") }
 
 	t.Run("retried-rank", func(t *testing.T) {
 		t.Parallel()
@@ -200,6 +190,42 @@ for p in os.listdir("/proc"):
 		contains(t, tao(t, nil, "logs", job, "-n", ns), 0, "checkpoint restore: listing s3://results/")
 		contains(t, tao(t, nil, "diagnose", job, "-n", ns), 0, "StagingFailed", "exit code 201", "kept checkpoints were not downloaded")
 	})
+}
+
+// torchRig is what the real-node checkpoint tests share: the node with the stager, its torch
+// image, a namespace of the test's own, and an S3 server on the node's bridge with a bucket
+// "results". The test runs in parallel from here on.
+type torchRig struct {
+	n     realNodeEnv
+	image string
+	ns    string
+	srv   *s3server.Server
+}
+
+func newTorchRig(t *testing.T) torchRig {
+	t.Helper()
+	n := stagerNode(t)
+	image := torchImage(t, n)
+	t.Parallel()
+	r := torchRig{n: n, image: image, ns: namespace(t), srv: s3server.StartOn(t, n.IP)}
+	r.srv.MakeBucket(t, "results")
+	return r
+}
+
+// flags are submit's flags for a job of the torch image on nodes pods, with the script file
+// mounted and its checkpoints kept in /ckpt, then extra.
+func (r torchRig) flags(file string, nodes int, extra ...string) []string {
+	return append([]string{"--image", r.image, "--stager-image", r.n.StagerImage, "--nodes", strconv.Itoa(nodes), "--file", file,
+		"--checkpoint-dir", "/ckpt"}, extra...)
+}
+
+// torchrunEach runs script under torchrun, one process per pod: standalone on one node, at the
+// job's rendezvous otherwise.
+func torchrunEach(nodes int, script string) string {
+	if nodes == 1 {
+		return "torchrun --standalone --nproc_per_node 1 --redirects 1 --tee 1 " + script
+	}
+	return strings.Replace(torchrunCommand, "--nproc_per_node 2", "--nproc_per_node 1", 1) + script
 }
 
 // preemptedCheckpointsResume runs on Kueue's real manager (TestQueue brings it up) and the real

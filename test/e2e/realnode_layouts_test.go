@@ -15,7 +15,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/storage/s3layout"
-	"github.com/kubectl-tao/kubectl-tao/test/s3server"
 )
 
 // layoutsScript writes its checkpoints as a framework does, with torch.save and the framework's
@@ -138,24 +137,14 @@ say(f"rank {rank} attempt {attempt} done")
 // job that saves on rank 0 only keeps no copy of rank 0's files under rank 1, and sends each
 // file once; a new run with --resume-from starts at the old run's last unit.
 func TestRealNodeCheckpointLayouts(t *testing.T) {
-	n := stagerNode(t)
-	image := torchImage(t, n)
-	t.Parallel()
-	ns := namespace(t)
-	srv := s3server.StartOn(t, n.IP)
-	srv.MakeBucket(t, "results")
+	rig := newTorchRig(t)
+	n, ns, srv := rig.n, rig.ns, rig.srv
 	file := scriptFile(t, "layouts.py", layoutsScript)
 	const steps = 12
 	flags := func(nodes int, extra ...string) []string {
-		return append([]string{"--image", image, "--stager-image", n.StagerImage, "--nodes", strconv.Itoa(nodes), "--file", file,
-			"--checkpoint-dir", "/ckpt", "--retries", "3"}, extra...)
+		return rig.flags(file, nodes, append([]string{"--retries", "3"}, extra...)...)
 	}
-	command := func(nodes int) string {
-		if nodes == 1 {
-			return "torchrun --standalone --nproc_per_node 1 --redirects 1 --tee 1 /opt/scripts/layouts.py"
-		}
-		return strings.Replace(torchrunCommand, "--nproc_per_node 2", "--nproc_per_node 1", 1) + "/opt/scripts/layouts.py"
-	}
+	command := func(nodes int) string { return torchrunEach(nodes, "/opt/scripts/layouts.py") }
 	hfFiles := "model.safetensors optimizer.pt rng_state.pth scheduler.pt trainer_state.json"
 
 	t.Run("huggingface", func(t *testing.T) {

@@ -18,7 +18,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/storage/s3layout"
-	"github.com/kubectl-tao/kubectl-tao/test/s3server"
 )
 
 // stopScript is a plain python3 training loop (no torchrun, no process group) written as
@@ -68,17 +67,12 @@ say(f"attempt {attempt} done")
 // no retry is spent (failed stays 0), the Job completes, and the run's outputs are those of the
 // attempt that finished, none of the stopped one's.
 func TestRealNodeStoppedAttemptIsNotDone(t *testing.T) {
-	n := stagerNode(t)
-	image := torchImage(t, n)
-	t.Parallel()
-	ns := namespace(t)
+	rig := newTorchRig(t)
+	n, ns, srv := rig.n, rig.ns, rig.srv
 	ctx := context.Background()
-	srv := s3server.StartOn(t, n.IP)
-	srv.MakeBucket(t, "results")
 	const job, steps = "stopped", 40
-	submitRealEnv(t, srv.Env("results"), n, ns, job, []string{"--image", image, "--stager-image", n.StagerImage,
-		"--file", scriptFile(t, "stop.py", stopScript), "--checkpoint-dir", "/ckpt", "--output-path", "/results", "--retries", "1",
-		"--termination-grace-period", "60s", "--env", "STEPS=" + strconv.Itoa(steps)}, "python3", "/opt/scripts/stop.py")
+	submitRealEnv(t, srv.Env("results"), n, ns, job, rig.flags(scriptFile(t, "stop.py", stopScript), 1, "--output-path", "/results", "--retries", "1",
+		"--termination-grace-period", "60s", "--env", "STEPS="+strconv.Itoa(steps)), "python3", "/opt/scripts/stop.py")
 	follow := taoBackground(t, "logs", "-f", job, "-n", ns)
 	follow.waitOutput(t, 3*time.Minute, "attempt 1 step 5\n")
 	evicted := rankPods(t, ns, job)[0]
