@@ -330,6 +330,8 @@ func (u *Uploader) put(ctx context.Context, rel, p string, size int64, mtime tim
 // sealDirectories seals the units of a user's directory pattern that are complete on disk: every
 // file of the directory kept, and the directory moved into place or unchanged for Settle.
 func (u *Uploader) sealDirectories(now time.Time, present map[string]bool) {
+	// Each file's Written is when it last changed on disk (zero: not since the attempt began),
+	// so that a unit's Written is when the directory last changed.
 	var onDisk []s3layout.ManifestFile
 	for rel := range present {
 		if s, ok := u.seen[rel]; ok {
@@ -344,11 +346,9 @@ func (u *Uploader) sealDirectories(now time.Time, present map[string]bool) {
 		}
 		settled := u.renamed[unit.Path] || now.Sub(unit.Written) >= u.settle()
 		for _, f := range unit.Files {
-			if up, ok := u.uploaded[f.Path]; !ok || up.Size != f.Size {
-				settled = false
-			}
-			if s, ok := u.seen[f.Path]; ok && !u.isUploaded(f.Path, s) {
-				settled = false
+			s, changed := u.seen[f.Path]
+			if _, kept := u.uploaded[f.Path]; !kept || changed && !u.isUploaded(f.Path, s) {
+				settled = false // a file of it is not in S3 as it is on disk
 			}
 		}
 		if settled {
