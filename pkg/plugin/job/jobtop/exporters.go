@@ -1,6 +1,7 @@
 package jobtop
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -130,7 +132,7 @@ func (r *Reader) forget(node string) {
 // sampled returns when the node's reading was first seen, and whether it repeats the last one:
 // the same values within the exporter's collect interval are the same collect served again.
 func (r *Reader) sampled(node string, gpus []gpumetrics.GPU, interval time.Duration, now time.Time) (time.Time, bool) {
-	values := fmt.Sprintf("%+v", describe(gpus))
+	values := strings.Join(describe(gpus), "\n")
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.exporters.samples == nil {
@@ -179,18 +181,14 @@ func (r *Reader) scrapeNodes(ctx context.Context, nodes map[string]bool, notes *
 	}
 	exporters := r.exportersFor(ctx, nodes, notes)
 	var mu sync.Mutex
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, r.parallel())
+	var g errgroup.Group
+	g.SetLimit(r.parallel())
 	for node := range nodes {
 		ex, ok := exporters[node]
 		if !ok {
 			continue
 		}
-		wg.Add(1)
-		go func(node string, ex exporter) {
-			defer wg.Done()
-			sem <- struct{}{}
-			defer func() { <-sem }()
+		g.Go(func() error {
 			gpus, err := r.scrape(ctx, ex.pod)
 			s := nodeScrape{gpus: gpus, err: err}
 			switch {
@@ -206,9 +204,10 @@ func (r *Reader) scrapeNodes(ctx context.Context, nodes map[string]bool, notes *
 			mu.Lock()
 			out[node] = s
 			mu.Unlock()
-		}(node, ex)
+			return nil
+		})
 	}
-	wg.Wait()
+	_ = g.Wait() // each node's error is in its scrape
 	return out
 }
 
@@ -223,7 +222,7 @@ func (r *Reader) scrape(parent context.Context, pod *corev1.Pod) ([]gpumetrics.G
 		}
 		return nil, err
 	}
-	return gpumetrics.ParseDCGM(strings.NewReader(string(raw)))
+	return gpumetrics.ParseDCGM(bytes.NewReader(raw))
 }
 
 // errExporterTimeout is an exporter read that did not answer within the exporter timeout.
