@@ -76,6 +76,9 @@ func ValidateEndpoint(v string) error {
 	case u.Path != "" && u.Path != "/", u.RawQuery != "", u.Fragment != "":
 		// The stager (s3.ParseEndpoint) refuses these: the job would fail in its first second.
 		return fmt.Errorf("%s must be only scheme://host[:port], without a path, query or fragment", s3layout.EnvEndpoint)
+	case strings.Contains(u.Host, "%"):
+		// The stager refuses these too: the host is handed on unescaped and parsed again.
+		return fmt.Errorf("%s: the host may not hold a %%-escape or an IPv6 zone", s3layout.EnvEndpoint)
 	}
 	return nil
 }

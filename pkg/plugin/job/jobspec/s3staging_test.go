@@ -462,6 +462,9 @@ func TestStagingValidation(t *testing.T) {
 		"endpoint with a path": {func(s *Spec) {
 			s.Staging.Credentials[s3layout.EnvEndpoint] = "https://s3.example.com/bucket"
 		}, "without a path, query or fragment"},
+		"endpoint with an escaped host": {func(s *Spec) {
+			s.Staging.Credentials[s3layout.EnvEndpoint] = "https://%250"
+		}, "the host may not hold a %-escape"},
 		"key on two lines": {func(s *Spec) { s.Staging.Credentials[s3layout.EnvSecretKey] = testSecretKey + "\n" }, "SECRET_KEY in the submitting shell spans several lines"},
 	} {
 		s := stagedSpec()

@@ -121,6 +121,10 @@ func ParseEndpoint(s string) (host string, secure bool, err error) {
 		return "", false, fmt.Errorf("endpoint %q: the scheme must be http or https", quoted)
 	case u.Host == "":
 		return "", false, fmt.Errorf("endpoint %q names no host", quoted)
+	case strings.Contains(u.Host, "%"):
+		// A %-escape in the host (or an IPv6 zone) does not survive being handed on as
+		// host[:port]: minio-go parses it again and reads the unescaped % as a bad escape.
+		return "", false, fmt.Errorf("endpoint %q: the host may not hold a %%-escape or an IPv6 zone", quoted)
 	case u.User != nil:
 		return "", false, errors.New("the endpoint URL may not carry credentials: use ACCESS_KEY and SECRET_KEY")
 	case u.Path != "" && u.Path != "/", u.RawQuery != "", u.Fragment != "":
