@@ -100,6 +100,10 @@ func Build(s Spec) Objects {
 		}
 		job.Annotations[StatusFileAnnotation] = *s.StatusFile
 	}
+	if s.GPUs > 0 && s.GPUName() != GPUResource {
+		// status, list and the queue's messages count the GPUs in the resource named here.
+		metav1.SetMetaDataAnnotation(&job.ObjectMeta, GPUResourceAnnotation, string(s.GPUName()))
+	}
 	applyRetries(s, job)
 	addMounts(s, &job.Spec.Template.Spec)
 	if shm := s.ShmQuantity(); shm != nil {

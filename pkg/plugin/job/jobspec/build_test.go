@@ -127,6 +127,13 @@ func TestBuildGolden(t *testing.T) {
 			s.Labels = []KeyValue{{"team", "vision"}}
 			return s
 		}(),
+		// Two MIG slices per node: the limit, NPROC_PER_NODE and the annotation all say 2 of
+		// the slice, and the toleration is still the nvidia.com/gpu taint's.
+		"mig-multi-node": func() Spec {
+			s := validSpec()
+			s.Name, s.Nodes, s.GPUs, s.GPUResourceName = "mig", 2, 2, "nvidia.com/mig-1g.10gb"
+			return s
+		}(),
 		"no-gpu-toleration": func() Spec { s := validSpec(); s.NoGPUToleration = true; s.ShmSize = "1Gi"; return s }(),
 		"workdir-configmap": workdirSpec(),
 		"workdir-s3": func() Spec {

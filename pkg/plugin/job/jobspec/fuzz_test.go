@@ -276,3 +276,30 @@ func checkBuilt(t *testing.T, s Spec, objs Objects) {
 		}
 	}
 }
+
+func FuzzValidateGPUResource(f *testing.F) {
+	for _, s := range []string{
+		"", "nvidia.com/gpu", "nvidia.com/gpu.shared", "nvidia.com/mig-1g.10gb", "nvidia.com/mig-3g.40gb.shared",
+		"nvidia.com/mig-", "nvidia.com/hostdev", "amd.com/gpu", "nvidia.com/mig-1g 10gb", "kubernetes.io/mig-1",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, name string) {
+		err := ValidateGPUResource(corev1.ResourceName(name))
+		if err != nil || name == "" {
+			return
+		}
+		// An accepted name is an extended resource name the API server takes as a limit: a
+		// qualified name in NVIDIA's domain, never one of Kubernetes' own.
+		if msgs := validation.IsQualifiedName(name); len(msgs) > 0 {
+			t.Fatalf("ValidateGPUResource accepted %q: %v", name, msgs)
+		}
+		if !strings.HasPrefix(name, "nvidia.com/") {
+			t.Fatalf("ValidateGPUResource accepted %q, outside nvidia.com", name)
+		}
+		s := Spec{GPUs: 1, GPUResourceName: corev1.ResourceName(name)}
+		if q := s.resources().Limits[corev1.ResourceName(name)]; q.Value() != 1 {
+			t.Fatalf("--gpu-resource %q: limit %v, want 1", name, s.resources().Limits)
+		}
+	})
+}

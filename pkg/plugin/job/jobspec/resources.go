@@ -93,12 +93,17 @@ func (s *Spec) validateResources() []error {
 				eff.String(), mem.String()))
 		}
 	}
+	errs = append(errs, s.validateGPUResource()...)
 	seen := map[string]bool{}
 	for _, kv := range s.Resources {
 		name := corev1.ResourceName(kv.Key)
 		switch {
-		case name == corev1.ResourceCPU || name == corev1.ResourceMemory || kv.Key == string(GPUResource):
+		case name == corev1.ResourceCPU || name == corev1.ResourceMemory || name == s.GPUName():
 			errs = append(errs, fmt.Errorf("invalid --resource %q: use --cpu, --memory or --gpus for it", kv.Key))
+			continue
+		case name == GPUResource:
+			// Beside another --gpu-resource it would ask for whole GPUs the count never says.
+			errs = append(errs, fmt.Errorf("invalid --resource %q: a job counts one GPU resource, --gpu-resource %s", kv.Key, s.GPUName()))
 			continue
 		case !strings.Contains(kv.Key, "/"):
 			errs = append(errs, fmt.Errorf("invalid --resource %q: extended resources have a domain, e.g. rdma/ib or nvidia.com/mig-1g.10gb", kv.Key))
@@ -138,7 +143,7 @@ func (s *Spec) validateResources() []error {
 func (s *Spec) resources() corev1.ResourceRequirements {
 	list := corev1.ResourceList{}
 	if s.GPUs > 0 {
-		list[GPUResource] = *resource.NewQuantity(int64(s.GPUs), resource.DecimalSI)
+		list[s.GPUName()] = *resource.NewQuantity(int64(s.GPUs), resource.DecimalSI)
 	}
 	if s.CPU != "" {
 		list[corev1.ResourceCPU] = resource.MustParse(s.CPU)
@@ -166,7 +171,9 @@ func (s *Spec) resources() corev1.ResourceRequirements {
 	return r
 }
 
-// tolerations are the user's plus, for GPU pods, the nvidia.com/gpu taint's.
+// tolerations are the user's plus, for GPU pods, the nvidia.com/gpu taint's. Its key stays
+// nvidia.com/gpu whatever --gpu-resource says: the GPU Operator and cloud GPU node pools taint a
+// GPU node with that key, whether it hands out whole GPUs, MIG slices or shared GPUs.
 func (s *Spec) tolerations() []corev1.Toleration {
 	out := append([]corev1.Toleration(nil), s.Tolerations...)
 	if s.GPUs > 0 && !s.NoGPUToleration {

@@ -27,9 +27,14 @@ const (
 	StatusFileAnnotation = "kubectl-tao.dev/status-file"
 	// ContainerName is the training container's name in every pod.
 	ContainerName = "tao"
-	// GPUResource is the extended resource NVIDIA's device plugin advertises: the one
-	// definition of it in the plugin (fit checks, status and triage read it from here).
+	// GPUResource is the extended resource NVIDIA's device plugin advertises for whole GPUs:
+	// the one definition of it in the plugin, and the GPU resource of every job that names no
+	// other (--gpu-resource, see GPUResourceOf).
 	GPUResource corev1.ResourceName = "nvidia.com/gpu"
+	// GPUResourceAnnotation is the job's --gpu-resource when it is not GPUResource: the
+	// resource its --gpus counts (a MIG profile, shared GPUs). A Job without it counts
+	// GPUResource, as every Job did before the flag existed.
+	GPUResourceAnnotation = "kubectl-tao.dev/gpu-resource"
 	// JobNameLabel is the pod label the Job controller sets; the rendezvous Service selects on it.
 	JobNameLabel = "job-name"
 	// DefaultMasterPort is torchrun's default rendezvous port.
@@ -93,8 +98,11 @@ type Spec struct {
 	Image     string
 	// Command is what followed "--": one element is a bash command string, several are an argv.
 	Command []string
-	// GPUs per node (pod); 0 sets no GPU limit.
+	// GPUs per node (pod), counted in GPUResourceName; 0 sets no GPU limit.
 	GPUs int
+	// GPUResourceName is --gpu-resource, the GPU resource GPUs counts: "" means GPUResource
+	// (see GPUName).
+	GPUResourceName corev1.ResourceName
 	// Nodes is the number of pods (ranks); more than one makes an Indexed Job and a Service.
 	Nodes            int
 	Env              []KeyValue
@@ -170,7 +178,15 @@ type File struct {
 // MultiNode reports whether the spec needs an Indexed Job and a rendezvous Service.
 func (s *Spec) MultiNode() bool { return s.Nodes > 1 }
 
-// TotalGPUs is the number of GPUs the whole job asks for.
+// GPUName is the GPU resource the job's GPUs count: --gpu-resource, else whole GPUs.
+func (s *Spec) GPUName() corev1.ResourceName {
+	if s.GPUResourceName == "" {
+		return GPUResource
+	}
+	return s.GPUResourceName
+}
+
+// TotalGPUs is the number of GPUs (of GPUName) the whole job asks for.
 func (s *Spec) TotalGPUs() int64 { return int64(s.GPUs) * int64(s.Nodes) }
 
 // ValidateStatusFile checks --status-file: "" (off), or an absolute, clean path in the

@@ -132,6 +132,9 @@ func (s *Spec) Validate() error {
 		if kv.Key == SubmittingAnnotation {
 			add("invalid --annotation %q: the key is reserved for kubectl-tao (it marks a submit in progress)", kv.Key)
 		}
+		if kv.Key == GPUResourceAnnotation {
+			add("invalid --annotation %q: use --gpu-resource NAME to count --gpus in another GPU resource", kv.Key)
+		}
 		if !utf8.ValidString(kv.Value) {
 			add("invalid --annotation %q: the value is not valid UTF-8 (the API server's JSON would replace those bytes)", kv.Key)
 		}

@@ -40,6 +40,11 @@ func TestValidateAcceptsGoodSpecs(t *testing.T) {
 			s.CPU, s.Memory, s.ShmSize = "500m", "64Gi", "16Gi"
 			s.Resources = []KeyValue{{"nvidia.com/mig-1g.10gb", "2"}}
 		},
+		"whole gpus named":           func(s *Spec) { s.GPUResourceName = GPUResource },
+		"whole gpus named, no gpus":  func(s *Spec) { s.GPUs, s.GPUResourceName = 0, GPUResource },
+		"shared gpus":                func(s *Spec) { s.GPUResourceName = "nvidia.com/gpu.shared" },
+		"mig slices":                 func(s *Spec) { s.GPUResourceName = "nvidia.com/mig-3g.40gb" },
+		"mig slices and rdma":        func(s *Spec) { s.GPUResourceName, s.Resources = "nvidia.com/mig-1g.10gb", []KeyValue{{"rdma/ib", "1"}} },
 		"shm disabled on multi-node": func(s *Spec) { s.Nodes, s.ShmSize, s.Memory = 2, "0", "1Gi" },
 		"one retry":                  func(s *Spec) { s.Retries = 1 },
 		"most retries":               func(s *Spec) { s.Retries = MaxRetries },
@@ -114,6 +119,19 @@ func TestValidateRejectsBadInput(t *testing.T) {
 		{"bad service account", func(s *Spec) { s.ServiceAccount = "-sa" }, `invalid --service-account "-sa"`},
 		{"resource without domain", func(s *Spec) { s.Resources = []KeyValue{{"hugepages", "1"}} }, "extended resources have a domain"},
 		{"resource that has its own flag", func(s *Spec) { s.Resources = []KeyValue{{"nvidia.com/gpu", "1"}} }, "use --cpu, --memory or --gpus"},
+		{"gpu resource of another vendor", func(s *Spec) { s.GPUResourceName = "amd.com/gpu" }, `invalid --gpu-resource "amd.com/gpu": must be a GPU resource of NVIDIA's device plugin`},
+		{"nvidia resource that is no gpu", func(s *Spec) { s.GPUResourceName = "nvidia.com/hostdev" }, `invalid --gpu-resource "nvidia.com/hostdev"`},
+		{"gpu resource without domain", func(s *Spec) { s.GPUResourceName = "gpu" }, `invalid --gpu-resource "gpu"`},
+		{"mig without profile", func(s *Spec) { s.GPUResourceName = "nvidia.com/mig-" }, `invalid --gpu-resource "nvidia.com/mig-"`},
+		{"mig profile with a space", func(s *Spec) { s.GPUResourceName = "nvidia.com/mig-1g 10gb" }, `invalid --gpu-resource "nvidia.com/mig-1g 10gb"`},
+		{"gpu resource without gpus", func(s *Spec) { s.GPUs, s.GPUResourceName = 0, "nvidia.com/mig-1g.10gb" }, "--gpu-resource nvidia.com/mig-1g.10gb needs --gpus of 1 or more"},
+		{"gpu resource also as --resource", func(s *Spec) {
+			s.GPUResourceName, s.Resources = "nvidia.com/mig-1g.10gb", []KeyValue{{"nvidia.com/mig-1g.10gb", "1"}}
+		}, `invalid --resource "nvidia.com/mig-1g.10gb": use --cpu, --memory or --gpus`},
+		{"whole gpus beside another gpu resource", func(s *Spec) {
+			s.GPUResourceName, s.Resources = "nvidia.com/gpu.shared", []KeyValue{{"nvidia.com/gpu", "1"}}
+		}, "a job counts one GPU resource, --gpu-resource nvidia.com/gpu.shared"},
+		{"gpu resource annotation", func(s *Spec) { s.Annotations = []KeyValue{{GPUResourceAnnotation, "nvidia.com/mig-1g.10gb"}} }, "use --gpu-resource NAME"},
 		{"fractional extended resource", func(s *Spec) { s.Resources = []KeyValue{{"rdma/ib", "500m"}} }, "whole number above 0"},
 		{"bad resource quantity", func(s *Spec) { s.Resources = []KeyValue{{"rdma/ib", "x"}} }, `invalid --resource rdma/ib "x"`},
 		// Found by FuzzSpec: an empty value passed Validate and Build panicked on it.
@@ -249,6 +267,67 @@ func TestGPUToleration(t *testing.T) {
 	s.Tolerations = []corev1.Toleration{{Key: string(GPUResource), Operator: corev1.TolerationOpExists}}
 	if got := s.tolerations(); len(got) != 1 {
 		t.Errorf("user's own nvidia.com/gpu toleration duplicated: %v", got)
+	}
+}
+
+func TestGPUTolerationOfOtherGPUResources(t *testing.T) {
+	// MIG and shared GPU nodes carry the same nvidia.com/gpu taint as whole-GPU nodes.
+	for _, name := range []corev1.ResourceName{"nvidia.com/mig-1g.10gb", "nvidia.com/gpu.shared"} {
+		s := validSpec()
+		s.GPUResourceName = name
+		if got := s.tolerations(); len(got) != 1 || got[0] != GPUToleration {
+			t.Errorf("--gpu-resource %s: tolerations = %v, want the nvidia.com/gpu taint's", name, got)
+		}
+	}
+}
+
+func TestIsGPUResource(t *testing.T) {
+	for name, want := range map[corev1.ResourceName]bool{
+		"nvidia.com/gpu":                true,
+		"nvidia.com/gpu.shared":         true,
+		"nvidia.com/mig-1g.10gb":        true,
+		"nvidia.com/mig-3g.40gb":        true,
+		"nvidia.com/mig-1g.10gb.shared": true,
+		"nvidia.com/mig-":               false,
+		"nvidia.com/mig-1g.10gb-":       false,
+		"nvidia.com/gpu.product":        false,
+		"nvidia.com/hostdev":            false,
+		"amd.com/gpu":                   false,
+		"rdma/ib":                       false,
+		"cpu":                           false,
+		"":                              false,
+	} {
+		if got := IsGPUResource(name); got != want {
+			t.Errorf("IsGPUResource(%q) = %v, want %v", name, got, want)
+		}
+	}
+}
+
+func TestGPUResourceOf(t *testing.T) {
+	for name, tc := range map[string]struct {
+		spec Spec
+		want corev1.ResourceName
+	}{
+		"whole gpus":             {validSpec(), GPUResource},
+		"whole gpus named":       {func() Spec { s := validSpec(); s.GPUResourceName = GPUResource; return s }(), GPUResource},
+		"mig slices":             {func() Spec { s := validSpec(); s.GPUResourceName = "nvidia.com/mig-1g.10gb"; return s }(), "nvidia.com/mig-1g.10gb"},
+		"no gpus, default named": {func() Spec { s := validSpec(); s.GPUs = 0; return s }(), GPUResource},
+	} {
+		t.Run(name, func(t *testing.T) {
+			job := Build(tc.spec).Job
+			if got := GPUResourceOf(job); got != tc.want {
+				t.Errorf("GPUResourceOf = %q, want %q", got, tc.want)
+			}
+			// Only a resource other than whole GPUs is written down: a Job without the
+			// annotation reads as whole GPUs, as every Job before the flag does.
+			_, annotated := job.Annotations[GPUResourceAnnotation]
+			if annotated != (tc.want != GPUResource) {
+				t.Errorf("annotation %s set = %v, for %s", GPUResourceAnnotation, annotated, tc.want)
+			}
+			if q := job.Spec.Template.Spec.Containers[0].Resources.Limits[tc.want]; q.Value() != int64(tc.spec.GPUs) {
+				t.Errorf("limit of %s = %s, want %d", tc.want, q.String(), tc.spec.GPUs)
+			}
+		})
 	}
 }
 

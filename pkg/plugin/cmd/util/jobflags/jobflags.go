@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+	corev1 "k8s.io/api/core/v1"
 
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/job/jobspec"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/storage/s3layout"
@@ -22,6 +23,7 @@ import (
 // which secrets, through which queue.
 type Shape struct {
 	GPUs             int
+	GPUResource      string
 	Nodes            int
 	CPU              string
 	Memory           string
@@ -39,12 +41,13 @@ func NewShape() Shape { return Shape{GPUs: 1, Nodes: 1} }
 
 // AddFlags declares the shape flags on fl.
 func (s *Shape) AddFlags(fl *pflag.FlagSet) {
-	fl.IntVar(&s.GPUs, "gpus", s.GPUs, "GPUs per node (the nvidia.com/gpu limit of each pod); 0 sets no GPU limit and skips the capacity check.")
+	fl.IntVar(&s.GPUs, "gpus", s.GPUs, "GPUs per node (the limit of each pod in --gpu-resource, whole GPUs unless it says otherwise); 0 sets no GPU limit and skips the capacity check.")
+	fl.StringVar(&s.GPUResource, "gpu-resource", s.GPUResource, "The GPU resource --gpus counts: nvidia.com/gpu (whole or time-sliced GPUs), nvidia.com/gpu.shared or a MIG slice such as nvidia.com/mig-1g.10gb; see docs/gpus.md (default nvidia.com/gpu).")
 	fl.IntVar(&s.Nodes, "nodes", s.Nodes, "Number of nodes (pods, ranks); more than 1 makes an Indexed Job with a headless Service for the rendezvous.")
 	fl.StringVar(&s.CPU, "cpu", s.CPU, "CPU request and limit of each pod, a Kubernetes quantity (e.g. 32, 500m).")
 	fl.StringVar(&s.Memory, "memory", s.Memory, "Memory request and limit of each pod (e.g. 256Gi), a memory-backed /dev/shm included.")
 	fl.StringVar(&s.ShmSize, "shm-size", s.ShmSize, "Size of a memory-backed /dev/shm, counted toward --memory (default: "+jobspec.DefaultMultiNodeShmSize+" for multi-node jobs, none for one node; 0 for none).")
-	fl.StringArrayVar(&s.Resources, "resource", s.Resources, "Extended resource NAME=QUANTITY per pod, e.g. rdma/ib=1 or nvidia.com/mig-1g.10gb=1 (repeatable).")
+	fl.StringArrayVar(&s.Resources, "resource", s.Resources, "Extended resource NAME=QUANTITY per pod beside the GPUs, e.g. rdma/ib=1 (repeatable).")
 	fl.StringArrayVar(&s.NodeSelector, "node-selector", s.NodeSelector, "Node label KEY=VALUE the pods must run on (repeatable).")
 	fl.StringArrayVar(&s.Tolerations, "toleration", s.Tolerations, "Toleration KEY[=VALUE]:EFFECT, e.g. dedicated=ml:NoSchedule, beside the nvidia.com/gpu:NoSchedule one that pods asking for GPUs get (repeatable).")
 	fl.BoolVar(&s.NoGPUToleration, "no-gpu-toleration", s.NoGPUToleration, "Do not add the default toleration of the nvidia.com/gpu:NoSchedule taint.")
@@ -56,6 +59,7 @@ func (s *Shape) AddFlags(fl *pflag.FlagSet) {
 // flag; callers report them as usage errors.
 func (s *Shape) Complete(spec *jobspec.Spec) error {
 	spec.GPUs, spec.Nodes = s.GPUs, s.Nodes
+	spec.GPUResourceName = corev1.ResourceName(s.GPUResource)
 	spec.CPU, spec.Memory, spec.ShmSize = s.CPU, s.Memory, s.ShmSize
 	spec.NoGPUToleration = s.NoGPUToleration
 	spec.ImagePullSecrets = s.ImagePullSecrets
