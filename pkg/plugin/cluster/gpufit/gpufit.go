@@ -21,27 +21,40 @@ var ErrNoGPUs = errors.New("No nvidia.com/gpu resources allocatable on the clust
 	"install the NVIDIA GPU Operator (or the NVIDIA device plugin) so that GPU nodes advertise nvidia.com/gpu, " +
 	"see https://docs.nvidia.com/datacenter/cloud-native/gpu-operator/latest/getting-started.html")
 
-// Request is what a job asks for: Pods ranks, each needing PerPod (nvidia.com/gpu, cpu,
+// Request is what a job asks for: Pods ranks, each needing PerPod (its GPU resource, cpu,
 // memory, extended resources), on nodes that match Selector and whose taints Tolerations
-// tolerate.
+// tolerate. GPU is the resource PerPod counts GPUs in: "" is whole GPUs (jobspec.GPUResource).
 type Request struct {
 	Pods        int64
 	PerPod      corev1.ResourceList
 	Selector    labels.Selector
 	Tolerations []corev1.Toleration
+	GPU         corev1.ResourceName
 }
 
-// GPUsPerPod is the request's nvidia.com/gpu per rank.
+// GPUName is the GPU resource the request counts: GPU, else whole GPUs.
+func (r Request) GPUName() corev1.ResourceName {
+	if r.GPU == "" {
+		return jobspec.GPUResource
+	}
+	return r.GPU
+}
+
+// GPUsPerPod is the request's GPUs (of GPUName) per rank.
 func (r Request) GPUsPerPod() int64 {
-	q := r.PerPod[jobspec.GPUResource]
+	q := r.PerPod[r.GPUName()]
 	return q.Value()
 }
 
 // Summary is what the nodes can hold for a request.
 type Summary struct {
-	// Nodes is every node seen; GPUNodes those with any allocatable GPU, holding TotalGPUs.
+	// Nodes is every node seen; GPUNodes those with any allocatable GPU of the request's GPU
+	// resource, holding TotalGPUs of it.
 	Nodes, GPUNodes int
 	TotalGPUs       int64
+	// Offered is every GPU resource (jobspec.IsGPUResource) the nodes have, summed over them:
+	// what a job that asks for one they lack could ask for instead.
+	Offered corev1.ResourceList
 	// SelectedNodes are the GPU nodes matching the selector; of those, Untolerated carry a taint
 	// the pods do not tolerate (FirstTaint names one).
 	SelectedNodes, Untolerated int
@@ -74,7 +87,8 @@ func SummarizeFree(nodes []corev1.Node, requested map[string]corev1.ResourceList
 
 // summarize is Summarize over what avail says each node has.
 func summarize(nodes []corev1.Node, r Request, avail func(*corev1.Node) corev1.ResourceList) Summary {
-	s := Summary{Bound: map[corev1.ResourceName]int{}}
+	s := Summary{Bound: map[corev1.ResourceName]int{}, Offered: corev1.ResourceList{}}
+	gpu := r.GPUName()
 	sel := r.Selector
 	if sel == nil {
 		sel = labels.Everything()
@@ -83,7 +97,14 @@ func summarize(nodes []corev1.Node, r Request, avail func(*corev1.Node) corev1.R
 		n := &nodes[i]
 		s.Nodes++
 		have := avail(n)
-		q := have[jobspec.GPUResource]
+		for name, q := range have {
+			if jobspec.IsGPUResource(name) && q.Sign() > 0 {
+				sum := s.Offered[name]
+				sum.Add(q)
+				s.Offered[name] = sum
+			}
+		}
+		q := have[gpu]
 		gpus := q.Value()
 		if gpus <= 0 && r.GPUsPerPod() > 0 {
 			continue
@@ -106,7 +127,7 @@ func summarize(nodes []corev1.Node, r Request, avail func(*corev1.Node) corev1.R
 		s.MatchingNodes++
 		s.MatchingGPUs += gpus
 		s.LargestNode = max(s.LargestNode, gpus)
-		fits, bound := podsOn(have, r.PerPod)
+		fits, bound := podsOn(have, r.PerPod, gpu)
 		if bound != "" {
 			s.Bound[bound]++
 		}
@@ -142,8 +163,9 @@ func untolerated(taints []corev1.Taint, tols []corev1.Toleration) *corev1.Taint 
 	return nil
 }
 
-// podsOn is how many pods needing perPod fit in allocatable, and the resource that bounds it.
-func podsOn(allocatable, perPod corev1.ResourceList) (int64, corev1.ResourceName) {
+// podsOn is how many pods needing perPod fit in allocatable, and the resource that bounds it;
+// gpu is the request's GPU resource.
+func podsOn(allocatable, perPod corev1.ResourceList, gpu corev1.ResourceName) (int64, corev1.ResourceName) {
 	fits, bound := int64(-1), corev1.ResourceName("")
 	names := make([]string, 0, len(perPod))
 	for name := range perPod {
@@ -151,8 +173,8 @@ func podsOn(allocatable, perPod corev1.ResourceList) (int64, corev1.ResourceName
 	}
 	// GPUs first, so that a tie names the GPU: the others are only news when tighter.
 	sort.Slice(names, func(i, j int) bool {
-		if (names[i] == string(jobspec.GPUResource)) != (names[j] == string(jobspec.GPUResource)) {
-			return names[i] == string(jobspec.GPUResource)
+		if (names[i] == string(gpu)) != (names[j] == string(gpu)) {
+			return names[i] == string(gpu)
 		}
 		return names[i] < names[j]
 	})
@@ -175,12 +197,16 @@ func podsOn(allocatable, perPod corev1.ResourceList) (int64, corev1.ResourceName
 
 // Check explains why r can never run on nodes summarized by s, or returns nil when it can.
 func Check(s Summary, r Request) error {
-	gpus := r.GPUsPerPod()
+	gpus, gpu := r.GPUsPerPod(), r.GPUName()
 	if gpus <= 0 {
 		return nil
 	}
-	if s.TotalGPUs == 0 {
+	if s.TotalGPUs == 0 && len(s.Offered) == 0 {
 		return ErrNoGPUs
+	}
+	if s.TotalGPUs == 0 {
+		return fmt.Errorf("no node of the cluster advertises %s; the GPU resources it has are %s: name one with --gpu-resource (see docs/gpus.md)",
+			gpu, offered(s.Offered))
 	}
 	if s.PodsThatFit >= r.Pods {
 		return nil
@@ -189,8 +215,8 @@ func Check(s Summary, r Request) error {
 	where := "the cluster"
 	if r.Selector != nil && !r.Selector.Empty() {
 		if s.SelectedNodes == 0 {
-			return fmt.Errorf("no node with nvidia.com/gpu matches --node-selector %s (the cluster has %s with %s in all)",
-				r.Selector, plural.N(s.GPUNodes, "GPU node"), plural.N(s.TotalGPUs, "GPU"))
+			return fmt.Errorf("no node with %s matches --node-selector %s (the cluster has %s with %s in all)",
+				gpu, r.Selector, plural.N(s.GPUNodes, "GPU node"), amount(s.TotalGPUs, gpu))
 		}
 		where = fmt.Sprintf("the nodes matching --node-selector %s", r.Selector)
 	}
@@ -202,15 +228,15 @@ func Check(s Summary, r Request) error {
 		where += fmt.Sprintf(" (leaving out %s with untolerated taints such as %s)", plural.N(s.Untolerated, "node"), s.FirstTaint)
 	}
 	if s.MatchingGPUs < need {
-		return fmt.Errorf("the job needs %d nvidia.com/gpu (%d per node x %s) but only %d %s allocatable on %s",
-			need, gpus, plural.N(r.Pods, "node"), s.MatchingGPUs, plural.Word(s.MatchingGPUs, "is", "are"), where)
+		return fmt.Errorf("the job needs %d %s (%d per node x %s) but only %d %s allocatable on %s",
+			need, gpu, gpus, plural.N(r.Pods, "node"), s.MatchingGPUs, plural.Word(s.MatchingGPUs, "is", "are"), where)
 	}
-	msg := fmt.Sprintf("the job needs %s of %d nvidia.com/gpu each, but a rank cannot span nodes and %s can hold only %d such %s "+
-		"(%s in all, at most %d on one node)", plural.N(r.Pods, "rank"), gpus, where, s.PodsThatFit, plural.Word(s.PodsThatFit, "rank", "ranks"),
-		plural.N(s.MatchingGPUs, "GPU"), s.LargestNode)
+	msg := fmt.Sprintf("the job needs %s of %d %s each, but a rank cannot span nodes and %s can hold only %d such %s "+
+		"(%s in all, at most %d on one node)", plural.N(r.Pods, "rank"), gpus, gpu, where, s.PodsThatFit, plural.Word(s.PodsThatFit, "rank", "ranks"),
+		amount(s.MatchingGPUs, gpu), s.LargestNode)
 	var limits []string
 	for name, n := range s.Bound {
-		if name != jobspec.GPUResource {
+		if name != gpu {
 			limits = append(limits, fmt.Sprintf("on %s the %s a rank asks for is the limit (%s)", plural.N(n, "node"), name, flagFor(name)))
 		}
 	}
@@ -221,6 +247,30 @@ func Check(s Summary, r Request) error {
 		msg += ": lower --gpus and raise --nodes"
 	}
 	return errors.New(msg)
+}
+
+// amount words n of the GPU resource gpu: "16 GPUs" for whole GPUs, else "14
+// nvidia.com/mig-1g.10gb" (a slice or a shared GPU is no GPU of its own).
+func amount(n int64, gpu corev1.ResourceName) string {
+	if gpu == jobspec.GPUResource {
+		return plural.N(n, "GPU")
+	}
+	return fmt.Sprintf("%d %s", n, gpu)
+}
+
+// offered lists GPU resources with their amounts, by name: "nvidia.com/gpu (16),
+// nvidia.com/mig-1g.10gb (14)".
+func offered(list corev1.ResourceList) string {
+	names := make([]string, 0, len(list))
+	for name := range list {
+		names = append(names, string(name))
+	}
+	sort.Strings(names)
+	for i, name := range names {
+		q := list[corev1.ResourceName(name)]
+		names[i] = fmt.Sprintf("%s (%s)", name, q.String())
+	}
+	return strings.Join(names, ", ")
 }
 
 // flagFor names the submit flag that sets a resource's request.

@@ -93,6 +93,38 @@ func TestCheckHonoursTaintsAndResources(t *testing.T) {
 	checkCases(t, tests)
 }
 
+// mig is a request of gpus slices of the MIG profile 1g.10gb per rank.
+func mig(gpus, pods int64) Request {
+	const slice = "nvidia.com/mig-1g.10gb"
+	return Request{Pods: pods, GPU: slice, PerPod: corev1.ResourceList{slice: *resource.NewQuantity(gpus, resource.DecimalSI)}}
+}
+
+func TestCheckOtherGPUResources(t *testing.T) {
+	// A cluster of one whole-GPU node and two MIG nodes (mixed strategy), each of 7 1g.10gb
+	// slices, one of which also offers shared GPUs.
+	whole := fixture.GPUNode("whole", 8).Val()
+	sliced := func(name string) *fixture.NodeWrapper {
+		return fixture.GPUNode(name, -1).Allocatable("nvidia.com/mig-1g.10gb", "7").Allocatable("nvidia.com/hostdev", "4")
+	}
+	mixed := []corev1.Node{whole, sliced("mig-a").Val(), sliced("mig-b").Allocatable("nvidia.com/gpu.shared", "4").Val()}
+	shared := Request{Pods: 1, GPU: "nvidia.com/gpu.shared", PerPod: corev1.ResourceList{"nvidia.com/gpu.shared": resource.MustParse("4")}}
+	checkCases(t, []checkCase{
+		{"slices fit on the sliced nodes", mixed, mig(7, 2), ""},
+		{"shared gpus fit on the one node that shares", mixed, shared, ""},
+		{"whole gpus fit on the whole node only", mixed, req(8, 1), ""},
+		{"whole gpus do not count the slices", mixed, req(8, 2), "needs 16 nvidia.com/gpu (8 per node x 2 nodes) but only 8 are allocatable"},
+		{"more slices than one node has", mixed, mig(8, 1), "the job needs 1 rank of 8 nvidia.com/mig-1g.10gb each, but a rank cannot span nodes and the cluster can hold only 0 such ranks (14 nvidia.com/mig-1g.10gb in all, at most 7 on one node)"},
+		{"more slices than the cluster has", mixed, mig(7, 3), "the job needs 21 nvidia.com/mig-1g.10gb (7 per node x 3 nodes) but only 14 are allocatable on the cluster"},
+		{"a profile no node has", mixed, func() Request {
+			r := mig(1, 1)
+			r.GPU, r.PerPod = "nvidia.com/mig-3g.40gb", corev1.ResourceList{"nvidia.com/mig-3g.40gb": resource.MustParse("1")}
+			return r
+		}(), "no node of the cluster advertises nvidia.com/mig-3g.40gb; the GPU resources it has are nvidia.com/gpu (8), nvidia.com/gpu.shared (4), nvidia.com/mig-1g.10gb (14): name one with --gpu-resource"},
+		{"whole gpus on a cluster of slices", []corev1.Node{sliced("mig-a").Val()}, req(1, 1), "no node of the cluster advertises nvidia.com/gpu; the GPU resources it has are nvidia.com/mig-1g.10gb (7)"},
+		{"slices on a cluster of no gpus", []corev1.Node{fixture.GPUNode("cpu", -1).Val()}, mig(1, 1), "No nvidia.com/gpu resources allocatable on the cluster"},
+	})
+}
+
 func TestNoGPUsIsTheContractError(t *testing.T) {
 	if err := Check(Summarize(nil, req(1, 1)), req(1, 1)); !errors.Is(err, ErrNoGPUs) {
 		t.Fatalf("got %v, want ErrNoGPUs", err)
@@ -102,7 +134,7 @@ func TestNoGPUsIsTheContractError(t *testing.T) {
 func TestSummarize(t *testing.T) {
 	nodes := []corev1.Node{fixture.Node("a").Allocatable(corev1.ResourceCPU, "96").Allocatable(jobspec.GPUResource, "8").Val(), fixture.Node("b").Allocatable(corev1.ResourceCPU, "96").Allocatable(jobspec.GPUResource, "3").Val(), fixture.Node("c").Allocatable(corev1.ResourceCPU, "96").Val()}
 	s := Summarize(nodes, req(2, 1))
-	want := Summary{Nodes: 3, GPUNodes: 2, TotalGPUs: 11, SelectedNodes: 2, MatchingNodes: 2, MatchingGPUs: 11, LargestNode: 8, PodsThatFit: 5,
+	want := Summary{Nodes: 3, GPUNodes: 2, TotalGPUs: 11, Offered: corev1.ResourceList{jobspec.GPUResource: resource.MustParse("11")}, SelectedNodes: 2, MatchingNodes: 2, MatchingGPUs: 11, LargestNode: 8, PodsThatFit: 5,
 		Bound: map[corev1.ResourceName]int{jobspec.GPUResource: 2}}
 	if diff := cmp.Diff(want, s); diff != "" {
 		t.Fatalf("Summarize() mismatch (-want +got):\n%s", diff)

@@ -14,5 +14,5 @@ func RequestFor(s *jobspec.Spec) Request {
 	for _, kv := range s.NodeSelector {
 		set[kv.Key] = kv.Value
 	}
-	return Request{Pods: int64(s.Nodes), PerPod: s.PodRequest(), Selector: labels.SelectorFromSet(set), Tolerations: s.PodTolerations()}
+	return Request{Pods: int64(s.Nodes), PerPod: s.PodRequest(), Selector: labels.SelectorFromSet(set), Tolerations: s.PodTolerations(), GPU: s.GPUName()}
 }

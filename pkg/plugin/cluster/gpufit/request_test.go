@@ -20,6 +20,7 @@ func TestRequestFor(t *testing.T) {
 		perPod      corev1.ResourceList
 		selector    string
 		tolerations []corev1.Toleration
+		gpu         corev1.ResourceName // "" for whole GPUs
 	}{
 		{name: "one GPU", spec: jobspec.Spec{GPUs: 1, Nodes: 1}, pods: 1,
 			perPod: corev1.ResourceList{jobspec.GPUResource: q("1")}, tolerations: []corev1.Toleration{jobspec.GPUToleration}},
@@ -38,6 +39,9 @@ func TestRequestFor(t *testing.T) {
 			selector: "pool=h100,zone=a", tolerations: []corev1.Toleration{dedicated, jobspec.GPUToleration}},
 		{name: "--no-gpu-toleration", spec: jobspec.Spec{GPUs: 1, Nodes: 1, NoGPUToleration: true}, pods: 1,
 			perPod: corev1.ResourceList{jobspec.GPUResource: q("1")}},
+		{name: "MIG slices: counted as the GPU resource, the nvidia.com/gpu taint tolerated",
+			spec: jobspec.Spec{GPUs: 2, Nodes: 1, GPUResourceName: "nvidia.com/mig-1g.10gb"}, pods: 1, gpu: "nvidia.com/mig-1g.10gb",
+			perPod: corev1.ResourceList{"nvidia.com/mig-1g.10gb": q("2")}, tolerations: []corev1.Toleration{jobspec.GPUToleration}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := RequestFor(&tc.spec)
@@ -49,6 +53,13 @@ func TestRequestFor(t *testing.T) {
 			}
 			if got := r.Selector.String(); got != tc.selector {
 				t.Errorf("selector %q, want %q", got, tc.selector)
+			}
+			want := tc.gpu
+			if want == "" {
+				want = jobspec.GPUResource
+			}
+			if r.GPUName() != want || r.GPUsPerPod() != int64(tc.spec.GPUs) {
+				t.Errorf("GPUs per pod %d of %s, want %d of %s", r.GPUsPerPod(), r.GPUName(), tc.spec.GPUs, want)
 			}
 			if !equality.Semantic.DeepEqual(tc.tolerations, r.Tolerations) {
 				t.Errorf("tolerations %v, want %v", r.Tolerations, tc.tolerations)

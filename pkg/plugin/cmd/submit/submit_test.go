@@ -161,6 +161,10 @@ func TestSubmitCapacityGuard(t *testing.T) {
 		{"no GPUs at all", nil, []string{"--gpus", "1"}, "No nvidia.com/gpu resources allocatable on the cluster"},
 		{"too few", []runtime.Object{fixture.GPUNode("a", 8).Obj()}, []string{"--gpus", "8", "--nodes", "2"}, "needs 16 nvidia.com/gpu (8 per node x 2 nodes) but only 8 are allocatable on the cluster"},
 		{"rank spans nodes", []runtime.Object{fixture.GPUNode("a", 8).Obj(), fixture.GPUNode("b", 8).Obj()}, []string{"--gpus", "16"}, "a rank cannot span nodes"},
+		{"a GPU resource no node advertises", []runtime.Object{fixture.GPUNode("a", 8).Obj(), migNode("m")}, []string{"--gpu-resource", "nvidia.com/mig-3g.40gb"},
+			"no node of the cluster advertises nvidia.com/mig-3g.40gb; the GPU resources it has are nvidia.com/gpu (8), nvidia.com/mig-1g.10gb (7)"},
+		{"more slices than a sliced node has", []runtime.Object{fixture.GPUNode("a", 8).Obj(), migNode("m")}, []string{"--gpus", "8", "--gpu-resource", "nvidia.com/mig-1g.10gb"},
+			"the job needs 8 nvidia.com/mig-1g.10gb (8 per node x 1 node) but only 7 are allocatable on the cluster"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -183,6 +187,37 @@ func TestSubmitCapacityGuard(t *testing.T) {
 			}
 		}
 	})
+}
+
+// migNode is a node of the MIG mixed strategy: 7 slices of 1g.10gb, no whole GPU.
+func migNode(name string) *corev1.Node {
+	return fixture.GPUNode(name, -1).Allocatable("nvidia.com/mig-1g.10gb", "7").Obj()
+}
+
+func TestSubmitGPUResource(t *testing.T) {
+	for _, extra := range [][]string{nil, {"--no-capacity-check"}} {
+		c := newClient(fixture.GPUNode("a", 8).Obj(), migNode("m"))
+		args := append([]string{"j", "--image", "img", "--gpus", "2", "--gpu-resource", "nvidia.com/mig-1g.10gb"}, extra...)
+		if r := run(t, cmdtest.Cmd{NS: "ml", Client: c}, append(args, "--", "true")...); r.Code != 0 {
+			t.Fatalf("%v: got %+v", args, r)
+		}
+		job, err := c.BatchV1().Jobs("ml").Get(context.Background(), "j", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		limits := job.Spec.Template.Spec.Containers[0].Resources.Limits
+		if q := limits["nvidia.com/mig-1g.10gb"]; q.Value() != 2 || len(limits) != 1 {
+			t.Errorf("limits %v, want 2 nvidia.com/mig-1g.10gb only", limits)
+		}
+		if got := jobspec.GPUResourceOf(job); got != "nvidia.com/mig-1g.10gb" {
+			t.Errorf("the Job records GPU resource %q", got)
+		}
+	}
+	// A resource no node has is not checked without the guard: the user said they know better.
+	c := newClient(fixture.GPUNode("a", 8).Obj())
+	if r := run(t, cmdtest.Cmd{Client: c}, "j", "--image", "img", "--gpu-resource", "nvidia.com/mig-3g.40gb", "--no-capacity-check", "--", "true"); r.Code != 0 {
+		t.Fatalf("--no-capacity-check: got %+v", r)
+	}
 }
 
 func TestSubmitNodeListForbiddenWarnsAndGoesOn(t *testing.T) {
@@ -322,6 +357,13 @@ func TestSubmitUsageErrorsTouchNothing(t *testing.T) {
 		{[]string{"j", "--image", "img", "--retries", "-1", "--", "true"}, "invalid --retries -1"},
 		{[]string{"j", "--image", "img", "--retries", "1000", "--", "true"}, "invalid --retries 1000: must be between 0 and 20"},
 		{[]string{"j", "--image", "img", "--retries", "some", "--", "true"}, `invalid argument "some" for "--retries"`},
+		{[]string{"j", "--image", "img", "--gpu-resource", "amd.com/gpu", "--", "true"}, `invalid --gpu-resource "amd.com/gpu": must be a GPU resource of NVIDIA's device plugin`},
+		{[]string{"j", "--image", "img", "--gpu-resource", "nvidia.com/hostdev", "--", "true"}, `invalid --gpu-resource "nvidia.com/hostdev"`},
+		{[]string{"j", "--image", "img", "--gpu-resource", "nvidia.com/mig-", "--", "true"}, `invalid --gpu-resource "nvidia.com/mig-"`},
+		{[]string{"j", "--image", "img", "--gpu-resource", "", "--gpus", "0", "--gpu-resource", "nvidia.com/mig-1g.10gb", "--", "true"}, "--gpu-resource nvidia.com/mig-1g.10gb needs --gpus of 1 or more"},
+		{[]string{"j", "--image", "img", "--gpu-resource", "nvidia.com/mig-1g.10gb", "--resource", "nvidia.com/mig-1g.10gb=1", "--", "true"}, `invalid --resource "nvidia.com/mig-1g.10gb": use --cpu, --memory or --gpus`},
+		{[]string{"j", "--image", "img", "--gpu-resource", "nvidia.com/gpu.shared", "--resource", "nvidia.com/gpu=1", "--", "true"}, "a job counts one GPU resource"},
+		{[]string{"j", "--image", "img", "--annotation", "kubectl-tao.dev/gpu-resource=nvidia.com/mig-1g.10gb", "--", "true"}, "use --gpu-resource NAME"},
 	}
 	for _, tc := range tests {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
