@@ -16,6 +16,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/labels"
 	utilversion "k8s.io/apimachinery/pkg/util/version"
 	"k8s.io/apimachinery/pkg/version"
@@ -299,20 +300,27 @@ const operatorHint = "install the NVIDIA GPU Operator: https://docs.nvidia.com/d
 
 func gpuCheck(f Facts) Check {
 	c := Check{Name: "gpus"}
+	gpu := f.Request.GPUName()
 	var gpus int64
 	var nodes int
 	for i := range f.Nodes {
-		q := f.Nodes[i].Status.Allocatable[jobspec.GPUResource]
+		q := f.Nodes[i].Status.Allocatable[gpu]
 		if v := q.Value(); v > 0 {
 			gpus += v
 			nodes++
 		}
 	}
 	if gpus == 0 {
-		c.Result, c.Message, c.Fix = Fail, gpufit.ErrNoGPUs.Error(), operatorHint
+		// The fit check's own words: no GPU at all, or the GPU resources the nodes do have.
+		one := gpufit.Request{Pods: 1, GPU: gpu, PerPod: corev1.ResourceList{gpu: *resource.NewQuantity(1, resource.DecimalSI)}}
+		err := gpufit.Check(gpufit.Summarize(f.Nodes, one), one)
+		c.Result, c.Message, c.Fix = Fail, err.Error(), operatorHint
+		if !errors.Is(err, gpufit.ErrNoGPUs) {
+			c.Fix = "pass --gpu-resource one of the GPU resources the nodes advertise"
+		}
 		return c
 	}
-	c.Result, c.Message = Pass, fmt.Sprintf("%d nvidia.com/gpu allocatable on %d of %d nodes", gpus, nodes, len(f.Nodes))
+	c.Result, c.Message = Pass, fmt.Sprintf("%d %s allocatable on %d of %d nodes", gpus, gpu, nodes, len(f.Nodes))
 	return c
 }
 
@@ -366,7 +374,7 @@ func selected(nodes []corev1.Node, r gpufit.Request) []*corev1.Node {
 	var out []*corev1.Node
 	for i := range nodes {
 		n := &nodes[i]
-		q := n.Status.Allocatable[jobspec.GPUResource]
+		q := n.Status.Allocatable[r.GPUName()]
 		if q.Value() > 0 && sel.Matches(labels.Set(n.Labels)) {
 			out = append(out, n)
 		}
@@ -470,7 +478,7 @@ func multiNodeCheck(f Facts) Check {
 func fitCheck(f Facts) Check {
 	c := Check{Name: "fit"}
 	r := f.Request
-	shape := fmt.Sprintf("%d x %d nvidia.com/gpu", r.Pods, r.GPUsPerPod())
+	shape := fmt.Sprintf("%d x %d %s", r.Pods, r.GPUsPerPod(), r.GPUName())
 	all := gpufit.Summarize(f.Nodes, r)
 	if err := gpufit.Check(all, r); err != nil {
 		c.Result, c.Message = Fail, err.Error()
@@ -487,14 +495,18 @@ func fitCheck(f Facts) Check {
 		return c
 	}
 	free := gpufit.SummarizeFree(f.Nodes, f.Requested, r)
+	unit := "GPUs"
+	if r.GPUName() != jobspec.GPUResource {
+		unit = string(r.GPUName()) // a MIG slice or a shared GPU is no GPU of its own
+	}
 	if free.PodsThatFit >= r.Pods {
 		c.Result = Pass
-		c.Message = fmt.Sprintf("%s fits now: %d such ranks fit on the %d free GPUs (%d on allocatable)", shape, free.PodsThatFit, free.TotalGPUs, all.PodsThatFit)
+		c.Message = fmt.Sprintf("%s fits now: %d such ranks fit on the %d free %s (%d on allocatable)", shape, free.PodsThatFit, free.TotalGPUs, unit, all.PodsThatFit)
 		return c
 	}
 	c.Result = Warn
-	c.Message = fmt.Sprintf("%s fits when others finish: only %d such ranks fit on the %d free GPUs now (%d on allocatable), the pods will wait Pending",
-		shape, free.PodsThatFit, free.TotalGPUs, all.PodsThatFit)
+	c.Message = fmt.Sprintf("%s fits when others finish: only %d such ranks fit on the %d free %s now (%d on allocatable), the pods will wait Pending",
+		shape, free.PodsThatFit, free.TotalGPUs, unit, all.PodsThatFit)
 	c.Fix = "see `kubectl tao capacity`; wait, or lower --gpus/--nodes"
 	if f.Now {
 		c.Result = Fail
@@ -597,7 +609,7 @@ func gpuMetricsCheck(f Facts) Check {
 	var denied []string
 	seen := map[string]bool{}
 	for i := range f.Nodes {
-		q := f.Nodes[i].Status.Allocatable[jobspec.GPUResource]
+		q := f.Nodes[i].Status.Allocatable[f.Request.GPUName()]
 		if q.Value() <= 0 {
 			continue
 		}

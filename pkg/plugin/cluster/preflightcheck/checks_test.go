@@ -20,6 +20,12 @@ import (
 	"github.com/kubectl-tao/kubectl-tao/test/testutil/fixture"
 )
 
+// migRequest is pods ranks of gpus slices of the MIG profile 1g.10gb each.
+func migRequest(gpus, pods int64) gpufit.Request {
+	const slice = "nvidia.com/mig-1g.10gb"
+	return gpufit.Request{Pods: pods, GPU: slice, PerPod: corev1.ResourceList{slice: *resource.NewQuantity(gpus, resource.DecimalSI)}}
+}
+
 func request(gpus, pods int64) gpufit.Request {
 	return gpufit.Request{Pods: pods, PerPod: corev1.ResourceList{jobspec.GPUResource: *resource.NewQuantity(gpus, resource.DecimalSI)}}
 }
@@ -103,6 +109,16 @@ func TestEvaluate(t *testing.T) {
 		}, "cluster-reads", Warn, []string{"list nodes", "capacity guard", "fit checks are skipped"}},
 		{"no GPUs", func(f *Facts) { f.Nodes = []corev1.Node{fixture.Node("cpu").GPUs(0).Val()} }, "gpus", Fail, []string{gpufit.ErrNoGPUs.Error(), "GPU Operator"}},
 		{"GPUs counted", func(*Facts) {}, "gpus", Pass, []string{"16 nvidia.com/gpu allocatable on 2 of 2 nodes"}},
+		{"MIG slices counted", func(f *Facts) {
+			f.Nodes = append(f.Nodes, fixture.Node("mig").Allocatable("nvidia.com/mig-1g.10gb", "7").Val())
+			f.Request = migRequest(2, 1)
+		}, "gpus", Pass, []string{"7 nvidia.com/mig-1g.10gb allocatable on 1 of 3 nodes"}},
+		{"a GPU resource no node has", func(f *Facts) { f.Request = migRequest(1, 1) }, "gpus", Fail,
+			[]string{"no node of the cluster advertises nvidia.com/mig-1g.10gb; the GPU resources it has are nvidia.com/gpu (16)", "--gpu-resource"}},
+		{"MIG slices fit", func(f *Facts) {
+			f.Nodes = append(f.Nodes, fixture.Node("mig").Allocatable("nvidia.com/mig-1g.10gb", "7").Val())
+			f.Request = migRequest(7, 1)
+		}, "fit", Pass, []string{"1 x 7 nvidia.com/mig-1g.10gb fits now: 1 such ranks fit on the 7 free nvidia.com/mig-1g.10gb"}},
 		{"operator found", func(*Facts) {}, "gpu-operator", Pass, []string{"gpu-operator/nvidia-device-plugin-daemonset"}},
 		{"GPU metrics readable everywhere", func(*Facts) {}, "gpu-metrics", Pass, []string{"GPU metrics: exporter on 2 of 2 GPU nodes, readable"}},
 		{"GPU metrics on some nodes", func(f *Facts) { delete(f.Exporters, "b") }, "gpu-metrics", Warn,
