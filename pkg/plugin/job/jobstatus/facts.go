@@ -27,17 +27,19 @@ func Gang[T plural.Count](n T) string {
 	return fmt.Sprintf("all %d ranks together", n)
 }
 
-// GPUsPerNode is the nvidia.com/gpu limit of the Job's first container (the training
-// container), or its request when no limit is set; 0 when neither is.
+// GPUsPerNode is the limit, in the Job's GPU resource (jobspec.GPUResourceOf: whole GPUs, MIG
+// slices or shared GPUs), of its first container (the training container), or its request
+// when no limit is set; 0 when neither is.
 func GPUsPerNode(job *batchv1.Job) int64 {
 	cs := job.Spec.Template.Spec.Containers
 	if len(cs) == 0 {
 		return 0
 	}
-	if q, ok := cs[0].Resources.Limits[jobspec.GPUResource]; ok {
+	gpu := jobspec.GPUResourceOf(job)
+	if q, ok := cs[0].Resources.Limits[gpu]; ok {
 		return q.Value()
 	}
-	if q, ok := cs[0].Resources.Requests[jobspec.GPUResource]; ok {
+	if q, ok := cs[0].Resources.Requests[gpu]; ok {
 		return q.Value()
 	}
 	return 0

@@ -24,6 +24,14 @@ func gpus(limit, request string) corev1.Container {
 	return c
 }
 
+// migSlices is the container of a Job asking for n MIG slices of 1g.10gb by limit.
+func migSlices(n string) corev1.Container { return withSlices(gpus("", ""), n) }
+
+func withSlices(c corev1.Container, n string) corev1.Container {
+	c.Resources.Limits["nvidia.com/mig-1g.10gb"] = resource.MustParse(n)
+	return c
+}
+
 func TestGPUFacts(t *testing.T) {
 	tests := []struct {
 		name  string
@@ -37,6 +45,12 @@ func TestGPUFacts(t *testing.T) {
 		{"limit wins over request", fixture.Job("train").Nodes(4).Container(gpus("2", "1")).Obj(), 2, 4, "2x4"},
 		{"no gpus", fixture.Job("train").Nodes(3).Container(gpus("", "")).Obj(), 0, 3, "0"},
 		{"no containers", fixture.Job("train").Nodes(1).Obj(), 0, 1, "0"},
+		{"MIG slices by limit", fixture.Job("train").Nodes(2).Annotation(jobspec.GPUResourceAnnotation, "nvidia.com/mig-1g.10gb").Container(migSlices("2")).Obj(), 2, 2, "2x2"},
+		// A Job of slices does not count a whole GPU it also asks for (--resource by hand), nor
+		// a Job of whole GPUs the slices.
+		{"MIG slices beside a whole GPU", fixture.Job("train").Nodes(1).Annotation(jobspec.GPUResourceAnnotation, "nvidia.com/mig-1g.10gb").Container(withSlices(gpus("1", ""), "3")).Obj(), 3, 1, "3x1"},
+		{"whole GPUs beside slices", fixture.Job("train").Nodes(1).Container(withSlices(gpus("1", ""), "3")).Obj(), 1, 1, "1x1"},
+		{"slices without the annotation", fixture.Job("train").Nodes(1).Container(migSlices("2")).Obj(), 0, 1, "0"},
 		{"parallelism only", &batchv1.Job{Spec: batchv1.JobSpec{Parallelism: ptr.To[int32](5)}}, 0, 5, "0"},
 		{"neither completions nor parallelism", &batchv1.Job{}, 0, 1, "0"},
 	}

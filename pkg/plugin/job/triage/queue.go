@@ -79,7 +79,7 @@ func queuedFinding(s *Snapshot) *NodeEvent {
 		}
 		f.Suggestion = fmt.Sprintf("Waiting will not help. Cancel it (`kubectl tao cancel %s -n %s`) and resubmit with fewer GPUs or "+
 			"nodes, or to a LocalQueue whose ClusterQueue holds %d %s in one flavor. %s",
-			job.Name, job.Namespace, jobstatus.GPUsPerNode(job)*int64(jobstatus.Nodes(job)), jobspec.GPUResource, look)
+			job.Name, job.Namespace, jobstatus.GPUsPerNode(job)*int64(jobstatus.Nodes(job)), jobspec.GPUResourceOf(job), look)
 	case r.Reason == jobstatus.Deactivated:
 		f.Message = "no pods: Kueue deactivated it in " + queue + ": " + r.Message
 		f.Suggestion = fmt.Sprintf("Kueue will not admit it again by itself (its Workload has spec.active false, e.g. after "+
