@@ -53,7 +53,8 @@ func NewCmd(f cmdutil.Factory, streams genericiooptions.IOStreams) *cobra.Comman
 		Short:                 "Show allocatable, requested and free GPUs per node",
 		Long: "Show, for every node, its GPU product (GPU Feature Discovery's nvidia.com/gpu.product label) and its\n" +
 			"nvidia.com/gpu: allocatable, requested by the pods on it that have not ended (running or pending),\n" +
-			"and free; then the totals. --queues adds each Kueue ClusterQueue's GPU quota per flavor, what its\n" +
+			"and free, and a column FREE/ALLOCATABLE for each other GPU resource the nodes advertise (MIG slices such as\n" +
+			"mig-1g.10gb, gpu.shared); then the totals. --queues adds each Kueue ClusterQueue's GPU quota per flavor, what its\n" +
 			"workloads use of it, and its pending and admitted workloads. Needs to list nodes and pods in every\n" +
 			"namespace.\n\n" +
 			"Guide: https://github.com/kubectl-tao/kubectl-tao/blob/main/docs/preflight.md",

@@ -10,6 +10,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -82,6 +83,39 @@ func TestCapacityJSON(t *testing.T) {
 	_, out, _ = run(fake.NewClientset(), "-o", "json")
 	if strings.Join(strings.Fields(out), "") != `{"nodes":[],"total":{"allocatable":0,"requested":0,"free":0}}` {
 		t.Fatalf("empty cluster: %s", out)
+	}
+}
+
+func TestCapacityOtherGPUResources(t *testing.T) {
+	// A mixed cluster: one node of whole GPUs, one of MIG slices (mixed strategy), one sharing
+	// its GPUs under renameByDefault; two slices are in use.
+	c := fake.NewClientset(
+		fixture.GPUNode("whole", 8).Obj(),
+		fixture.GPUNode("mig", -1).Allocatable("nvidia.com/mig-1g.10gb", "7").Allocatable("nvidia.com/mig-3g.40gb", "1").Allocatable("nvidia.com/hostdev", "2").Obj(),
+		fixture.GPUNode("shared", -1).Allocatable("nvidia.com/gpu.shared", "16").Obj(),
+		fixture.Pod("slices").Namespace("ml").Container(corev1.Container{Name: "c", Resources: corev1.ResourceRequirements{
+			Limits: corev1.ResourceList{"nvidia.com/mig-1g.10gb": resource.MustParse("2")}}}).Node("mig").Phase(corev1.PodRunning).Obj(),
+	)
+	code, out, _ := run(c)
+	want := `NAME     PRODUCT   ALLOCATABLE   REQUESTED   FREE   GPU.SHARED   MIG-1G.10GB   MIG-3G.40GB
+mig      <none>    0             0           0      -            5/7           1/1
+shared   <none>    0             0           0      16/16        -             -
+whole    <none>    8             0           8      -            -             -
+TOTAL              8             0           8      16/16        5/7           1/1
+`
+	if code != 0 || out != want {
+		t.Fatalf("exit %d\nstdout:\n%s\nwant:\n%s", code, out, want)
+	}
+	_, out, _ = run(c, "-o", "json")
+	compact := strings.Join(strings.Fields(out), "")
+	wantJSON := `{"nodes":[{"name":"mig","product":"","allocatable":0,"requested":0,"free":0,"otherGPUResources":{` +
+		`"nvidia.com/mig-1g.10gb":{"allocatable":7,"requested":2,"free":5},"nvidia.com/mig-3g.40gb":{"allocatable":1,"requested":0,"free":1}}},` +
+		`{"name":"shared","product":"","allocatable":0,"requested":0,"free":0,"otherGPUResources":{"nvidia.com/gpu.shared":{"allocatable":16,"requested":0,"free":16}}},` +
+		`{"name":"whole","product":"","allocatable":8,"requested":0,"free":8}],` +
+		`"total":{"allocatable":8,"requested":0,"free":8,"otherGPUResources":{"nvidia.com/gpu.shared":{"allocatable":16,"requested":0,"free":16},` +
+		`"nvidia.com/mig-1g.10gb":{"allocatable":7,"requested":2,"free":5},"nvidia.com/mig-3g.40gb":{"allocatable":1,"requested":0,"free":1}}}}`
+	if compact != wantJSON {
+		t.Fatalf("got %s\nwant %s", compact, wantJSON)
 	}
 }
 

@@ -3,6 +3,7 @@ package capacity
 import (
 	"sort"
 	"strconv"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -26,13 +27,19 @@ type Report struct {
 	Queues *[]kueue.ClusterQueue `json:"queues,omitempty"`
 }
 
-// NodeRow is one node's GPUs. CPU, memory and pod counts feed -o wide only.
+// NodeRow is one node's GPUs: Allocatable, Requested and Free count whole GPUs
+// (nvidia.com/gpu), as they did before other GPU resources were shown; OtherGPUs the node's
+// other GPU resources (MIG slices, shared GPUs), by name. CPU, memory and pod counts feed -o
+// wide only.
 type NodeRow struct {
 	Name        string `json:"name"`
 	Product     string `json:"product"`
 	Allocatable int64  `json:"allocatable"`
 	Requested   int64  `json:"requested"`
 	Free        int64  `json:"free"`
+	// OtherGPUs is absent from -o json on a node that has none, so a cluster of whole GPUs
+	// prints what it did before.
+	OtherGPUs map[corev1.ResourceName]Count `json:"otherGPUResources,omitempty"`
 
 	cpuAlloc, cpuFree, memAlloc, memFree resource.Quantity
 	pods                                 int
@@ -40,9 +47,23 @@ type NodeRow struct {
 
 // Total sums the GPU columns over the nodes shown.
 type Total struct {
+	Allocatable int64                         `json:"allocatable"`
+	Requested   int64                         `json:"requested"`
+	Free        int64                         `json:"free"`
+	OtherGPUs   map[corev1.ResourceName]Count `json:"otherGPUResources,omitempty"`
+}
+
+// Count is one GPU resource of a node, or of all of them.
+type Count struct {
 	Allocatable int64 `json:"allocatable"`
 	Requested   int64 `json:"requested"`
 	Free        int64 `json:"free"`
+}
+
+func (c *Count) add(o Count) {
+	c.Allocatable += o.Allocatable
+	c.Requested += o.Requested
+	c.Free += o.Free
 }
 
 // Row is one node's line. Requested can exceed allocatable (a node that shrank); free is then 0.
@@ -57,6 +78,14 @@ func Row(n *corev1.Node, u *nodeusage.Usage) NodeRow {
 	r.Allocatable = value(alloc, jobspec.GPUResource)
 	r.Requested = value(req, jobspec.GPUResource)
 	r.Free = value(free, jobspec.GPUResource)
+	for name := range alloc {
+		if name != jobspec.GPUResource && jobspec.IsGPUResource(name) {
+			if r.OtherGPUs == nil {
+				r.OtherGPUs = map[corev1.ResourceName]Count{}
+			}
+			r.OtherGPUs[name] = Count{Allocatable: value(alloc, name), Requested: value(req, name), Free: value(free, name)}
+		}
+	}
 	r.cpuAlloc, r.cpuFree = alloc[corev1.ResourceCPU], free[corev1.ResourceCPU]
 	r.memAlloc, r.memFree = alloc[corev1.ResourceMemory], free[corev1.ResourceMemory]
 	return r
@@ -78,12 +107,23 @@ func Finish(rows []NodeRow) Report {
 		rep.Total.Allocatable += r.Allocatable
 		rep.Total.Requested += r.Requested
 		rep.Total.Free += r.Free
+		for name, c := range r.OtherGPUs {
+			if rep.Total.OtherGPUs == nil {
+				rep.Total.OtherGPUs = map[corev1.ResourceName]Count{}
+			}
+			sum := rep.Total.OtherGPUs[name]
+			sum.add(c)
+			rep.Total.OtherGPUs[name] = sum
+		}
 	}
 	return rep
 }
 
 // Table renders the report for the table printer, with a TOTAL row last (node names are
-// lower case, so it cannot be mistaken for a node).
+// lower case, so it cannot be mistaken for a node). Each GPU resource besides whole GPUs that
+// some node advertises gets a column of its own, named after it without nvidia.com/ and
+// reading FREE/ALLOCATABLE ("-" on a node without it), after the whole GPUs' columns, so a
+// cluster of whole GPUs shows what it did before.
 func Table(rep Report) *metav1.Table {
 	cols := []metav1.TableColumnDefinition{
 		{Name: "Name", Type: "string"},
@@ -91,9 +131,30 @@ func Table(rep Report) *metav1.Table {
 		{Name: "Allocatable", Type: "integer"},
 		{Name: "Requested", Type: "integer"},
 		{Name: "Free", Type: "integer"},
-		{Name: "CPU-Free", Type: "string", Priority: 1},
-		{Name: "Memory-Free", Type: "string", Priority: 1},
-		{Name: "Pods", Type: "integer", Priority: 1},
+	}
+	others := make([]corev1.ResourceName, 0, len(rep.Total.OtherGPUs))
+	for name := range rep.Total.OtherGPUs {
+		others = append(others, name)
+	}
+	sort.Slice(others, func(i, j int) bool { return others[i] < others[j] })
+	for _, name := range others {
+		cols = append(cols, metav1.TableColumnDefinition{Name: strings.TrimPrefix(string(name), "nvidia.com/"), Type: "string",
+			Description: "free/allocatable " + string(name)})
+	}
+	cols = append(cols,
+		metav1.TableColumnDefinition{Name: "CPU-Free", Type: "string", Priority: 1},
+		metav1.TableColumnDefinition{Name: "Memory-Free", Type: "string", Priority: 1},
+		metav1.TableColumnDefinition{Name: "Pods", Type: "integer", Priority: 1},
+	)
+	otherCells := func(m map[corev1.ResourceName]Count) []any {
+		cells := make([]any, len(others))
+		for i, name := range others {
+			cells[i] = "-"
+			if c, ok := m[name]; ok {
+				cells[i] = strconv.FormatInt(c.Free, 10) + "/" + strconv.FormatInt(c.Allocatable, 10)
+			}
+		}
+		return cells
 	}
 	t := &metav1.Table{ColumnDefinitions: cols}
 	for _, r := range rep.Nodes {
@@ -101,16 +162,15 @@ func Table(rep Report) *metav1.Table {
 		if product == "" {
 			product = "<none>"
 		}
-		t.Rows = append(t.Rows, metav1.TableRow{Cells: []any{
-			r.Name, product, r.Allocatable, r.Requested, r.Free,
-			r.cpuFree.String() + "/" + r.cpuAlloc.String(),
-			r.memFree.String() + "/" + r.memAlloc.String(),
+		cells := append([]any{r.Name, product, r.Allocatable, r.Requested, r.Free}, otherCells(r.OtherGPUs)...)
+		t.Rows = append(t.Rows, metav1.TableRow{Cells: append(cells,
+			r.cpuFree.String()+"/"+r.cpuAlloc.String(),
+			r.memFree.String()+"/"+r.memAlloc.String(),
 			int64(r.pods),
-		}})
+		)})
 	}
-	t.Rows = append(t.Rows, metav1.TableRow{Cells: []any{
-		"TOTAL", "", rep.Total.Allocatable, rep.Total.Requested, rep.Total.Free, "", "", "",
-	}})
+	cells := append([]any{"TOTAL", "", rep.Total.Allocatable, rep.Total.Requested, rep.Total.Free}, otherCells(rep.Total.OtherGPUs)...)
+	t.Rows = append(t.Rows, metav1.TableRow{Cells: append(cells, "", "", "")})
 	return t
 }
 
