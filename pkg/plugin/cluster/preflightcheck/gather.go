@@ -69,7 +69,7 @@ func Gather(ctx context.Context, t Targets) Facts {
 			}
 			if f.QueuesErr == nil && slices.Contains(f.Queues, t.Queue) {
 				gpus := r.GPUsPerPod() * r.Pods
-				f.ClusterQueue, f.NeverFits, f.ClusterQueueErr = kueue.Target(ctx, dyn, f.KueueVersion, ns, t.Queue, gpus)
+				f.ClusterQueue, f.NeverFits, f.ClusterQueueErr = kueue.Target(ctx, dyn, f.KueueVersion, ns, t.Queue, r.GPUName(), gpus)
 			}
 		})
 	}

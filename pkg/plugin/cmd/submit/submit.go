@@ -399,7 +399,7 @@ func (o *Options) Run(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		if err := kueue.Check(ctx, client.Discovery(), dyn, o.spec.Namespace, o.spec.Queue, o.spec.TotalGPUs(), o.spec.PriorityClass, o.ErrOut); err != nil {
+		if err := kueue.Check(ctx, client.Discovery(), dyn, o.spec.Namespace, o.spec.Queue, o.spec.GPUName(), o.spec.TotalGPUs(), o.spec.PriorityClass, o.ErrOut); err != nil {
 			return err
 		}
 	} else if o.spec.Nodes > 1 {

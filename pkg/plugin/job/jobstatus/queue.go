@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 
+	corev1 "k8s.io/api/core/v1"
+
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/job/jobspec"
 )
 
@@ -87,6 +89,17 @@ type FlavorQuota struct {
 	// Used is the quota reserved by the ClusterQueue's workloads (its status.flavorsReservation:
 	// those admitted and those being admitted), the amount Kueue compares with the quota.
 	Used int64 `json:"used"`
+	// Resource is the GPU resource the quota is of: the job's (jobspec.GPUResourceOf), "" for
+	// whole GPUs. Not printed: the job's resource is its own fact.
+	Resource corev1.ResourceName `json:"-"`
+}
+
+// GPU is the GPU resource the quota is of.
+func (f FlavorQuota) GPU() corev1.ResourceName {
+	if f.Resource == "" {
+		return jobspec.GPUResource
+	}
+	return f.Resource
 }
 
 // Free is what of the flavor's nominal quota is not used (never below 0: borrowing can take a
@@ -97,7 +110,7 @@ func (f FlavorQuota) Free() int64 {
 
 // String reads "16 of 16 nvidia.com/gpu used in flavor h100".
 func (f FlavorQuota) String() string {
-	return fmt.Sprintf("%d of %d %s used in flavor %s", f.Used, f.Nominal, jobspec.GPUResource, f.Flavor)
+	return fmt.Sprintf("%d of %d %s used in flavor %s", f.Used, f.Nominal, f.GPU(), f.Flavor)
 }
 
 // Held says in one clause why nothing is admitted from the job's queue now, whatever the

@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strings"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -99,10 +100,10 @@ func Missing(queue, ns string, queues []string, listErr error) string {
 
 // Check is what submit --queue verifies before creating anything: Kueue is installed, the
 // LocalQueue exists (a get, plus a list only when it does not, to name those that do), its
-// ClusterQueue's quota can ever hold gpus nvidia.com/gpu (one more get; see NeverFits), and the
+// ClusterQueue's quota can ever hold gpus of the GPU resource gpu (one more get; see NeverFits), and the
 // WorkloadPriorityClass priorityClass exists ("" for none; one more get). A user who may not
 // read them gets a warning on warn and the submit goes on: Kueue itself then decides.
-func Check(ctx context.Context, d discovery.DiscoveryInterface, dyn dynamic.Interface, ns, queue string, gpus int64, priorityClass string, warn io.Writer) error {
+func Check(ctx context.Context, d discovery.DiscoveryInterface, dyn dynamic.Interface, ns, queue string, gpu corev1.ResourceName, gpus int64, priorityClass string, warn io.Writer) error {
 	version, err := Discover(ctx, d)
 	if apierrors.IsForbidden(err) {
 		fmt.Fprintf(warn, "Warning: could not check that Kueue is installed (%v); submitting to queue %s anyway\n", apierrors.ReasonForError(err), queue)
@@ -130,7 +131,7 @@ func Check(ctx context.Context, d discovery.DiscoveryInterface, dyn dynamic.Inte
 		queues, listErr := List(ctx, dyn, version, ns)
 		return exitcode.WithCode(exitcode.NotFound, fmt.Errorf("%s", Missing(queue, ns, queues, listErr)))
 	}
-	never, err := neverFitsIn(ctx, dyn, version, lq, gpus)
+	never, err := neverFitsIn(ctx, dyn, version, lq, gpu, gpus)
 	if err != nil {
 		fmt.Fprintf(warn, "Warning: could not read the ClusterQueue of LocalQueue %s (%v); not checking that its quota can hold the job\n", queue, apierrors.ReasonForError(err))
 		return nil

@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/job/jobspec"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/util/exitcode"
 )
 
@@ -135,7 +136,7 @@ func TestCheck(t *testing.T) {
 				dyn.PrependReactor("get", ClusterQueuesResource, forbidden)
 			}
 			var warn bytes.Buffer
-			err := Check(context.Background(), c.Discovery(), dyn, "ml", "team-a", tc.gpus, "", &warn)
+			err := Check(context.Background(), c.Discovery(), dyn, "ml", "team-a", jobspec.GPUResource, tc.gpus, "", &warn)
 			if len(tc.wantErr) == 0 && err != nil {
 				t.Fatalf("Check() = %v, want nil", err)
 			}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"sort"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/discovery"
@@ -29,15 +30,16 @@ func ClusterQueueFacts(cq *unstructured.Unstructured) ClusterQueue {
 	return ClusterQueue{
 		Name:     cq.GetName(),
 		Cohort:   cohortOf(cq),
-		Flavors:  GPUFlavors(cq),
+		Flavors:  GPUFlavors(cq, jobspec.GPUResource),
 		Pending:  count(cq, "pendingWorkloads"),
 		Admitted: count(cq, "admittedWorkloads"),
 	}
 }
 
-// QueueFacts is where a job of gpus GPUs waits: LocalQueue lq and its ClusterQueue cq (nil when
-// it could not be read, which leaves the ClusterQueue's part unknown).
-func QueueFacts(lq, cq *unstructured.Unstructured, gpus int64) *jobstatus.QueueState {
+// QueueFacts is where a job of gpus of the GPU resource gpu waits: LocalQueue lq and its
+// ClusterQueue cq (nil when it could not be read, which leaves the ClusterQueue's part unknown),
+// whose quota of gpu it is shown.
+func QueueFacts(lq, cq *unstructured.Unstructured, gpu corev1.ResourceName, gpus int64) *jobstatus.QueueState {
 	q := &jobstatus.QueueState{
 		LocalQueue:        lq.GetName(),
 		ClusterQueue:      clusterQueueName(lq),
@@ -48,7 +50,7 @@ func QueueFacts(lq, cq *unstructured.Unstructured, gpus int64) *jobstatus.QueueS
 	}
 	if cq != nil {
 		c := ClusterQueueFacts(cq)
-		q.ClusterQueuePending, q.ClusterQueueAdmitted, q.Flavors = &c.Pending, &c.Admitted, c.Flavors
+		q.ClusterQueuePending, q.ClusterQueueAdmitted, q.Flavors = &c.Pending, &c.Admitted, GPUFlavors(cq, gpu)
 		if s := stopOf("ClusterQueue", cq); s != nil {
 			q.Stopped = append(q.Stopped, *s)
 		}
@@ -95,15 +97,15 @@ func inactiveOf(cq *unstructured.Unstructured) *jobstatus.QueueInactive {
 	return nil
 }
 
-// GPUFlavors is the ClusterQueue's nvidia.com/gpu quota per flavor, in its spec's order, with
-// what its workloads have reserved of each (status.flavorsReservation).
-func GPUFlavors(cq *unstructured.Unstructured) []jobstatus.FlavorQuota {
+// GPUFlavors is the ClusterQueue's quota of the GPU resource gpu per flavor, in its spec's
+// order, with what its workloads have reserved of each (status.flavorsReservation).
+func GPUFlavors(cq *unstructured.Unstructured, gpu corev1.ResourceName) []jobstatus.FlavorQuota {
 	used := map[string]int64{}
 	reservations, _, _ := unstructured.NestedSlice(cq.Object, "status", "flavorsReservation")
 	for _, f := range reservations {
 		fm, _ := f.(map[string]any)
 		name, _ := fm["name"].(string)
-		if r := gpuEntry(fm); r != nil {
+		if r := gpuEntry(fm, gpu); r != nil {
 			used[name] = quantity(r["total"])
 		}
 	}
@@ -114,12 +116,15 @@ func GPUFlavors(cq *unstructured.Unstructured) []jobstatus.FlavorQuota {
 		flavors, _, _ := unstructured.NestedSlice(gm, "flavors")
 		for _, f := range flavors {
 			fm, _ := f.(map[string]any)
-			r := gpuEntry(fm)
+			r := gpuEntry(fm, gpu)
 			if r == nil {
 				continue
 			}
 			name, _ := fm["name"].(string)
 			fq := jobstatus.FlavorQuota{Flavor: name, Nominal: quantity(r["nominalQuota"]), Used: used[name]}
+			if gpu != jobspec.GPUResource {
+				fq.Resource = gpu
+			}
 			if b, ok := r["borrowingLimit"]; ok {
 				limit := quantity(b)
 				fq.BorrowingLimit = &limit
@@ -130,12 +135,12 @@ func GPUFlavors(cq *unstructured.Unstructured) []jobstatus.FlavorQuota {
 	return out
 }
 
-// gpuEntry is the nvidia.com/gpu entry of a flavor's resources list, nil when it has none.
-func gpuEntry(flavor map[string]any) map[string]any {
+// gpuEntry is the gpu entry of a flavor's resources list, nil when it has none.
+func gpuEntry(flavor map[string]any, gpu corev1.ResourceName) map[string]any {
 	resources, _ := flavor["resources"].([]any)
 	for _, r := range resources {
 		m, _ := r.(map[string]any)
-		if m["name"] == string(jobspec.GPUResource) {
+		if m["name"] == string(gpu) {
 			return m
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/utils/ptr"
 
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/job/jobspec"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/job/jobstatus"
 )
 
@@ -38,6 +39,18 @@ status:
     resources: [{name: nvidia.com/gpu, total: "16"}]
 `
 
+// migAndWhole is a ClusterQueue of A100s cut into MIG slices (mixed strategy) beside whole
+// H100s, in one flavor each.
+const migAndWhole = `
+metadata: {name: mixed-cq}
+spec:
+  resourceGroups:
+  - flavors:
+    - {name: h100, resources: [{name: nvidia.com/gpu, nominalQuota: "16"}]}
+  - flavors:
+    - {name: a100-mig, resources: [{name: nvidia.com/mig-1g.10gb, nominalQuota: "14"}]}
+`
+
 // The quota per GPU flavor in spec order, with what is reserved of each (not flavorsUsage:
 // Kueue admits against reservations); flavors without GPUs are left out.
 func TestClusterQueueFacts(t *testing.T) {
@@ -60,15 +73,29 @@ metadata: {name: team-a, namespace: ml}
 spec: {clusterQueue: gpu-cq}
 status: {pendingWorkloads: 2}
 `)
-	got := QueueFacts(lq, parse(t, busyQueue), 16)
+	got := QueueFacts(lq, parse(t, busyQueue), jobspec.GPUResource, 16)
 	want := &jobstatus.QueueState{LocalQueue: "team-a", ClusterQueue: "gpu-cq", LocalQueuePending: 2,
 		ClusterQueuePending: ptr.To[int32](3), ClusterQueueAdmitted: ptr.To[int32](2), GPUs: 16,
 		Flavors: ClusterQueueFacts(parse(t, busyQueue)).Flavors, Stopped: []jobstatus.QueueStop{}}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("QueueFacts (-want +got):\n%s", diff)
 	}
+	// A job of MIG slices is shown the quota of its slices, named in its words, never the
+	// whole GPUs'.
+	mixed := parse(t, migAndWhole+`
+status:
+  flavorsReservation:
+  - {name: a100-mig, resources: [{name: nvidia.com/mig-1g.10gb, total: "3"}]}
+`)
+	slices := QueueFacts(lq, mixed, "nvidia.com/mig-1g.10gb", 2)
+	if len(slices.Flavors) != 1 || slices.Flavors[0].String() != "3 of 14 nvidia.com/mig-1g.10gb used in flavor a100-mig" {
+		t.Errorf("MIG job's flavors: %+v", slices.Flavors)
+	}
+	if whole := QueueFacts(lq, mixed, jobspec.GPUResource, 2); len(whole.Flavors) != 1 || whole.Flavors[0].String() != "0 of 16 nvidia.com/gpu used in flavor h100" {
+		t.Errorf("whole-GPU job's flavors: %+v", whole.Flavors)
+	}
 	// A ClusterQueue that could not be read leaves its part unknown, not zero.
-	got = QueueFacts(lq, nil, 16)
+	got = QueueFacts(lq, nil, jobspec.GPUResource, 16)
 	if got.ClusterQueue != "gpu-cq" || got.ClusterQueuePending != nil || got.ClusterQueueAdmitted != nil || len(got.Flavors) != 0 {
 		t.Errorf("unread ClusterQueue: %+v", got)
 	}
@@ -122,7 +149,7 @@ status:
 			if tc.cq != "" {
 				cq = parse(t, tc.cq)
 			}
-			got := QueueFacts(parse(t, tc.lq), cq, 8)
+			got := QueueFacts(parse(t, tc.lq), cq, jobspec.GPUResource, 8)
 			if diff := cmp.Diff(tc.stopped, got.Stopped); diff != "" {
 				t.Errorf("Stopped (-want +got):\n%s", diff)
 			}

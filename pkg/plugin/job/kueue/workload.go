@@ -6,6 +6,7 @@ import (
 	"io"
 
 	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -69,15 +70,15 @@ func workloadOf(ctx context.Context, d discovery.DiscoveryInterface, dyn dynamic
 	facts := WorkloadFacts(&list.Items[0])
 	wl = &facts
 	posErr = AddPositions(ctx, d, dyn, []batchv1.Job{*job}, map[types.UID]*jobstatus.Workload{job.UID: wl})
-	gpus := jobstatus.GPUsPerNode(job) * int64(jobstatus.Nodes(job))
+	gpu, gpus := jobspec.GPUResourceOf(job), jobstatus.GPUsPerNode(job)*int64(jobstatus.Nodes(job))
 	lq, err := dyn.Resource(GVR(version)).Namespace(job.Namespace).Get(ctx, jobstatus.Queue(job), metav1.GetOptions{})
 	if err != nil {
 		// The LocalQueue alone leaves the reason at what the Workload says.
 		return wl, posErr, nil
 	}
-	cq, never, _ := clusterQueueOf(ctx, dyn, version, lq, gpus)
+	cq, never, _ := clusterQueueOf(ctx, dyn, version, lq, gpu, gpus)
 	wl.NeverFits = never
-	wl.Queue = QueueFacts(lq, cq, gpus)
+	wl.Queue = QueueFacts(lq, cq, gpu, gpus)
 	wl.Queue.SetPosition(wl.Position)
 	return wl, posErr, nil
 }
@@ -148,30 +149,30 @@ func WorkloadFacts(u *unstructured.Unstructured) jobstatus.Workload {
 
 // Target reads LocalQueue queue of namespace ns and its ClusterQueue (two gets): the
 // ClusterQueue's name ("" when the LocalQueue names none) and, as NeverFits, why it can never
-// admit a job of gpus nvidia.com/gpu ("" when it can), a missing ClusterQueue included. The
-// error is a get's (ClusterQueues are cluster-scoped: a user may not read them).
-func Target(ctx context.Context, dyn dynamic.Interface, version, ns, queue string, gpus int64) (clusterQueue, never string, err error) {
+// admit a job of gpus of the GPU resource gpu ("" when it can), a missing ClusterQueue included.
+// The error is a get's (ClusterQueues are cluster-scoped: a user may not read them).
+func Target(ctx context.Context, dyn dynamic.Interface, version, ns, queue string, gpu corev1.ResourceName, gpus int64) (clusterQueue, never string, err error) {
 	lq, err := dyn.Resource(GVR(version)).Namespace(ns).Get(ctx, queue, metav1.GetOptions{})
 	if err != nil {
 		return "", "", err
 	}
-	_, never, err = clusterQueueOf(ctx, dyn, version, lq, gpus)
+	_, never, err = clusterQueueOf(ctx, dyn, version, lq, gpu, gpus)
 	return clusterQueueName(lq), never, err
 }
 
 // neverFitsIn is NeverFits for the ClusterQueue of LocalQueue lq, read with one get; the error
 // is that get's (a user may not read ClusterQueues: they are cluster-scoped).
-func neverFitsIn(ctx context.Context, dyn dynamic.Interface, version string, lq *unstructured.Unstructured, gpus int64) (string, error) {
+func neverFitsIn(ctx context.Context, dyn dynamic.Interface, version string, lq *unstructured.Unstructured, gpu corev1.ResourceName, gpus int64) (string, error) {
 	if gpus <= 0 {
 		return "", nil
 	}
-	_, never, err := clusterQueueOf(ctx, dyn, version, lq, gpus)
+	_, never, err := clusterQueueOf(ctx, dyn, version, lq, gpu, gpus)
 	return never, err
 }
 
 // clusterQueueOf reads the ClusterQueue of LocalQueue lq (nil when it has none or it does not
-// exist) and says whether its quota can never hold gpus (see NeverFits).
-func clusterQueueOf(ctx context.Context, dyn dynamic.Interface, version string, lq *unstructured.Unstructured, gpus int64) (*unstructured.Unstructured, string, error) {
+// exist) and says whether its quota can never hold gpus of gpu (see NeverFits).
+func clusterQueueOf(ctx context.Context, dyn dynamic.Interface, version string, lq *unstructured.Unstructured, gpu corev1.ResourceName, gpus int64) (*unstructured.Unstructured, string, error) {
 	cqName := clusterQueueName(lq)
 	if cqName == "" {
 		return nil, "", nil
@@ -183,7 +184,7 @@ func clusterQueueOf(ctx context.Context, dyn dynamic.Interface, version string, 
 	if err != nil {
 		return nil, "", err
 	}
-	return cq, NeverFits(cq, gpus), nil
+	return cq, NeverFits(cq, gpu, gpus), nil
 }
 
 func clusterQueueName(lq *unstructured.Unstructured) string {
@@ -191,17 +192,18 @@ func clusterQueueName(lq *unstructured.Unstructured) string {
 	return name
 }
 
-// NeverFits says why the ClusterQueue cq can never admit a job of gpus nvidia.com/gpu in all:
+// NeverFits says why the ClusterQueue cq can never admit a job of gpus of the GPU resource gpu
+// in all:
 // every flavor's nominal quota plus what it may borrow is smaller (Kueue gives all ranks of a
 // job one flavor). "" when some flavor can hold it, the job needs no GPUs, or borrowing from a
 // cohort has no limit (the cohort's size is not the queue's to know).
-func NeverFits(cq *unstructured.Unstructured, gpus int64) string {
+func NeverFits(cq *unstructured.Unstructured, gpu corev1.ResourceName, gpus int64) string {
 	if gpus <= 0 {
 		return ""
 	}
 	cohort := cohortOf(cq)
 	var most int64 = -1
-	for _, f := range GPUFlavors(cq) {
+	for _, f := range GPUFlavors(cq, gpu) {
 		limit := f.Nominal
 		switch {
 		case f.BorrowingLimit != nil:
@@ -212,13 +214,13 @@ func NeverFits(cq *unstructured.Unstructured, gpus int64) string {
 		most = max(most, limit)
 	}
 	if most < 0 {
-		return fmt.Sprintf("needs %d %s, which ClusterQueue %s does not cover", gpus, jobspec.GPUResource, cq.GetName())
+		return fmt.Sprintf("needs %d %s, which ClusterQueue %s does not cover", gpus, gpu, cq.GetName())
 	}
 	if gpus <= most {
 		return ""
 	}
 	return fmt.Sprintf("needs %d %s but ClusterQueue %s can hold at most %d (nominal quota plus what it may borrow), so Kueue can never admit it",
-		gpus, jobspec.GPUResource, cq.GetName(), most)
+		gpus, gpu, cq.GetName(), most)
 }
 
 func quantity(v any) int64 {

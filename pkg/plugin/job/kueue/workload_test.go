@@ -4,9 +4,11 @@ import (
 	"strings"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
 
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/job/jobspec"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/job/jobstatus"
 )
 
@@ -70,22 +72,31 @@ spec:
 	tests := []struct {
 		name string
 		cq   string
+		gpu  corev1.ResourceName // "" for whole GPUs
 		gpus int64
 		want string
 	}{
-		{"fits exactly", oneFlavor, 16, ""},
-		{"over the quota", oneFlavor, 24, "needs 24 nvidia.com/gpu but ClusterQueue gpu-cq can hold at most 16"},
-		{"no GPUs asked", oneFlavor, 0, ""},
-		{"largest flavor with borrowing", twoFlavors, 24, ""},
-		{"over every flavor", twoFlavors, 32, "can hold at most 24"},
-		{"a later flavor holds it", byProduct, 16, ""},
-		{"over the later flavor", byProduct, 24, "ClusterQueue by-product can hold at most 16"},
-		{"cohort without a borrowing limit", cohortUnlimited, 64, ""},
-		{"GPUs not covered", noGPU, 8, "which ClusterQueue cpu-cq does not cover"},
+		{"fits exactly", oneFlavor, "", 16, ""},
+		{"over the quota", oneFlavor, "", 24, "needs 24 nvidia.com/gpu but ClusterQueue gpu-cq can hold at most 16"},
+		{"no GPUs asked", oneFlavor, "", 0, ""},
+		{"largest flavor with borrowing", twoFlavors, "", 24, ""},
+		{"over every flavor", twoFlavors, "", 32, "can hold at most 24"},
+		{"a later flavor holds it", byProduct, "", 16, ""},
+		{"over the later flavor", byProduct, "", 24, "ClusterQueue by-product can hold at most 16"},
+		{"cohort without a borrowing limit", cohortUnlimited, "", 64, ""},
+		{"GPUs not covered", noGPU, "", 8, "which ClusterQueue cpu-cq does not cover"},
+		{"slices within their quota", migAndWhole, "nvidia.com/mig-1g.10gb", 14, ""},
+		{"slices over their quota, whole GPUs not counted", migAndWhole, "nvidia.com/mig-1g.10gb", 16, "needs 16 nvidia.com/mig-1g.10gb but ClusterQueue mixed-cq can hold at most 14"},
+		{"a profile the queue does not cover", migAndWhole, "nvidia.com/mig-3g.40gb", 1, "needs 1 nvidia.com/mig-3g.40gb, which ClusterQueue mixed-cq does not cover"},
+		{"whole GPUs do not count the slices", migAndWhole, "", 16, ""},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			got := NeverFits(parse(t, tc.cq), tc.gpus)
+			gpu := tc.gpu
+			if gpu == "" {
+				gpu = jobspec.GPUResource
+			}
+			got := NeverFits(parse(t, tc.cq), gpu, tc.gpus)
 			if (tc.want == "") != (got == "") || !strings.Contains(got, tc.want) {
 				t.Errorf("NeverFits = %q, want %q", got, tc.want)
 			}

@@ -167,7 +167,7 @@ func admitsWhen(q *jobstatus.QueueState) string {
 			best.Flavor, best.Used, best.Nominal)
 	}
 	return fmt.Sprintf("It is admitted once %d more %s are free in flavor %s (%d of %d used now), e.g. when admitted jobs end. ",
-		short, jobspec.GPUResource, best.Flavor, best.Used, best.Nominal)
+		short, best.GPU(), best.Flavor, best.Used, best.Nominal)
 }
 
 func latestWorkloadEvent(s *Snapshot) *corev1.Event {
