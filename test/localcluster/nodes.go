@@ -311,41 +311,131 @@ type NodeProduct struct {
 // change (a merge patch), so pods already bound stay where they are; it returns every simulated
 // node's product after the change, by index.
 func RelabelNodes(ctx context.Context, cs kubernetes.Interface, p GPUProduct, count int) ([]NodeProduct, error) {
-	list, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: NodeTypeLabel + "=" + NodeTypeKwok})
+	nodes, err := simulatedNodes(ctx, cs)
 	if err != nil {
-		return nil, fmt.Errorf("list simulated nodes: %w", err)
-	}
-	type indexed struct {
-		i    int
-		node *corev1.Node
-	}
-	var nodes []indexed
-	for k := range list.Items {
-		if i, ok := nodeIndex(list.Items[k].Name); ok {
-			nodes = append(nodes, indexed{i, &list.Items[k]})
-		}
+		return nil, err
 	}
 	if count < 0 || count > len(nodes) {
 		return nil, fmt.Errorf("cannot give %d of the %d simulated nodes the product %s", count, len(nodes), p.Name)
 	}
-	sort.Slice(nodes, func(a, b int) bool { return nodes[a].i < nodes[b].i })
 	out := make([]NodeProduct, len(nodes))
 	for k, n := range nodes {
 		product := DefaultGPUProduct()
 		if k >= len(nodes)-count {
 			product = p
 		}
-		gpus := n.node.Status.Capacity[GPUResource]
-		patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"labels": productLabels(product, int(gpus.Value()))}})
+		patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"labels": productLabels(product, gpuCount(n))}})
 		if err != nil {
 			return nil, err
 		}
-		if _, err := cs.CoreV1().Nodes().Patch(ctx, n.node.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
-			return nil, fmt.Errorf("relabel node %s: %w", n.node.Name, err)
+		if _, err := cs.CoreV1().Nodes().Patch(ctx, n.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+			return nil, fmt.Errorf("relabel node %s: %w", n.Name, err)
 		}
-		out[k] = NodeProduct{Node: n.node.Name, Product: product.Name}
+		out[k] = NodeProduct{Node: n.Name, Product: product.Name}
 	}
 	return out, nil
+}
+
+// simulatedNodes lists the simulated nodes, by index.
+func simulatedNodes(ctx context.Context, cs kubernetes.Interface) ([]*corev1.Node, error) {
+	list, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: NodeTypeLabel + "=" + NodeTypeKwok})
+	if err != nil {
+		return nil, fmt.Errorf("list simulated nodes: %w", err)
+	}
+	index := map[*corev1.Node]int{}
+	var nodes []*corev1.Node
+	for k := range list.Items {
+		if i, ok := nodeIndex(list.Items[k].Name); ok {
+			index[&list.Items[k]] = i
+			nodes = append(nodes, &list.Items[k])
+		}
+	}
+	sort.Slice(nodes, func(a, b int) bool { return index[nodes[a]] < index[nodes[b]] })
+	return nodes, nil
+}
+
+// gpuCount is how many GPUs the simulated node was made with: GPU Feature Discovery's
+// nvidia.com/gpu.count label, which stays when MIGNodes slices its GPUs.
+func gpuCount(n *corev1.Node) int {
+	if c, err := strconv.Atoi(n.Labels["nvidia.com/gpu.count"]); err == nil {
+		return c
+	}
+	gpus := n.Status.Capacity[GPUResource]
+	return int(gpus.Value())
+}
+
+// NodeResource is the GPU resource a simulated node advertises.
+type NodeResource struct {
+	Node     string
+	Resource corev1.ResourceName
+}
+
+// MIGResource is the resource a sliced simulated node advertises, as the GPU Operator's MIG
+// mixed strategy does for GPUs cut into 1g.10gb slices, MIGSlicesPerGPU of them per GPU.
+const MIGResource corev1.ResourceName = "nvidia.com/mig-1g.10gb"
+
+// MIGSlicesPerGPU is how many MIGResource slices one simulated GPU is cut into, as an A100
+// 80GB is into 1g.10gb slices; migStrategyLabel is GPU Feature Discovery's label of the strategy.
+const (
+	MIGSlicesPerGPU  = 7
+	migStrategyLabel = "nvidia.com/mig.strategy"
+)
+
+// MIGNodes makes the last count simulated nodes advertise MIGResource instead of whole GPUs
+// (MIGSlicesPerGPU per GPU, labelled nvidia.com/mig.strategy=mixed), and every other simulated
+// node its whole GPUs again (strategy single), as `up` made it: `mig --mig-nodes 2` makes the cluster mixed,
+// `--mig-nodes 0` undoes it. kwok keeps a node's status resources once set (see the
+// node-initialize stage), so the change lasts; pods already bound stay where they are. It
+// returns every simulated node's GPU resource after the change, by index.
+func MIGNodes(ctx context.Context, cs kubernetes.Interface, count int) ([]NodeResource, error) {
+	nodes, err := simulatedNodes(ctx, cs)
+	if err != nil {
+		return nil, err
+	}
+	if count < 0 || count > len(nodes) {
+		return nil, fmt.Errorf("cannot slice %d of the %d simulated nodes", count, len(nodes))
+	}
+	out := make([]NodeResource, len(nodes))
+	for k, n := range nodes {
+		gpus := int64(gpuCount(n))
+		// A merge patch's null removes a key: each node advertises one of the two.
+		res := map[string]any{string(GPUResource): strconv.FormatInt(gpus, 10), string(MIGResource): nil}
+		// GFD labels every MIG-capable node with its strategy, single when none is cut.
+		strategy := "single"
+		out[k] = NodeResource{Node: n.Name, Resource: GPUResource}
+		if k >= len(nodes)-count {
+			res = map[string]any{string(GPUResource): nil, string(MIGResource): strconv.FormatInt(gpus*MIGSlicesPerGPU, 10)}
+			strategy = "mixed"
+			out[k].Resource = MIGResource
+		}
+		status, err := json.Marshal(map[string]any{"status": map[string]any{"capacity": res, "allocatable": res}})
+		if err != nil {
+			return nil, err
+		}
+		if _, err := cs.CoreV1().Nodes().Patch(ctx, n.Name, types.MergePatchType, status, metav1.PatchOptions{}, "status"); err != nil {
+			return nil, fmt.Errorf("slice node %s: %w", n.Name, err)
+		}
+		labels, err := json.Marshal(map[string]any{"metadata": map[string]any{"labels": map[string]any{migStrategyLabel: strategy}}})
+		if err != nil {
+			return nil, err
+		}
+		if _, err := cs.CoreV1().Nodes().Patch(ctx, n.Name, types.MergePatchType, labels, metav1.PatchOptions{}); err != nil {
+			return nil, fmt.Errorf("label node %s: %w", n.Name, err)
+		}
+	}
+	return out, nil
+}
+
+// MIG is MIGNodes on the running cluster in cfg.StateDir (`localcluster mig`). A test that
+// slices nodes runs it again with count 0 when it ends, so later tests see whole GPUs only.
+func MIG(ctx context.Context, cfg Config, count int) ([]NodeResource, error) {
+	var out []NodeResource
+	err := onRunning(ctx, cfg, func(_ *cluster, admin *clients, _ *State) error {
+		var err error
+		out, err = MIGNodes(ctx, admin.cs, count)
+		return err
+	})
+	return out, err
 }
 
 // Relabel is RelabelNodes on the running cluster in cfg.StateDir (`localcluster relabel`). A

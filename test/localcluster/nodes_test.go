@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -224,6 +225,80 @@ func TestRelabelNodes(t *testing.T) {
 	for _, count := range []int{-1, 4} {
 		if _, err := RelabelNodes(ctx, cs, a100, count); err == nil || !strings.Contains(err.Error(), "of the 3 simulated nodes") {
 			t.Errorf("RelabelNodes(%d) = %v, want a refusal", count, err)
+		}
+	}
+}
+
+// The last nodes advertise MIG slices (7 per GPU) instead of whole GPUs; count 0 gives back
+// exactly the resources and labels the nodes were created with; a node not ours is untouched.
+func TestMIGNodes(t *testing.T) {
+	ctx := context.Background()
+	foreign := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "real-node"}}
+	objs := []runtime.Object{foreign}
+	created := map[string]*corev1.Node{}
+	for _, i := range []int{0, 10, 2} {
+		gpus := 8
+		if i == 0 {
+			gpus = 4
+		}
+		n := BuildNode(i, NodeShape{GPUs: gpus}, time.Now())
+		created[n.Name] = n.DeepCopy()
+		objs = append(objs, n)
+	}
+	cs := fake.NewClientset(objs...)
+	node := func(name string) *corev1.Node {
+		n, err := cs.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	got, err := MIGNodes(ctx, cs, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []NodeResource{{"gpu-node-0", GPUResource}, {"gpu-node-2", MIGResource}, {"gpu-node-10", MIGResource}}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("MIGNodes = %v, want %v", got, want)
+	}
+	for _, n := range want {
+		now := node(n.Node)
+		gpus, _ := strconv.Atoi(created[n.Node].Labels["nvidia.com/gpu.count"])
+		for _, list := range []corev1.ResourceList{now.Status.Capacity, now.Status.Allocatable} {
+			q, other := list[n.Resource], MIGResource
+			if n.Resource == MIGResource {
+				gpus *= MIGSlicesPerGPU
+				other = GPUResource
+			}
+			if _, has := list[other]; q.Value() != int64(gpus) || has {
+				t.Errorf("%s advertises %v, want %d %s only", n.Node, list, gpus, n.Resource)
+			}
+			if n.Resource == MIGResource {
+				gpus /= MIGSlicesPerGPU
+			}
+		}
+		if strategy := now.Labels["nvidia.com/mig.strategy"]; (strategy == "mixed") != (n.Resource == MIGResource) {
+			t.Errorf("%s: nvidia.com/mig.strategy %q", n.Node, strategy)
+		}
+	}
+	if _, err := MIGNodes(ctx, cs, 0); err != nil {
+		t.Fatal(err)
+	}
+	for name, was := range created {
+		now := node(name)
+		if diff := cmp.Diff(was.Labels, now.Labels); diff != "" {
+			t.Errorf("%s labels after --mig-nodes 0 (-created +now):\n%s", name, diff)
+		}
+		if !equality.Semantic.DeepEqual(was.Status.Allocatable, now.Status.Allocatable) || !equality.Semantic.DeepEqual(was.Status.Capacity, now.Status.Capacity) {
+			t.Errorf("%s resources after --mig-nodes 0: %v, want %v", name, now.Status.Allocatable, was.Status.Allocatable)
+		}
+	}
+	if got := node("real-node"); len(got.Labels) != 0 || len(got.Status.Allocatable) != 0 {
+		t.Errorf("a node not ours was changed: %+v", got)
+	}
+	for _, count := range []int{-1, 4} {
+		if _, err := MIGNodes(ctx, cs, count); err == nil || !strings.Contains(err.Error(), "of the 3 simulated nodes") {
+			t.Errorf("MIGNodes(%d) = %v, want a refusal", count, err)
 		}
 	}
 }

@@ -55,6 +55,9 @@ commands:
   relabel        give the last --product-nodes simulated nodes the GPU Feature Discovery labels
                  of --product (a100 or h100), the others the default H100's; prints every
                  node's product; --product-nodes 0 makes them all H100 again
+  mig            make the last --mig-nodes simulated nodes advertise nvidia.com/mig-1g.10gb
+                 (7 per GPU, the MIG mixed strategy's resource) instead of nvidia.com/gpu;
+                 prints every node's GPU resource; --mig-nodes 0 gives them all whole GPUs again
   status         show the components and nodes; exits non-zero unless healthy
   kubeconfig     print the path of the admin kubeconfig
   stop|start|restart COMPONENT
@@ -109,6 +112,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	out := fs.String("out", "", "images: directory to write the archives to (default node-images); wrapper: the module's directory")
 	product := fs.String("product", localcluster.GPUProducts[1].Short, "relabel: the GPU product to give some nodes: "+productNames())
 	productNodes := fs.Int("product-nodes", 0, "relabel: how many simulated nodes (the last ones) get --product")
+	migNodes := fs.Int("mig-nodes", 0, "mig: how many simulated nodes (the last ones) advertise MIG slices instead of whole GPUs")
 	gpusFlag := fs.Int("gpus", localcluster.RealNodeGPUs, "deviceplugin: number of GPUs to advertise")
 	if err := fs.Parse(rest); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -231,6 +235,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 		for _, n := range nodes {
 			fmt.Fprintf(stdout, "%s\t%s\n", n.Node, n.Product)
+		}
+		return nil
+	case "mig":
+		nodes, err := localcluster.MIG(ctx, cfg, *migNodes)
+		if err != nil {
+			return err
+		}
+		for _, n := range nodes {
+			fmt.Fprintf(stdout, "%s\t%s\n", n.Node, n.Resource)
 		}
 		return nil
 	case "status":
