@@ -7,6 +7,7 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/kubectl-tao/kubectl-tao/test/testutil/fixture"
 )
@@ -82,6 +83,15 @@ func TestDiagnose(t *testing.T) {
 			name: "unschedulable: insufficient GPUs", job: testJob("big", 1),
 			pods:      []corev1.Pod{podOf("big", 0).Unschedulable(msgNoGPU, t0.Add(time.Second)).Val()},
 			wantClass: ErrInfra, wantFirst: "Unschedulable", wantMsg: "4 Insufficient nvidia.com/gpu", wantSugg: "No node has 8 free nvidia.com/gpu",
+		},
+		{
+			name: "unschedulable: insufficient MIG slices", job: testJob("slices", 1),
+			pods: []corev1.Pod{func() corev1.Pod {
+				p := podOf("slices", 0).Unschedulable(msgNoSlices, t0.Add(time.Second)).Val()
+				p.Spec.Containers[0].Resources.Limits = corev1.ResourceList{"nvidia.com/mig-1g.10gb": resource.MustParse("3")}
+				return p
+			}()},
+			wantClass: ErrInfra, wantFirst: "Unschedulable", wantMsg: "2 Insufficient nvidia.com/mig-1g.10gb", wantSugg: "No node has 3 free nvidia.com/mig-1g.10gb",
 		},
 		{
 			name: "node selector matches nothing", job: testJob("sel", 1),

@@ -23,6 +23,8 @@ const (
 		"4 No preemption victims found for incoming pod."
 	msgNoMatch = "0/4 nodes are available: 4 node(s) didn't match Pod's node affinity/selector. preemption: " +
 		"0/4 nodes are available: 4 Preemption is not helpful for scheduling."
+	msgNoSlices = "0/4 nodes are available: 2 Insufficient nvidia.com/mig-1g.10gb, 2 node(s) didn't match Pod's node affinity/selector. " +
+		"preemption: 0/4 nodes are available: 4 Preemption is not helpful for scheduling."
 	msgMixed = "0/4 nodes are available: 2 Insufficient nvidia.com/gpu, 2 node(s) didn't match Pod's node " +
 		"affinity/selector. preemption: 0/4 nodes are available: 2 No preemption victims found for incoming pod, " +
 		"2 Preemption is not helpful for scheduling."

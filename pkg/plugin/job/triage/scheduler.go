@@ -132,10 +132,10 @@ func (v podView) unscheduled() *finding {
 			"(`kubectl describe pvc` says why it waits) or a matching PersistentVolume; a claim that does not exist "+
 			"must be created before the job (--volume mounts existing claims only).",
 			strings.Join(claims, ", "), strings.Join(claims, " "), pod.Namespace)
-	case sm.has("Insufficient " + string(jobspec.GPUResource)):
+	case sm.has("Insufficient " + string(podGPU(pod))):
 		f.suggestion = fmt.Sprintf("No node has %s free %s for this rank. Wait for running jobs to finish, ask for "+
 			"fewer GPUs per node (--gpus) over more nodes (--nodes), or add GPU nodes. `kubectl tao submit` checks "+
-			"total capacity unless --no-capacity-check is given.", gpuRequest(pod), jobspec.GPUResource)
+			"total capacity unless --no-capacity-check is given.", gpuRequest(pod), podGPU(pod))
 	case sm.has(tainted):
 		f.name = "UntoleratedTaint"
 		f.suggestion = taintSuggestion(msg, pod, v.s.TaintedNodes)
@@ -145,13 +145,38 @@ func (v podView) unscheduled() *finding {
 	return f
 }
 
-// gpuCount is the GPUs the pod's containers ask for (limit, else request).
+// podGPU is the GPU resource the pod asks for: whole GPUs, else the first other GPU resource
+// (jobspec.IsGPUResource: MIG slices, shared GPUs) by name in its containers' limits or
+// requests. The pod has no annotation to say it (the Job does), and its limits do. Whole GPUs
+// when it asks for none.
+func podGPU(pod *corev1.Pod) corev1.ResourceName {
+	var other corev1.ResourceName
+	for _, c := range pod.Spec.Containers {
+		for _, list := range []corev1.ResourceList{c.Resources.Limits, c.Resources.Requests} {
+			for name := range list {
+				if name == jobspec.GPUResource {
+					return name
+				}
+				if jobspec.IsGPUResource(name) && (other == "" || name < other) {
+					other = name
+				}
+			}
+		}
+	}
+	if other == "" {
+		return jobspec.GPUResource
+	}
+	return other
+}
+
+// gpuCount is the GPUs (of podGPU) the pod's containers ask for (limit, else request).
 func gpuCount(pod *corev1.Pod) int64 {
+	gpu := podGPU(pod)
 	var n int64
 	for _, c := range pod.Spec.Containers {
-		if q, ok := c.Resources.Limits[jobspec.GPUResource]; ok {
+		if q, ok := c.Resources.Limits[gpu]; ok {
 			n += q.Value()
-		} else if q, ok := c.Resources.Requests[jobspec.GPUResource]; ok {
+		} else if q, ok := c.Resources.Requests[gpu]; ok {
 			n += q.Value()
 		}
 	}
@@ -249,14 +274,14 @@ func appendNew(taints []corev1.Taint, t corev1.Taint) []corev1.Taint {
 // untoleratedTaints are the taints, on the nodes the pod is meant for, that it does not
 // tolerate (by the scheduler's rule, gpufit.Tolerates), in node and taint order without repeats.
 func untoleratedTaints(pod *corev1.Pod, nodes []corev1.Node) []corev1.Taint {
-	wantsGPU := gpuCount(pod) > 0
+	gpu, wantsGPU := podGPU(pod), gpuCount(pod) > 0
 	var out []corev1.Taint
 	for i := range nodes {
 		n := &nodes[i]
 		if !labels.SelectorFromSet(pod.Spec.NodeSelector).Matches(labels.Set(n.Labels)) {
 			continue
 		}
-		if q, ok := n.Status.Allocatable[jobspec.GPUResource]; wantsGPU && (!ok || q.IsZero()) {
+		if q, ok := n.Status.Allocatable[gpu]; wantsGPU && (!ok || q.IsZero()) {
 			continue
 		}
 		for j := range n.Spec.Taints {

@@ -48,6 +48,26 @@ func TestUntoleratedTaintsFollowTheScheduler(t *testing.T) {
 	}
 }
 
+// A rank of MIG slices is judged by the nodes that have slices: a tainted whole-GPU node is
+// none of its business, a tainted sliced node is.
+func TestUntoleratedTaintsOfSlicedNodes(t *testing.T) {
+	const slice = "nvidia.com/mig-1g.10gb"
+	ml := corev1.Taint{Key: "dedicated", Value: "ml", Effect: corev1.TaintEffectNoSchedule}
+	pod := fixture.Pod("").Container(corev1.Container{Name: "tao", Resources: corev1.ResourceRequirements{
+		Limits: corev1.ResourceList{slice: resource.MustParse("2")}}}).Obj()
+	if got, n := podGPU(pod), gpuCount(pod); got != slice || n != 2 {
+		t.Fatalf("podGPU, gpuCount = %s, %d; want %s, 2", got, n, slice)
+	}
+	whole := fixture.Node("whole").GPUs(8).Taints(ml).Val()
+	if got := untoleratedTaints(pod, []corev1.Node{whole}); len(got) != 0 {
+		t.Errorf("a whole-GPU node's taint counted for a rank of slices: %v", got)
+	}
+	sliced := fixture.Node("sliced").Allocatable(slice, "7").Taints(ml).Val()
+	if got := untoleratedTaints(pod, []corev1.Node{whole, sliced}); len(got) != 1 {
+		t.Errorf("the sliced node's taint: got %v", got)
+	}
+}
+
 func TestGPUCount(t *testing.T) {
 	gpus := func(limit, request string) *corev1.Pod {
 		c := corev1.Container{Name: "tao", Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{}, Requests: corev1.ResourceList{}}}
