@@ -33,12 +33,7 @@ type Request struct {
 }
 
 // GPUName is the GPU resource the request counts: GPU, else whole GPUs.
-func (r Request) GPUName() corev1.ResourceName {
-	if r.GPU == "" {
-		return jobspec.GPUResource
-	}
-	return r.GPU
-}
+func (r Request) GPUName() corev1.ResourceName { return jobspec.GPUResourceOr(r.GPU) }
 
 // GPUsPerPod is the request's GPUs (of GPUName) per rank.
 func (r Request) GPUsPerPod() int64 {
@@ -255,7 +250,16 @@ func amount(n int64, gpu corev1.ResourceName) string {
 	if gpu == jobspec.GPUResource {
 		return plural.N(n, "GPU")
 	}
-	return fmt.Sprintf("%d %s", n, gpu)
+	return fmt.Sprintf("%d %s", n, Unit(gpu))
+}
+
+// Unit names what the GPU resource gpu counts, after a number: "GPUs" for whole GPUs, else
+// the resource itself (a MIG slice or a shared GPU is no GPU of its own).
+func Unit(gpu corev1.ResourceName) string {
+	if gpu == jobspec.GPUResource {
+		return "GPUs"
+	}
+	return string(gpu)
 }
 
 // offered lists GPU resources with their amounts, by name: "nvidia.com/gpu (16),

@@ -23,7 +23,6 @@ import (
 
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cluster/gpufit"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cluster/permissions"
-	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/job/jobspec"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/job/kueue"
 )
 
@@ -495,10 +494,7 @@ func fitCheck(f Facts) Check {
 		return c
 	}
 	free := gpufit.SummarizeFree(f.Nodes, f.Requested, r)
-	unit := "GPUs"
-	if r.GPUName() != jobspec.GPUResource {
-		unit = string(r.GPUName()) // a MIG slice or a shared GPU is no GPU of its own
-	}
+	unit := gpufit.Unit(r.GPUName())
 	if free.PodsThatFit >= r.Pods {
 		c.Result = Pass
 		c.Message = fmt.Sprintf("%s fits now: %d such ranks fit on the %d free %s (%d on allocatable)", shape, free.PodsThatFit, free.TotalGPUs, unit, all.PodsThatFit)

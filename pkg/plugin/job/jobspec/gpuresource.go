@@ -46,10 +46,7 @@ func ValidateGPUResource(name corev1.ResourceName) error {
 // GPUResourceAnnotation, else GPUResource (a Job of whole GPUs, or one submitted before
 // --gpu-resource existed).
 func GPUResourceOf(job *batchv1.Job) corev1.ResourceName {
-	if name := job.Annotations[GPUResourceAnnotation]; name != "" {
-		return corev1.ResourceName(name)
-	}
-	return GPUResource
+	return GPUResourceOr(corev1.ResourceName(job.Annotations[GPUResourceAnnotation]))
 }
 
 // validateGPUResource checks --gpu-resource and how it goes with --gpus and --resource; it is

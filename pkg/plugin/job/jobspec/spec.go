@@ -179,11 +179,15 @@ type File struct {
 func (s *Spec) MultiNode() bool { return s.Nodes > 1 }
 
 // GPUName is the GPU resource the job's GPUs count: --gpu-resource, else whole GPUs.
-func (s *Spec) GPUName() corev1.ResourceName {
-	if s.GPUResourceName == "" {
+func (s *Spec) GPUName() corev1.ResourceName { return GPUResourceOr(s.GPUResourceName) }
+
+// GPUResourceOr is name, or GPUResource when name is "": the one place where no GPU resource
+// named means whole GPUs.
+func GPUResourceOr(name corev1.ResourceName) corev1.ResourceName {
+	if name == "" {
 		return GPUResource
 	}
-	return s.GPUResourceName
+	return name
 }
 
 // TotalGPUs is the number of GPUs (of GPUName) the whole job asks for.
