@@ -95,12 +95,7 @@ type FlavorQuota struct {
 }
 
 // GPU is the GPU resource the quota is of.
-func (f FlavorQuota) GPU() corev1.ResourceName {
-	if f.Resource == "" {
-		return jobspec.GPUResource
-	}
-	return f.Resource
-}
+func (f FlavorQuota) GPU() corev1.ResourceName { return jobspec.GPUResourceOr(f.Resource) }
 
 // Free is what of the flavor's nominal quota is not used (never below 0: borrowing can take a
 // queue past it).
