@@ -39,8 +39,15 @@ type Runner struct {
 	Argv           []string
 	Stdin          io.Reader
 	Stdout, Stderr io.Writer
-	// Signals are forwarded to the command (SIGTERM and SIGINT from the wrapper).
+	// Signals are forwarded to the command's process group (SIGTERM and SIGINT from the
+	// supervisor): torchrun's workers get them as the launcher does.
 	Signals <-chan os.Signal
+	// Kill, when closed, kills the command's whole process group: the end of the time the
+	// command has to stop.
+	Kill <-chan struct{}
+	// Output, when set, is called with the time of every write the command makes to stdout or
+	// stderr (the hang watchdog's sign of life).
+	Output func(time.Time)
 	// Archive is the file the log is kept in; nil runs the command without an archive.
 	Archive *os.File
 	// Prepare, when set, runs once the archive is open and before the command starts (the
@@ -59,6 +66,9 @@ type Runner struct {
 	Upload       Upload
 	Interval     time.Duration
 	FinalTimeout time.Duration
+	// FinalDeadline, when set, bounds the final upload instead of FinalTimeout: the
+	// supervisor's grace budget decides it once the command has ended.
+	FinalDeadline func() time.Time
 	// Notes, when set, are copied into the archive from before the command starts until after
 	// Ended (the checkpoints' restore and last upload are said in the attempt's archive).
 	Notes *Notes
@@ -74,9 +84,13 @@ type Runner struct {
 type tee struct {
 	out     io.Writer
 	archive io.Writer
+	output  func(time.Time)
 }
 
 func (t tee) Write(p []byte) (int, error) {
+	if t.output != nil {
+		t.output(time.Now())
+	}
 	n, err := t.out.Write(p)
 	if t.archive != nil {
 		_, _ = t.archive.Write(p)
@@ -110,9 +124,10 @@ func (r *Runner) Run(ctx context.Context) (int, error) {
 	}
 	cmd := exec.Command(r.Argv[0], r.Argv[1:]...)
 	cmd.Stdin = r.Stdin
-	cmd.Stdout = tee{out: r.Stdout, archive: archiveStream(arch)}
-	cmd.Stderr = tee{out: r.Stderr, archive: archiveStream(arch)}
+	cmd.Stdout = tee{out: r.Stdout, archive: archiveStream(arch), output: r.Output}
+	cmd.Stderr = tee{out: r.Stderr, archive: archiveStream(arch), output: r.Output}
 	cmd.WaitDelay = drainDelay
+	ownGroup(cmd)
 	if len(env) > 0 {
 		cmd.Env = append(os.Environ(), env...)
 	}
@@ -138,7 +153,10 @@ func (r *Runner) Run(ctx context.Context) (int, error) {
 			select {
 			case sig := <-r.Signals:
 				r.Signalled = sig
-				_ = cmd.Process.Signal(sig)
+				_ = signalGroup(cmd.Process, sig)
+			case <-r.Kill:
+				_ = signalGroup(cmd.Process, os.Kill)
+				r.Kill = nil
 			case <-exited:
 				return
 			}
@@ -229,7 +247,11 @@ func (r *Runner) finish(ctx context.Context, arch *Writer) {
 	if timeout <= 0 {
 		timeout = DefaultFinalTimeout
 	}
-	uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
+	deadline := time.Now().Add(timeout)
+	if r.FinalDeadline != nil {
+		deadline = r.FinalDeadline()
+	}
+	uctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), deadline)
 	defer cancel()
 	if err := r.Upload(uctx, r.Archive, arch.Size()); err != nil {
 		r.warnf("kubectl-tao: log archive: the final upload failed: %v", err)
