@@ -310,22 +310,6 @@ func TestUploaderRetries(t *testing.T) {
 	}
 }
 
-// The last upload takes half the grace period the pod has, leaving the rest to the log
-// archive and the outputs.
-func TestFinalTimeout(t *testing.T) {
-	for _, tc := range []struct {
-		grace, want time.Duration
-	}{
-		{0, DefaultFinalTimeout},
-		{30 * time.Second, 15 * time.Second},
-		{10 * time.Minute, 5 * time.Minute},
-	} {
-		if got := (Config{Grace: tc.grace}).FinalTimeout(); got != tc.want {
-			t.Errorf("grace %s: FinalTimeout = %s, want %s", tc.grace, got, tc.want)
-		}
-	}
-}
-
 // A new run started with --resume-from restores the earlier run's checkpoints while it has
 // none of its own, and its own once it has kept one; an earlier run with none is an error.
 func TestRestoreFromAnEarlierRun(t *testing.T) {
@@ -385,9 +369,13 @@ func TestYield(t *testing.T) {
 	if err != nil || !strings.Contains(string(out), "gomaxprocs=1 nice=10") {
 		t.Fatalf("helper: %v\n%s", err, out)
 	}
-	// The child started before keeps its priority.
-	if n, err := unix.Getpriority(unix.PRIO_PROCESS, cmd.Process.Pid); err != nil || 20-n != 0 {
-		t.Errorf("the command's niceness = %d (%v), want 0", 20-n, err)
+	// The child started before keeps its priority: the test's own, which may run under nice.
+	own, err := unix.Getpriority(unix.PRIO_PROCESS, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, err := unix.Getpriority(unix.PRIO_PROCESS, cmd.Process.Pid); err != nil || n != own {
+		t.Errorf("the command's niceness = %d (%v), want the test's %d", 20-n, err, 20-own)
 	}
 }
 
