@@ -22,12 +22,20 @@ import (
 )
 
 // wrapper is a staged job's container command for command with outputs, as the kubelet runs
-// it: the "$$" escapes undone, the built binary as the stager.
+// it: the "$$" escapes undone, the built binary as the supervisor.
 func wrapper(command []string, outputs []string, noArchive bool) []string {
 	s := jobspec.Spec{Command: command, Nodes: 1, Staging: &jobspec.Staging{Outputs: outputs, NoLogArchive: noArchive}}
-	argv := jobspec.ContainerCommand(s)
+	return asKubeletRuns(jobspec.ContainerCommand(s))
+}
+
+// asKubeletRuns undoes the "$$" escapes and puts the built binary where the init container
+// installs the supervisor.
+func asKubeletRuns(argv []string) []string {
 	for i, a := range argv {
 		argv[i] = strings.ReplaceAll(a, "$$", "$")
+	}
+	if argv[0] == s3layout.StagerBinary {
+		argv[0] = binary
 	}
 	return argv
 }
@@ -93,7 +101,9 @@ func TestWrapperArchivesTheLog(t *testing.T) {
 		// bash reports the kill on stderr: "/bin/bash: line 1: PID Killed  sh -c ...".
 		{"killed by SIGKILL in a child (the OOM killer)", `echo "allocating"; sh -c 'kill -9 $$'; exit $?`, "", false, 137, "allocating\n/bin/bash: line 1: "},
 		{"SIGTERM: the checkpoint's lines are kept, uploaded after the signal",
-			`trap 'echo "got TERM, checkpointing"; echo ckpt > "$OUT/model"; exit 143' TERM; echo training; while :; do sleep 0.05; done`,
+			// The stop reaches the whole process group: a sleep in the foreground would die of it
+			// and bash would say "Terminated"; one in the background goes silently.
+			`trap 'echo "got TERM, checkpointing"; echo ckpt > "$OUT/model"; exit 143' TERM; echo training; while :; do sleep 0.05 & wait $!; done`,
 			"", true, 143, "training\ngot TERM, checkpointing\n"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -190,7 +200,7 @@ func TestWrapperStageOutFailureAndNoArchive(t *testing.T) {
 	srv.MakeBucket(t, "bucket")
 	env := append(srv.Env("bucket"), "TAO_JOB_ID=train", "TAO_JOB_UID=uid-lost", s3layout.EnvOutputs+"=/no/such/output")
 	r := runWrapper(t, env, wrapper([]string{"echo trained"}, []string{"/no/such/output"}, false), nil)
-	if r.code != s3layout.ExitStageOut || !strings.Contains(r.stderr, "kubectl-tao: stage out failed (exit code 3): the command succeeded but its outputs were not uploaded") {
+	if r.code != s3layout.ExitStageOut || !strings.Contains(r.stderr, "kubectl-tao: stage out failed: output /no/such/output does not exist: nothing uploaded for it: the command succeeded but its outputs were not uploaded") {
 		t.Fatalf("exit %d, stderr:\n%s", r.code, r.stderr)
 	}
 	if got := string(srv.Get(t, "bucket", "results/train/uid-lost/.kubectl-tao/logs/rank-0.log")); got != "trained\n" {
@@ -244,13 +254,10 @@ func TestWrapperStoppedAttemptIsNotDone(t *testing.T) {
 		t.Fatal(err)
 	}
 	script := `trap 'echo ckpt > "$TAO_CHECKPOINT_DIR/step-3.tlt"; echo model > "$OUT/model"; echo saved; exit 0' TERM
-echo training; touch "$READY"; while :; do sleep 0.05; done`
+echo training; touch "$READY"; while :; do sleep 0.05 & wait $!; done`
 	s := jobspec.Spec{Command: []string{script}, Nodes: 1,
 		Staging: &jobspec.Staging{Outputs: []string{out}, Checkpoints: &jobspec.Checkpoints{Dir: ckpt, Keep: 2}}}
-	argv := jobspec.ContainerCommand(s)
-	for i, a := range argv {
-		argv[i] = strings.ReplaceAll(a, "$$", "$")
-	}
+	argv := asKubeletRuns(jobspec.ContainerCommand(s))
 	env := append(srv.Env("bucket"), "TAO_JOB_ID=train", "TAO_JOB_UID=uid-stopped", "OUT="+out, "READY="+ready,
 		s3layout.EnvOutputs+"="+out, s3layout.EnvStageCheckpointDir+"="+ckpt, s3layout.EnvStageCheckpointKeep+"=2",
 		s3layout.EnvPodName+"=train-0-aaaaa")

@@ -62,8 +62,8 @@ func TestStageRunFailedRestoreIsArchived(t *testing.T) {
 	s.Put(manifest, `{"version":9,"rank":0,"files":[]}`)
 	script := `echo "attempt=$TAO_ATTEMPT"`
 	out, _, err := run(env, "run", "--", "sh", "-c", script)
-	if exitcode.Of(err) != s3layout.ExitStageIn || out != "" {
-		t.Fatalf("a failed restore: exit %d, %v, stdout %q", exitcode.Of(err), err, out)
+	if code, _ := exitcode.PassedThrough(err); code != s3layout.ExitStageIn || out != "" {
+		t.Fatalf("a failed restore: %v, stdout %q", err, out)
 	}
 	archived := s.Get(s3layout.LogArchiveKey("results/train/uid-1/", 0, "train-0-aaaaa"))
 	if !strings.HasPrefix(archived, "kubectl-tao: ") || !strings.Contains(archived, "version 9") {
@@ -140,7 +140,8 @@ func TestStageRunCheckpointsOnVolume(t *testing.T) {
 }
 
 // The checkpoints are not optional: an attempt that cannot restore them fails at once with the
-// staging code, the command not run.
+// staging code, the command not run; a setting of the supervisor's own (the grace period, the
+// rank) that submit never writes is its usage code.
 func TestStageRunCheckpointErrors(t *testing.T) {
 	s := s3fake.Start(t, s3fake.Options{})
 	base := s.Env()
@@ -149,14 +150,15 @@ func TestStageRunCheckpointErrors(t *testing.T) {
 	for name, tc := range map[string]struct {
 		set     map[string]string
 		wantErr string
+		code    int
 	}{
-		"no credentials": {map[string]string{s3layout.EnvSecretKey: ""}, s3layout.EnvSecretKey},
-		"relative dir":   {map[string]string{s3layout.EnvStageCheckpointDir: "ckpt"}, "--checkpoint-dir"},
-		"bad keep":       {map[string]string{s3layout.EnvStageCheckpointKeep: "0"}, s3layout.EnvStageCheckpointKeep},
-		"bad grace":      {map[string]string{s3layout.EnvStageGracePeriod: "30s"}, s3layout.EnvStageGracePeriod},
-		"bad pattern":    {map[string]string{s3layout.EnvStageCheckpointPatterns: "a/*.pt"}, "--checkpoint-pattern"},
-		"bad manifest":   {nil, "version 9"},
-		"bad rank":       {map[string]string{jobspec.EnvNodeRank: "x"}, "not a rank"},
+		"no credentials": {map[string]string{s3layout.EnvSecretKey: ""}, s3layout.EnvSecretKey, s3layout.ExitStageIn},
+		"relative dir":   {map[string]string{s3layout.EnvStageCheckpointDir: "ckpt"}, "--checkpoint-dir", s3layout.ExitStageIn},
+		"bad keep":       {map[string]string{s3layout.EnvStageCheckpointKeep: "0"}, s3layout.EnvStageCheckpointKeep, s3layout.ExitStageIn},
+		"bad grace":      {map[string]string{s3layout.EnvStageGracePeriod: "30s"}, s3layout.EnvStageGracePeriod, s3layout.ExitStageRun},
+		"bad pattern":    {map[string]string{s3layout.EnvStageCheckpointPatterns: "a/*.pt"}, "--checkpoint-pattern", s3layout.ExitStageIn},
+		"bad manifest":   {nil, "version 9", s3layout.ExitStageIn},
+		"bad rank":       {map[string]string{jobspec.EnvNodeRank: "x"}, "not a rank", s3layout.ExitStageRun},
 	} {
 		t.Run(name, func(t *testing.T) {
 			env := map[string]string{}
@@ -171,12 +173,12 @@ func TestStageRunCheckpointErrors(t *testing.T) {
 				s.Put(s3layout.CheckpointManifestKey("results/train/uid-1/", 0), `{"version":9,"rank":0,"files":[]}`)
 				defer s.Put(s3layout.CheckpointManifestKey("results/train/uid-1/", 0), `{"version":1,"rank":0,"files":[]}`)
 			}
-			out, _, err := run(env, "run", "--", "sh", "-c", "echo ran")
-			if exitcode.Of(err) != s3layout.ExitStageIn || !strings.Contains(err.Error(), tc.wantErr) || strings.Contains(out, "ran") {
-				t.Errorf("exit %d, %v, %q", exitcode.Of(err), err, out)
+			out, errOut, err := run(env, "run", "--", "sh", "-c", "echo ran")
+			if code, _ := exitcode.PassedThrough(err); code != tc.code || !strings.Contains(errOut, tc.wantErr) || strings.Contains(out, "ran") {
+				t.Errorf("exit %d (%v), want %d; stdout %q, stderr:\n%s", code, err, tc.code, out, errOut)
 			}
-			if strings.Contains(err.Error(), s.SecretKey) {
-				t.Errorf("the secret in the error: %v", err)
+			if strings.Contains(errOut, s.SecretKey) {
+				t.Errorf("the secret in the error: %s", errOut)
 			}
 		})
 	}
@@ -198,8 +200,8 @@ func TestStageRunCheckpointFlushFails(t *testing.T) {
 	env[s3layout.EnvJobID], env[s3layout.EnvJobUID] = "train", "uid-1"
 	env[s3layout.EnvStageCheckpointDir] = t.TempDir()
 	_, errOut, err := run(env, "run", "--", "sh", "-c", `echo x > "$TAO_CHECKPOINT_DIR/last.pt"`)
-	if exitcode.Of(err) != s3layout.ExitStageOut || !strings.Contains(err.Error(), "checkpoints: the final upload failed") {
-		t.Errorf("success, flush failed: exit %d, %v\n%s", exitcode.Of(err), err, errOut)
+	if code, _ := exitcode.PassedThrough(err); code != s3layout.ExitStageOut || !strings.Contains(errOut, "kubectl-tao: checkpoints: the final upload failed") {
+		t.Errorf("success, flush failed: %v\n%s", err, errOut)
 	}
 	_, errOut, err = run(env, "run", "--", "sh", "-c", `echo y > "$TAO_CHECKPOINT_DIR/last.pt"; exit 4`)
 	if code, _ := exitcode.PassedThrough(err); code != 4 || !strings.Contains(errOut, "checkpoints: the final upload failed") {

@@ -147,7 +147,7 @@ func TestStageRun(t *testing.T) {
 	}
 	env := map[string]string{"ACCESS_KEY": "a", "SECRET_KEY": "s", "S3_BUCKET_NAME": "bucket", "S3_ENDPOINT_URL": "http://127.0.0.1:1",
 		"TAO_JOB_ID": "train", "TAO_JOB_UID": "uid", "NODE_RANK": "x"}
-	if _, errOut, err := run(env, "run", "--", "/bin/sh", "-c", "exit 0"); err != nil || !strings.Contains(errOut, `$NODE_RANK="x" is not a rank`) {
+	if _, errOut, err := run(env, "run", "--", "/bin/sh", "-c", "exit 0"); exitcode.Of(err) != 1 || !strings.Contains(errOut, `$NODE_RANK="x" is not a rank`) {
 		t.Errorf("bad rank: %v, %q", err, errOut)
 	}
 	for _, args := range [][]string{{"run"}, {"run", "/bin/true"}, {"run", "--bogus", "--", "/bin/true"}, {"run", "--interval", "0s", "--", "/bin/true"}} {

@@ -250,8 +250,8 @@ func TestSubmitCheckpoints(t *testing.T) {
 	if g := pod.TerminationGracePeriodSeconds; g == nil || *g != 180 {
 		t.Errorf("terminationGracePeriodSeconds = %v, want 180", g)
 	}
-	if script := pod.Containers[0].Command[2]; !strings.Contains(script, `exec "$$TAO_STAGER" stage run -- "$$@"`) {
-		t.Errorf("the command does not run under stage run:\n%s", script)
+	if c := pod.Containers[0].Command; len(c) < 4 || c[0] != s3layout.StagerBinary || c[1] != "stage" || c[2] != "run" || c[3] != "--" {
+		t.Errorf("the command does not run under the supervisor: %q", c)
 	}
 	noLeakInRequests(t, c)
 	if strings.Contains(r.Stderr, "Warning") {

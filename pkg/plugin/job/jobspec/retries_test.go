@@ -2,14 +2,11 @@ package jobspec
 
 import (
 	"slices"
-	"strconv"
 	"testing"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/ptr"
-
-	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/storage/s3layout"
 )
 
 // The policy's invariants, checked on the objects so that a careless -update cannot bless a
@@ -103,12 +100,6 @@ func TestRetriesWithStagingFailAtOnceOnStagingCodes(t *testing.T) {
 	plain.Retries = 3
 	if n := len(Build(plain).Job.Spec.PodFailurePolicy.Rules); n != 3 {
 		t.Errorf("an unstaged job has %d rules, want 3", n)
-	}
-}
-
-func TestStagedWrapperCodes(t *testing.T) {
-	if exitStageIn != strconv.Itoa(s3layout.ExitStageIn) || exitStageOut != strconv.Itoa(s3layout.ExitStageOut) {
-		t.Errorf("the wrapper exits %s and %s, s3layout says %d and %d", exitStageIn, exitStageOut, s3layout.ExitStageIn, s3layout.ExitStageOut)
 	}
 }
 

@@ -16,7 +16,8 @@ import (
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/storage/s3layout"
 )
 
-// EnvStager tells the wrapper where the init container put the stager binary.
+// EnvStager says where the init container put the binary the supervisor runs from; its
+// presence marks a supervised container (diagnose reads the staging exit codes by it).
 const EnvStager = "TAO_STAGER"
 
 // Staging is S3 data staging (--input, --output-path): an init container copies the stager binary

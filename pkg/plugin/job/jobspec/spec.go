@@ -64,14 +64,10 @@ const (
 	MaxFilesBytes = 1 << 20
 	// Shell runs the user's command when it is one string, as the SDK does.
 	Shell = "/bin/bash"
-	// WrapperShell runs the staging wrapper. It stays bash: the wrapper runs the command as a
-	// background child so that a trapped signal interrupts its wait, and dash (Debian's and
-	// Ubuntu's /bin/sh) marks SIGINT and SIGQUIT of a background child as ignored for good, so
-	// `trap - INT` cannot give the command its Ctrl-C back there. Non-staged jobs need no shell
-	// for an argv (see ContainerCommand).
-	WrapperShell = "/bin/bash"
-	// argv0 names the wrapper script in `bash -c SCRIPT argv0 ARG...`; it shows up in ps.
-	argv0 = "kubectl-tao"
+	// legacyWrapperShell and legacyArgv0 are the staging wrapper of Jobs made before the
+	// supervisor (`/bin/bash -c SCRIPT kubectl-tao ARG...`): UserCommand still reads them.
+	legacyWrapperShell = "/bin/bash"
+	legacyArgv0        = "kubectl-tao"
 )
 
 // The rendezvous variables a multi-node job exports before the user's command.

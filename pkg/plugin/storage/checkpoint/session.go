@@ -16,10 +16,6 @@ import (
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/util/plural"
 )
 
-// DefaultFinalTimeout bounds the last upload after the command ends: the checkpoints go first
-// within the grace period, then the log archive, then the outputs.
-const DefaultFinalTimeout = 20 * time.Second
-
 // Session is one attempt's checkpoints in the wrapper: restored before the command runs, kept
 // while it runs, flushed once it ends.
 type Session struct {
@@ -100,17 +96,14 @@ func (s *Session) Env() []string {
 	}
 }
 
-// Finish stops the uploader and makes the last upload, within timeout
-// (DefaultFinalTimeout when 0). Its error, once the command succeeded, is the attempt's:
+// Finish stops the uploader and makes the last upload, by deadline (the supervisor's grace
+// budget decides it). Its error, once the command succeeded, is the attempt's:
 // s3layout.ExitStageOut. Later calls return the first's result.
-func (s *Session) Finish(ctx context.Context, timeout time.Duration) error {
+func (s *Session) Finish(ctx context.Context, deadline time.Time) error {
 	s.once.Do(func() {
 		s.cancel()
 		<-s.done
-		if timeout <= 0 {
-			timeout = DefaultFinalTimeout
-		}
-		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
+		fctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), deadline)
 		defer cancel()
 		if err := s.up.Flush(fctx); err != nil {
 			s.err = exitcode.WithCode(s3layout.ExitStageOut, fmt.Errorf("checkpoints: the final upload failed: %w", err))
@@ -126,19 +119,8 @@ type Config struct {
 	Target Target
 	// Keep is how many complete checkpoints stay in S3.
 	Keep int
-	// Grace is the pod's termination grace period (0 when the pod did not say): the last
-	// upload after a SIGTERM takes at most half of it, the log archive and the outputs the rest.
-	Grace time.Duration
 	// OnVolume: the directory is on a --volume, which keeps the files (StartOnVolume).
 	OnVolume bool
-}
-
-// FinalTimeout bounds the last upload: half the grace period, DefaultFinalTimeout without one.
-func (c Config) FinalTimeout() time.Duration {
-	if c.Grace <= 0 {
-		return DefaultFinalTimeout
-	}
-	return c.Grace / 2
 }
 
 // FromEnv reads the checkpoint settings submit gives a pod ($TAO_STAGE_CHECKPOINT_DIR, _KEEP,
@@ -156,14 +138,6 @@ func FromEnv(getenv func(string) string, rank int) (Config, error) {
 		}
 		keep = n
 	}
-	var grace time.Duration
-	if v := getenv(s3layout.EnvStageGracePeriod); v != "" {
-		n, err := strconv.ParseInt(v, 10, 32)
-		if err != nil || n < 1 {
-			return Config{}, fmt.Errorf("$%s=%q: want a number of seconds, 1 or more", s3layout.EnvStageGracePeriod, v)
-		}
-		grace = time.Duration(n) * time.Second
-	}
 	var patterns []string
 	for _, l := range strings.Split(getenv(s3layout.EnvStageCheckpointPatterns), "\n") {
 		if l != "" {
@@ -176,7 +150,7 @@ func FromEnv(getenv func(string) string, rank int) (Config, error) {
 		}
 	}
 	if getenv(s3layout.EnvStageCheckpointOnVolume) == "1" {
-		return Config{Target: Target{Rank: rank, Dir: dir, Patterns: patterns}, Keep: keep, Grace: grace, OnVolume: true}, nil
+		return Config{Target: Target{Rank: rank, Dir: dir, Patterns: patterns}, Keep: keep, OnVolume: true}, nil
 	}
 	cfg := s3.ConfigFromEnv(getenv)
 	if err := cfg.Check(true, "the environment"); err != nil {
@@ -198,5 +172,5 @@ func FromEnv(getenv func(string) string, rank int) (Config, error) {
 		}
 	}
 	t := Target{Client: client, Bucket: cfg.Bucket, ResultsPrefix: prefix, Rank: rank, Dir: dir, Patterns: patterns, From: from}
-	return Config{Target: t, Keep: keep, Grace: grace}, nil
+	return Config{Target: t, Keep: keep}, nil
 }

@@ -252,7 +252,9 @@ func (u *Uploader) round(ctx context.Context, final bool) error {
 		}
 		if err := u.put(ctx, rel, p, size, mtime); err != nil {
 			fail(err)
-			if !u.failing[rel] {
+			// A round cut off by its context (the last upload takes over, or its deadline
+			// passed and the error is the caller's) says nothing of the file.
+			if ctx.Err() == nil && !u.failing[rel] {
 				u.failing[rel] = true
 				u.logf("uploading %s failed, trying again later: %v", rel, err)
 			}
@@ -280,7 +282,9 @@ func (u *Uploader) round(ctx context.Context, final bool) error {
 	}
 	if err := u.retainAndWrite(ctx); err != nil {
 		fail(err)
-		u.logf("%v", err)
+		if ctx.Err() == nil {
+			u.logf("%v", err)
+		}
 	}
 	return firstErr
 }
