@@ -14,7 +14,10 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	corev1 "k8s.io/api/core/v1"
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
+
+	"github.com/kubectl-tao/kubectl-tao/test/localcluster/gpustandin"
 )
 
 // The real node's GPUs: a device plugin speaking the kubelet's device-plugin API, so GPU
@@ -34,6 +37,26 @@ func GPUDeviceIDs(stateDir string, n int) []string {
 		ids[i] = fmt.Sprintf("GPU-%s-0000-4000-8000-%012d", id, i)
 	}
 	return ids
+}
+
+// DevicePluginDevices are the resource the real node's plugin advertises and its device IDs:
+// gpus whole GPUs (GPUDeviceIDs), or with migSlices > 0 each of them cut into that many
+// MIGResource slices, advertised by their MIG UUIDs as NVIDIA's plugin does under the MIG mixed
+// strategy, the IDs the exporter stand-in maps to pods.
+func DevicePluginDevices(stateDir string, gpus, migSlices int) (corev1.ResourceName, []string, error) {
+	ids := GPUDeviceIDs(stateDir, gpus)
+	if migSlices == 0 {
+		return GPUResource, ids, nil
+	}
+	slices, err := gpustandin.MIGDevices(gpustandin.NodeGPUs(ids), MIGProfile, migSlices)
+	if err != nil {
+		return "", nil, err
+	}
+	out := make([]string, len(slices))
+	for i, s := range slices {
+		out[i] = s.ID
+	}
+	return MIGResource, out, nil
 }
 
 // AllocateResponse is NVIDIA's answer for one container's devices.
@@ -81,16 +104,21 @@ func (p *gpuPlugin) PreStartContainer(context.Context, *pluginapi.PreStartContai
 	return &pluginapi.PreStartContainerResponse{}, nil
 }
 
-// RunDevicePlugin serves gpus fake GPUs until ctx ends. The kubelet empties its device-plugin
+// RunDevicePlugin serves gpus fake GPUs (migSlices > 0: their slices, DevicePluginDevices)
+// until ctx ends. The kubelet empties its device-plugin
 // directory when it starts, so the plugin watches kubelet.sock and, each time a new kubelet
 // socket appears, serves a fresh socket of its own and registers again.
-func RunDevicePlugin(ctx context.Context, stateDir string, gpus int, log io.Writer) error {
+func RunDevicePlugin(ctx context.Context, stateDir string, gpus, migSlices int, log io.Writer) error {
 	stateDir, err := filepath.Abs(stateDir)
 	if err != nil {
 		return err
 	}
+	resource, ids, err := DevicePluginDevices(stateDir, gpus, migSlices)
+	if err != nil {
+		return err
+	}
 	var devices []*pluginapi.Device
-	for _, id := range GPUDeviceIDs(stateDir, gpus) {
+	for _, id := range ids {
 		devices = append(devices, &pluginapi.Device{ID: id, Health: pluginapi.Healthy})
 	}
 	sockName := devicePluginSocket(stateDir)
@@ -120,10 +148,10 @@ func RunDevicePlugin(ctx context.Context, stateDir string, gpus int, log io.Writ
 			server = grpc.NewServer()
 			pluginapi.RegisterDevicePluginServer(server, &gpuPlugin{devices: devices, done: done})
 			go func() { _ = server.Serve(l) }()
-			if err := register(ctx, kubeletSock, sockName); err != nil {
+			if err := register(ctx, kubeletSock, sockName, resource); err != nil {
 				fmt.Fprintf(log, "deviceplugin: register with the kubelet: %v (retrying)\n", err)
 			} else {
-				fmt.Fprintf(log, "deviceplugin: registered %d %s at %s\n", gpus, GPUResource, sockPath)
+				fmt.Fprintf(log, "deviceplugin: registered %d %s at %s\n", len(ids), resource, sockPath)
 				registeredIno = st.Ino
 			}
 		}
@@ -135,7 +163,7 @@ func RunDevicePlugin(ctx context.Context, stateDir string, gpus int, log io.Writ
 	}
 }
 
-func register(ctx context.Context, kubeletSock, endpoint string) error {
+func register(ctx context.Context, kubeletSock, endpoint string, resource corev1.ResourceName) error {
 	conn, err := grpc.NewClient("unix://"+kubeletSock, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		return err
@@ -146,7 +174,7 @@ func register(ctx context.Context, kubeletSock, endpoint string) error {
 	_, err = pluginapi.NewRegistrationClient(conn).Register(ctx, &pluginapi.RegisterRequest{
 		Version:      pluginapi.Version,
 		Endpoint:     endpoint,
-		ResourceName: string(GPUResource),
+		ResourceName: string(resource),
 		Options:      &pluginapi.DevicePluginOptions{},
 	})
 	if err != nil {

@@ -37,10 +37,11 @@ func TestMain(m *testing.M) {
 		fs := flag.NewFlagSet("deviceplugin", flag.ExitOnError)
 		stateDir := fs.String("state-dir", "", "")
 		gpus := fs.Int("gpus", RealNodeGPUs, "")
+		migSlices := fs.Int("mig-slices", 0, "")
 		_ = fs.Parse(os.Args[2:])
 		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 		defer stop()
-		if err := RunDevicePlugin(ctx, *stateDir, *gpus, os.Stderr); err != nil {
+		if err := RunDevicePlugin(ctx, *stateDir, *gpus, *migSlices, os.Stderr); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
 		}

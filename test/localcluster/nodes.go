@@ -16,6 +16,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/kubectl-tao/kubectl-tao/test/localcluster/gpustandin"
 )
 
 // GPUResource is the extended resource the NVIDIA device plugin advertises.
@@ -372,7 +374,10 @@ type NodeResource struct {
 
 // MIGResource is the resource a sliced simulated node advertises, as the GPU Operator's MIG
 // mixed strategy does for GPUs cut into 1g.10gb slices, MIGSlicesPerGPU of them per GPU.
-const MIGResource corev1.ResourceName = "nvidia.com/mig-1g.10gb"
+const MIGResource corev1.ResourceName = gpustandin.MIGResourcePrefix + MIGProfile
+
+// MIGProfile is the profile of MIGResource's slices.
+const MIGProfile = gpustandin.MIGProfile
 
 // MIGSlicesPerGPU is how many MIGResource slices one simulated GPU is cut into, as an A100
 // 80GB is into 1g.10gb slices; migStrategyLabel is GPU Feature Discovery's label of the strategy.

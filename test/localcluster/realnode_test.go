@@ -138,6 +138,29 @@ func TestAllocateResponseLikeNVIDIA(t *testing.T) {
 	}
 }
 
+// A node configured with slices advertises MIGResource by the slices' MIG UUIDs, the IDs the
+// exporter stand-in maps to pods; without, its whole GPUs.
+func TestDevicePluginDevices(t *testing.T) {
+	resource, ids, err := DevicePluginDevices("/x/.cluster", 2, 0)
+	if err != nil || resource != GPUResource || !reflect.DeepEqual(ids, GPUDeviceIDs("/x/.cluster", 2)) {
+		t.Errorf("whole GPUs: %s %v %v", resource, ids, err)
+	}
+	resource, ids, err = DevicePluginDevices("/x/.cluster", 2, MIGSlicesPerGPU)
+	if err != nil || resource != MIGResource || len(ids) != 2*MIGSlicesPerGPU {
+		t.Fatalf("slices: %s %v %v", resource, ids, err)
+	}
+	seen := map[string]bool{}
+	for _, id := range ids {
+		if !strings.HasPrefix(id, "MIG-") || seen[id] {
+			t.Errorf("slice id %q not unique or not MIG-shaped", id)
+		}
+		seen[id] = true
+	}
+	if _, _, err := DevicePluginDevices("/x/.cluster", 1, MIGSlicesPerGPU+1); err == nil {
+		t.Error("a GPU cut into more slices than its profile has")
+	}
+}
+
 func TestParseLdd(t *testing.T) {
 	out := "\tlinux-vdso.so.1 (0x00007ffd)\n\tlibtinfo.so.6 => /lib/x86_64-linux-gnu/libtinfo.so.6 (0x00007f)\n\tlibc.so.6 => /lib/x86_64-linux-gnu/libc.so.6 (0x00007f)\n\t/lib64/ld-linux-x86-64.so.2 (0x00007f)\n"
 	want := []string{"/lib/x86_64-linux-gnu/libtinfo.so.6", "/lib/x86_64-linux-gnu/libc.so.6", "/lib64/ld-linux-x86-64.so.2"}

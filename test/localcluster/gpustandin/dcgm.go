@@ -2,6 +2,7 @@ package gpustandin
 
 import (
 	"bufio"
+	"crypto/sha256"
 	"fmt"
 	"io"
 	"math"
@@ -16,11 +17,20 @@ import (
 // template ranges over them; every series has gpu, UUID, pci_bus_id, device, modelName and
 // Hostname in that order, then the label counter DCGM_FI_DRIVER_VERSION, then the attributes
 // sorted by name: err_code and err_msg on Xid series, container, namespace and pod on a GPU a
-// container holds.
+// container holds. A MIG slice is a device of its own to the exporter: GPU_I_PROFILE and GPU_I_ID
+// follow modelName, its GPU's index and UUID stay, and it has only the counters DCGM keeps per
+// GPU instance (framebuffer and profiling), so no GPU_UTIL: utilisation is GR_ENGINE_ACTIVE.
 
 // GPUResource is the extended resource whose devices the exporter maps to pods, as
 // dcgm-exporter does (devices of other resources get no pod labels).
 const GPUResource = "nvidia.com/gpu"
+
+// MIGResourcePrefix and a profile name the resource of the profile's slices under the MIG
+// mixed strategy (nvidia.com/mig-1g.10gb), whose devices the exporter maps to pods instead.
+const MIGResourcePrefix = "nvidia.com/mig-"
+
+// MIGProfile is the profile the stand-ins cut GPUs into unless told otherwise.
+const MIGProfile = "1g.10gb"
 
 // GPU is one device of the node: its index, UUID (the device plugin's device ID) and PCI bus.
 type GPU struct {
@@ -34,11 +44,61 @@ type Holder struct {
 	Namespace, Pod, Container string
 }
 
-// DeviceState is one GPU at scrape time: who holds it (nil: no one) and what it shows.
+// DeviceState is one GPU, or one MIG slice of it (Slice), at scrape time: who holds it (nil:
+// no one) and what it shows.
 type DeviceState struct {
 	GPU
+	Slice  *MIGSlice
 	Holder *Holder
 	Values Values
+}
+
+// MIGSlice is a MIG device of a GPU: its profile, its GPU instance ID and its framebuffer.
+type MIGSlice struct {
+	Profile    string
+	InstanceID int
+	MemoryMiB  int
+}
+
+// MIGDevice is a slice as the device plugin advertises it: ID is its device ID, the MIG UUID
+// the kubelet hands out and the exporter maps to the slice's pod.
+type MIGDevice struct {
+	GPU
+	MIGSlice
+	ID string
+}
+
+// migProfiles are the MIG profiles the stand-in cuts its H100 80GB into: the framebuffer of
+// one slice (used + free, as dcgm-exporter's own MIG test reads it) and the GPU instance ID of
+// the first slice (DCGM numbers an H100's seven 1g.10gb instances from 7).
+var migProfiles = map[string]struct{ memoryMiB, firstInstance, max int }{
+	"1g.10gb": {memoryMiB: 9983, firstInstance: 7, max: 7},
+}
+
+// MIGDevices cuts each GPU into perGPU slices of profile, in index and instance order.
+func MIGDevices(gpus []GPU, profile string, perGPU int) ([]MIGDevice, error) {
+	p, ok := migProfiles[profile]
+	if !ok {
+		return nil, fmt.Errorf("MIG profile %q is not one the stand-in knows (1g.10gb)", profile)
+	}
+	if perGPU < 1 || perGPU > p.max {
+		return nil, fmt.Errorf("a GPU has 1 to %d %s slices, not %d", p.max, profile, perGPU)
+	}
+	var out []MIGDevice
+	for _, g := range gpus {
+		for k := range perGPU {
+			gi := p.firstInstance + k
+			out = append(out, MIGDevice{GPU: g, MIGSlice: MIGSlice{Profile: profile, InstanceID: gi, MemoryMiB: p.memoryMiB}, ID: MIGDeviceID(g.UUID, gi)})
+		}
+	}
+	return out, nil
+}
+
+// MIGDeviceID is the MIG UUID of a GPU's slice: MIG- and a UUID made from a hash of the GPU's
+// UUID and the instance, so that it is stable and distinct per slice, as a real one is.
+func MIGDeviceID(gpuUUID string, instance int) string {
+	h := sha256.Sum256(fmt.Appendf(nil, "%s/%d", gpuUUID, instance))
+	return fmt.Sprintf("MIG-%x-%x-%x-%x-%x", h[0:4], h[4:6], h[6:8], h[8:10], h[10:16])
 }
 
 // NodeGPUs are a node's GPUs for the given device IDs, with the PCI bus IDs of an 8-GPU HGX
@@ -61,6 +121,12 @@ type dcgmCounter struct {
 	value           func(Values) string
 }
 
+// migCounters are the counters DCGM keeps per GPU instance: a slice shows only these.
+var migCounters = map[string]bool{
+	"DCGM_FI_DEV_FB_FREE": true, "DCGM_FI_DEV_FB_USED": true,
+	"DCGM_FI_PROF_GR_ENGINE_ACTIVE": true, "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE": true,
+}
+
 func ratio(v Values, scale float64) string {
 	return fmt.Sprintf("%f", math.Round(v.Util*scale*1e4)/1e6)
 }
@@ -73,7 +139,7 @@ func ratio(v Values, scale float64) string {
 var dcgmCounters = []dcgmCounter{
 	{"DCGM_FI_DEV_GPU_UTIL", "GPU utilization (in %).", "gauge", func(v Values) string { return strconv.Itoa(int(math.Round(v.Util))) }},
 	{"DCGM_FI_DEV_XID_ERRORS", "Value of the last XID error encountered.", "gauge", func(v Values) string { return strconv.Itoa(v.Xid) }},
-	{"DCGM_FI_DEV_FB_FREE", "Framebuffer memory free (in MiB).", "gauge", func(v Values) string { return strconv.Itoa(v.FreeMiB()) }},
+	{"DCGM_FI_DEV_FB_FREE", "Framebuffer memory free (in MiB).", "gauge", nil}, // the device's, see freeMiB
 	{"DCGM_FI_DEV_FB_USED", "Framebuffer memory used (in MiB).", "gauge", func(v Values) string { return strconv.Itoa(v.MemUsedMiB) }},
 	{"DCGM_FI_DEV_FB_RESERVED", "Framebuffer memory reserved (in MiB).", "gauge", func(Values) string { return strconv.Itoa(FBReservedMiB) }},
 	{"DCGM_FI_PROF_GR_ENGINE_ACTIVE", "Ratio of time the graphics engine is active.", "gauge", func(v Values) string { return ratio(v, 1) }},
@@ -118,13 +184,32 @@ func XidMessage(code int) string {
 // RenderDCGM writes the exporter's /metrics text for devs on the node hostname.
 func RenderDCGM(w io.Writer, hostname string, devs []DeviceState) error {
 	devs = append([]DeviceState(nil), devs...)
-	sort.SliceStable(devs, func(i, j int) bool { return devs[i].Index < devs[j].Index })
+	sort.SliceStable(devs, func(i, j int) bool {
+		if devs[i].Index != devs[j].Index {
+			return devs[i].Index < devs[j].Index
+		}
+		return devs[i].instance() < devs[j].instance()
+	})
 	bw := bufio.NewWriter(w)
 	for _, c := range dcgmCounters {
-		fmt.Fprintf(bw, "# HELP %s %s\n# TYPE %s %s\n", c.name, c.help, c.name, c.typ)
+		var of []DeviceState
 		for _, d := range devs {
-			fmt.Fprintf(bw, `%s{gpu="%d",UUID="%s",pci_bus_id="%s",device="nvidia%d",modelName="%s",Hostname="%s",DCGM_FI_DRIVER_VERSION="%s"`,
-				c.name, d.Index, d.UUID, d.PCIBusID, d.Index, ModelName, hostname, DriverVersion)
+			if d.Slice == nil || migCounters[c.name] {
+				of = append(of, d)
+			}
+		}
+		// The exporter writes a counter's family only with the series it collected.
+		if len(of) == 0 {
+			continue
+		}
+		fmt.Fprintf(bw, "# HELP %s %s\n# TYPE %s %s\n", c.name, c.help, c.name, c.typ)
+		for _, d := range of {
+			mig := ""
+			if d.Slice != nil {
+				mig = fmt.Sprintf(`,GPU_I_PROFILE="%s",GPU_I_ID="%d"`, d.Slice.Profile, d.Slice.InstanceID)
+			}
+			fmt.Fprintf(bw, `%s{gpu="%d",UUID="%s",pci_bus_id="%s",device="nvidia%d",modelName="%s"%s,Hostname="%s",DCGM_FI_DRIVER_VERSION="%s"`,
+				c.name, d.Index, d.UUID, d.PCIBusID, d.Index, ModelName, mig, hostname, DriverVersion)
 			attrs := map[string]string{}
 			if c.name == "DCGM_FI_DEV_XID_ERRORS" {
 				attrs["err_code"] = strconv.Itoa(d.Values.Xid)
@@ -141,10 +226,30 @@ func RenderDCGM(w io.Writer, hostname string, devs []DeviceState) error {
 			for _, k := range keys {
 				fmt.Fprintf(bw, `,%s="%s"`, k, attrs[k])
 			}
-			fmt.Fprintf(bw, "} %s\n", c.value(d.Values))
+			value := strconv.Itoa(d.freeMiB())
+			if c.value != nil {
+				value = c.value(d.Values)
+			}
+			fmt.Fprintf(bw, "} %s\n", value)
 		}
 	}
 	return bw.Flush()
+}
+
+// instance is the slice's GPU instance ID, -1 for a whole GPU.
+func (d DeviceState) instance() int {
+	if d.Slice == nil {
+		return -1
+	}
+	return d.Slice.InstanceID
+}
+
+// freeMiB is the framebuffer the device has left: a slice's own, else the GPU's (FreeMiB).
+func (d DeviceState) freeMiB() int {
+	if d.Slice != nil {
+		return max(0, d.Slice.MemoryMiB-d.Values.MemUsedMiB)
+	}
+	return d.Values.FreeMiB()
 }
 
 // SplitIDs splits a comma-separated device list (NVIDIA_VISIBLE_DEVICES, the exporter's

@@ -7,6 +7,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/job/gpumetrics"
 )
 
 func TestParseValues(t *testing.T) {
@@ -47,19 +49,7 @@ func TestRenderDCGM(t *testing.T) {
 	if err := RenderDCGM(&buf, "real-1234", devs); err != nil {
 		t.Fatal(err)
 	}
-	golden := filepath.Join("testdata", "dcgm.txt")
-	if os.Getenv("UPDATE_GOLDEN") == "1" {
-		if err := os.WriteFile(golden, buf.Bytes(), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(golden)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if buf.String() != string(want) {
-		t.Errorf("exporter text differs from %s:\n%s", golden, buf.String())
-	}
+	checkGolden(t, "dcgm.txt", buf.Bytes())
 	series := regexp.MustCompile(`^([A-Z_]+)\{((?:[A-Za-z_]+="[^"]*",)*[A-Za-z_]+="[^"]*")\} (-?[0-9.]+)$`)
 	counts := map[string]int{}
 	var typed string
@@ -91,6 +81,81 @@ func TestRenderDCGM(t *testing.T) {
 		if counts[name] != 3 {
 			t.Errorf("%s: %d series, want 3", name, counts[name])
 		}
+	}
+}
+
+// A node of sliced GPUs serves each slice as dcgm-exporter serves a MIG device: GPU_I_PROFILE
+// and GPU_I_ID, the slice's own framebuffer, its engine activity and no GPU_UTIL; top's parser
+// maps each slice to the pod holding it.
+func TestRenderDCGMMIG(t *testing.T) {
+	slices, err := MIGDevices(NodeGPUs([]string{"GPU-aaaa-0001", "GPU-bbbb-0002"}), "1g.10gb", 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := map[string]bool{}
+	var devs []DeviceState
+	for _, s := range slices {
+		ids[s.ID] = true
+		devs = append(devs, DeviceState{GPU: s.GPU, Slice: &s.MIGSlice})
+	}
+	uuid := regexp.MustCompile(`^MIG-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
+	for id := range ids {
+		if !uuid.MatchString(id) {
+			t.Errorf("slice ID %q is no MIG UUID", id)
+		}
+	}
+	if len(ids) != 4 || MIGDeviceID("GPU-aaaa-0001", 7) != slices[0].ID {
+		t.Errorf("slice IDs %v, want 4 distinct ones, each its GPU's and instance's", ids)
+	}
+	// The first slice of GPU 1 holds a busy rank; the others are nobody's.
+	devs[2].Holder = &Holder{Namespace: "team-a", Pod: "train-0", Container: "trainer"}
+	devs[2].Values = Values{Util: 91, MemUsedMiB: 4000}
+	var buf bytes.Buffer
+	if err := RenderDCGM(&buf, "real-1234", devs); err != nil {
+		t.Fatal(err)
+	}
+	checkGolden(t, "dcgm-mig.txt", buf.Bytes())
+	if strings.Contains(buf.String(), "DCGM_FI_DEV_GPU_UTIL{") {
+		t.Errorf("a slice has GPU_UTIL, which DCGM has not for MIG devices:\n%s", buf.String())
+	}
+	gpus, err := gpumetrics.ParseDCGM(&buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := gpumetrics.ForPod(gpus, "team-a", "train-0")
+	if len(got) != 1 {
+		t.Fatalf("train-0 holds %d devices, want its one slice: %+v", len(got), gpus)
+	}
+	g := got[0]
+	if g.UUID != "GPU-bbbb-0002" || g.MIGProfile != "1g.10gb" || g.MIGInstance != "7" || g.Utilization == nil || *g.Utilization != 91 ||
+		g.MemoryUsedBytes == nil || *g.MemoryUsedBytes != 4000<<20 || g.MemoryTotalBytes == nil || *g.MemoryTotalBytes != 9983<<20 {
+		t.Errorf("train-0's slice reads %+v", g)
+	}
+	for _, bad := range []struct {
+		profile string
+		n       int
+	}{{"3g.40gb", 1}, {"1g.10gb", 0}, {"1g.10gb", 8}} {
+		if _, err := MIGDevices(NodeGPUs([]string{"GPU-a"}), bad.profile, bad.n); err == nil {
+			t.Errorf("MIGDevices(%s, %d) cut the GPU", bad.profile, bad.n)
+		}
+	}
+}
+
+// checkGolden compares got with testdata/name (UPDATE_GOLDEN=1 rewrites it).
+func checkGolden(t *testing.T, name string, got []byte) {
+	t.Helper()
+	golden := filepath.Join("testdata", name)
+	if os.Getenv("UPDATE_GOLDEN") == "1" {
+		if err := os.WriteFile(golden, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(got) != string(want) {
+		t.Errorf("exporter text differs from %s:\n%s", golden, got)
 	}
 }
 

@@ -27,6 +27,7 @@ func (o *Options) ranksTable(j jobtop.Job, now time.Time) *metav1.Table {
 	if o.out.Wide() {
 		cols = append(cols,
 			metav1.TableColumnDefinition{Name: "UUID", Type: "string", Priority: 1},
+			metav1.TableColumnDefinition{Name: "MIG", Type: "string", Priority: 1},
 			metav1.TableColumnDefinition{Name: "Tensor", Type: "string", Priority: 1},
 			metav1.TableColumnDefinition{Name: "Xid", Type: "string", Priority: 1},
 			metav1.TableColumnDefinition{Name: "Source", Type: "string", Priority: 1},
@@ -46,7 +47,7 @@ func (o *Options) ranksTable(j jobtop.Job, now time.Time) *metav1.Table {
 			last = rk.Phase
 		}
 		row := func(gpus []gpumetrics.GPU, wide ...any) metav1.TableRow {
-			cells := append([]any{rk.Rank, rk.Pod, orDash(rk.Node), utilCell(gpus), memCell(gpus), last, rk.Attempt}, wide...)
+			cells := append([]any{rk.Rank, rk.Pod, orDash(rk.Node), utilCell(gpus, j.SharedGPU), memCell(gpus), last, rk.Attempt}, wide...)
 			if o.Watch {
 				cells = append(cells, sparkline(o.history.of(j.Namespace, j.Job, rk.Rank)))
 			}
@@ -56,14 +57,14 @@ func (o *Options) ranksTable(j jobtop.Job, now time.Time) *metav1.Table {
 		case !o.out.Wide():
 			t.Rows = append(t.Rows, row(rk.GPUs))
 		case len(rk.GPUs) == 0:
-			t.Rows = append(t.Rows, row(nil, "-", "-", "-", rk.MetricsSource))
+			t.Rows = append(t.Rows, row(nil, "-", "-", "-", "-", rk.MetricsSource))
 		default:
 			for _, g := range rk.GPUs {
 				xid := "-"
 				if g.Xid != nil {
 					xid = fmt.Sprint(*g.Xid)
 				}
-				t.Rows = append(t.Rows, row([]gpumetrics.GPU{g}, g.UUID, pctCell(g.TensorActive), xid, rk.MetricsSource))
+				t.Rows = append(t.Rows, row([]gpumetrics.GPU{g}, g.UUID, migCell(g), pctCell(g.TensorActive), xid, rk.MetricsSource))
 			}
 		}
 	}
@@ -97,7 +98,7 @@ func (o *Options) jobsTable(jobs []jobtop.Job) *metav1.Table {
 				eta = e
 			}
 		}
-		cells := []any{j.Job, j.GPUs, utilCell(gpus), memCell(gpus), prog, eta, health(j)}
+		cells := []any{j.Job, j.GPUs, utilCell(gpus, j.SharedGPU), memCell(gpus), prog, eta, health(j)}
 		if o.AllNamespaces {
 			cells = append([]any{j.Namespace}, cells...)
 		}
@@ -145,13 +146,26 @@ func meanUtil(gpus []gpumetrics.GPU) (float64, bool) {
 	return sum / float64(n), true
 }
 
-// utilCell is the mean utilisation as a number and a small bar, "-" without a reading.
-func utilCell(gpus []gpumetrics.GPU) string {
+// utilCell is the mean utilisation as a number and a small bar, "-" without a reading; on a
+// shared GPU it says so, because the number is the whole GPU's and not the job's.
+func utilCell(gpus []gpumetrics.GPU, shared bool) string {
 	u, ok := meanUtil(gpus)
 	if !ok {
 		return "-"
 	}
-	return fmt.Sprintf("%3.0f%% %s", u, bar(u, 10))
+	cell := fmt.Sprintf("%3.0f%% %s", u, bar(u, 10))
+	if shared {
+		cell += " shared"
+	}
+	return cell
+}
+
+// migCell is a MIG slice's profile and GPU instance, "-" for a whole GPU.
+func migCell(g gpumetrics.GPU) string {
+	if g.MIGProfile == "" && g.MIGInstance == "" {
+		return "-"
+	}
+	return g.MIGProfile + "/" + g.MIGInstance
 }
 
 func pctCell(v *float64) string {

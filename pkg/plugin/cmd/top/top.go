@@ -332,5 +332,27 @@ func jobLine(j jobtop.Job) string {
 		}
 	}
 	parts = append(parts, "GPU metrics: "+j.MetricsSource)
+	if g := gpusNote(j); g != "" {
+		parts = append(parts, g)
+	}
 	return strings.Join(parts, "  ")
+}
+
+// gpusNote says what the job's GPUs are when they are not whole GPUs of its own, since that
+// changes what the GPU columns mean; "" for whole GPUs.
+func gpusNote(j jobtop.Job) string {
+	resource := corev1.ResourceName(j.GPUResource)
+	var what string
+	switch {
+	case j.SharedGPU:
+		what = "shared with other pods: GPU and GPU MEM are the whole GPU's, not the job's"
+	case jobspec.IsMIGResource(resource):
+		what = "MIG slices: GPU is each slice's engine activity, GPU MEM its own memory"
+	default:
+		return ""
+	}
+	if resource == jobspec.GPUResource {
+		return "GPUs " + what
+	}
+	return fmt.Sprintf("GPUs: %s, %s", resource, what)
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
@@ -39,6 +40,120 @@ func series(gpu int, node, pod string, util, usedMiB int) string {
 		labels, util, labels, usedMiB, labels, 81559-usedMiB)
 }
 
+// migSeries is one MIG slice (GPU 0 of node, profile 1g.10gb, GPU instance gi) as
+// dcgm-exporter writes it, held by pod (none when ""): no GPU_UTIL, engine activity a ratio,
+// the slice's own framebuffer.
+func migSeries(node string, gi int, pod string, active float64, usedMiB int) string {
+	labels := fmt.Sprintf(`gpu="0",UUID="GPU-%s-0",pci_bus_id="00000000:1B:00.0",device="nvidia0",modelName="NVIDIA H100 80GB HBM3",GPU_I_PROFILE="1g.10gb",GPU_I_ID="%d",hostname="%s",DCGM_FI_DRIVER_VERSION="580.95.05"`, node, gi, node)
+	if pod != "" {
+		labels += fmt.Sprintf(`,container="tao",namespace="ml",pod="%s"`, pod)
+	}
+	return fmt.Sprintf("DCGM_FI_DEV_FB_FREE{%s} %d\nDCGM_FI_DEV_FB_USED{%s} %d\nDCGM_FI_PROF_GR_ENGINE_ACTIVE{%s} %f\nDCGM_FI_PROF_PIPE_TENSOR_ACTIVE{%s} %f\n",
+		labels, 9983-usedMiB, labels, usedMiB, labels, active, labels, active/2)
+}
+
+// gpuContainer is the training container asking for n of a GPU resource.
+func gpuContainer(name corev1.ResourceName, n int64) corev1.Container {
+	return corev1.Container{Name: jobspec.ContainerName, Resources: corev1.ResourceRequirements{
+		Limits: corev1.ResourceList{name: *resource.NewQuantity(n, resource.DecimalSI)}}}
+}
+
+// migCluster runs job slices, a rank of one nvidia.com/mig-1g.10gb slice on each of nodes a
+// and b: rank 0's slice busy, rank 1's idle and its memory nearly full; the other slice of
+// a's GPU is nobody's.
+func migCluster() *fake.Clientset {
+	const slice = "nvidia.com/mig-1g.10gb"
+	return exporting(map[string]string{
+		"a": migSeries("a", 11, "slices-0", 0.91, 4000) + migSeries("a", 12, "", 0, 0),
+		"b": migSeries("b", 13, "slices-1", 0.02, 9500),
+	}, twoRankJob("slices", gpuContainer(slice, 1), jobspec.GPUResourceAnnotation, slice)...)
+}
+
+// sharedCluster runs job infer, a rank of one nvidia.com/gpu.shared on each of nodes a and b;
+// time-slicing gives a's GPU to pod web-0 too.
+func sharedCluster() *fake.Clientset {
+	objs := twoRankJob("infer", gpuContainer(jobspec.SharedGPUResource, 1), jobspec.GPUResourceAnnotation, string(jobspec.SharedGPUResource))
+	return exporting(map[string]string{
+		"a": series(0, "a", "infer-0", 97, 70000) + series(0, "a", "web-0", 97, 70000),
+		"b": series(0, "b", "infer-1", 40, 30000),
+	}, objs...)
+}
+
+// topCheck is one run of top: its stdout is the golden file's, or want.
+type topCheck struct {
+	args         []string
+	golden, want string
+}
+
+// checkTop runs each check against a cluster of its own, made by newCluster.
+func checkTop(t *testing.T, newCluster func() *fake.Clientset, checks ...topCheck) {
+	t.Helper()
+	for _, c := range checks {
+		r := run(newCluster(), c.args...)
+		if r.Code != 0 || r.Stderr != "" {
+			t.Fatalf("%v: exit %d\nstderr:\n%s", c.args, r.Code, r.Stderr)
+		}
+		if c.golden != "" {
+			golden.Check(t, c.golden, r.Stdout)
+		} else if r.Stdout != c.want {
+			t.Errorf("%v: %q, want %q", c.args, r.Stdout, c.want)
+		}
+	}
+}
+
+// top of a MIG job reads each rank's own slice: its engine activity as GPU, its memory as GPU
+// MEM, the profile and instance in -o wide and -o json.
+func TestTopMIGJob(t *testing.T) {
+	checkTop(t, migCluster,
+		topCheck{args: []string{"slices"}, golden: "mig.txt"},
+		topCheck{args: []string{"slices", "-o", "wide"}, golden: "mig-wide.txt"},
+		topCheck{args: []string{"slices", "-o", "jsonpath={.gpuResource} {.sharedGPU} {.ranks[0].gpus[0].migProfile} {.ranks[0].gpus[0].migInstance} {.ranks[0].gpus[0].utilization} {.ranks[1].gpus[0].migInstance}"},
+			want: "nvidia.com/mig-1g.10gb false 1g.10gb 11 91 13"})
+}
+
+// top of a job on shared GPUs says in its line, each GPU cell and -o json that the numbers are
+// the whole GPU's; so does the row of the job without JOB. Only a's GPU is seen shared by the
+// exporter (the GPU's shared is left out when false); the job's resource says both are.
+func TestTopSharedGPUJob(t *testing.T) {
+	checkTop(t, sharedCluster,
+		topCheck{args: []string{"infer"}, golden: "shared.txt"},
+		topCheck{golden: "shared-jobs.txt"},
+		topCheck{args: []string{"infer", "-o", "jsonpath={.gpuResource} {.sharedGPU} {.ranks[0].gpus[0].shared} {.ranks[1].gpus[0].shared}"},
+			want: "nvidia.com/gpu.shared true true "})
+}
+
+// The job's line names what its GPUs are when that changes what the GPU columns mean.
+func TestTopGPUsLine(t *testing.T) {
+	const mig, migShared = "nvidia.com/mig-1g.10gb", "nvidia.com/mig-1g.10gb.shared"
+	whole := fixture.GPUContainer(jobspec.ContainerName, 1)
+	for _, tc := range []struct {
+		name   string
+		objs   []runtime.Object
+		scrape map[string]string
+		want   string
+	}{
+		{"whole GPUs", twoRankJob("j", whole), map[string]string{"a": series(0, "a", "j-0", 50, 100)},
+			"job.batch/j  Running  GPU metrics: dcgm-exporter\n"},
+		{"time-sliced nvidia.com/gpu the exporter maps to two pods", twoRankJob("j", whole),
+			map[string]string{"a": series(0, "a", "j-0", 50, 100) + series(0, "a", "web-0", 50, 100)},
+			"job.batch/j  Running  GPU metrics: dcgm-exporter  GPUs shared with other pods: GPU and GPU MEM are the whole GPU's, not the job's\n"},
+		{"MIG slices", twoRankJob("j", gpuContainer(mig, 1), jobspec.GPUResourceAnnotation, mig), map[string]string{"a": migSeries("a", 1, "j-0", 0.5, 100)},
+			"job.batch/j  Running  GPU metrics: dcgm-exporter  GPUs: nvidia.com/mig-1g.10gb, MIG slices: GPU is each slice's engine activity, GPU MEM its own memory\n"},
+		{"shared MIG slices", twoRankJob("j", gpuContainer(migShared, 1), jobspec.GPUResourceAnnotation, migShared), map[string]string{"a": migSeries("a", 1, "j-0", 0.5, 100)},
+			"job.batch/j  Running  GPU metrics: dcgm-exporter  GPUs: nvidia.com/mig-1g.10gb.shared, shared with other pods: GPU and GPU MEM are the whole GPU's, not the job's\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := run(exporting(tc.scrape, tc.objs...), "j")
+			if r.Code != 0 {
+				t.Fatalf("exit %d\n%s", r.Code, r.Stderr)
+			}
+			if line, _, _ := strings.Cut(r.Stdout, "\n"); line+"\n" != tc.want {
+				t.Errorf("line:\n%s\nwant:\n%s", line, tc.want)
+			}
+		})
+	}
+}
+
 type body string
 
 func (b body) DoRaw(context.Context) ([]byte, error) { return []byte(b), nil }
@@ -51,6 +166,34 @@ func (b body) Stream(context.Context) (io.ReadCloser, error) {
 func cluster(t *testing.T, names ...string) *fake.Clientset {
 	t.Helper()
 	var objs []runtime.Object
+	scrape := map[string]string{}
+	for i, name := range names {
+		objs = append(objs, twoRankJob(name, fixture.GPUContainer(jobspec.ContainerName, 2))...)
+		scrape["a"] += series(2*i, "a", name+"-0", 97, 70000) + series(2*i+1, "a", name+"-0", 95, 70000)
+		scrape["b"] += series(2*i, "b", name+"-1", 2, 78000) + series(2*i+1, "b", name+"-1", 3, 78000)
+	}
+	scrape["a"] += series(7, "a", "", 0, 0)
+	return exporting(scrape, objs...)
+}
+
+// twoRankJob is a running 2-rank Job of the container (rank 0 on node a, rank 1 on b) and its
+// pods, NAME-0 and NAME-1; annotations are the Job's, in pairs.
+func twoRankJob(name string, c corev1.Container, annotations ...string) []runtime.Object {
+	w := fixture.Job(name).Namespace("ml").UID("uid-"+name).Created(now.Add(-time.Hour)).Nodes(2).Indexed().
+		Label(jobspec.ManagedByLabel, jobspec.ManagedByValue)
+	for i := 0; i+1 < len(annotations); i += 2 {
+		w = w.Annotation(annotations[i], annotations[i+1])
+	}
+	job := w.Container(c).Active(2).Ready(2).Started(now.Add(-time.Hour)).Obj()
+	objs := []runtime.Object{job}
+	for rank, node := range []string{"a", "b"} {
+		objs = append(objs, fixture.RankPod(job, rank).Name(fmt.Sprintf("%s-%d", name, rank)).Node(node).Running(now.Add(-time.Hour)).Obj())
+	}
+	return objs
+}
+
+// exporting is a cluster of objs with dcgm-exporter on nodes a and b, serving scrape[node].
+func exporting(scrape map[string]string, objs ...runtime.Object) *fake.Clientset {
 	for _, node := range []string{"a", "b"} {
 		objs = append(objs, &corev1.Pod{
 			ObjectMeta: metav1.ObjectMeta{Name: "nvidia-dcgm-exporter-" + node, Namespace: "gpu-operator", Labels: map[string]string{"app": "nvidia-dcgm-exporter"}},
@@ -58,19 +201,6 @@ func cluster(t *testing.T, names ...string) *fake.Clientset {
 			Status:     corev1.PodStatus{Phase: corev1.PodRunning},
 		})
 	}
-	scrape := map[string]string{}
-	for i, name := range names {
-		job := fixture.Job(name).Namespace("ml").UID("uid-"+name).Created(now.Add(-time.Hour)).Nodes(2).Indexed().
-			Label(jobspec.ManagedByLabel, jobspec.ManagedByValue).
-			Container(fixture.GPUContainer(jobspec.ContainerName, 2)).Active(2).Ready(2).Started(now.Add(-time.Hour)).Obj()
-		objs = append(objs, job)
-		for rank, node := range []string{"a", "b"} {
-			objs = append(objs, fixture.RankPod(job, rank).Name(fmt.Sprintf("%s-%d", name, rank)).Node(node).Running(now.Add(-time.Hour)).Obj())
-		}
-		scrape["a"] += series(2*i, "a", name+"-0", 97, 70000) + series(2*i+1, "a", name+"-0", 95, 70000)
-		scrape["b"] += series(2*i, "b", name+"-1", 2, 78000) + series(2*i+1, "b", name+"-1", 3, 78000)
-	}
-	scrape["a"] += series(7, "a", "", 0, 0)
 	c := fake.NewClientset(objs...)
 	c.AddProxyReactor("pods", func(a k8stesting.Action) (bool, restclient.ResponseWrapper, error) {
 		return true, body(scrape[strings.TrimPrefix(a.(k8stesting.ProxyGetAction).GetName(), "nvidia-dcgm-exporter-")]), nil

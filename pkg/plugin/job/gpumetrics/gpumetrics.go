@@ -38,6 +38,10 @@ type GPU struct {
 	// MemoryTotalBytes is FB_USED + FB_FREE (+ FB_RESERVED where present) in bytes: the exporter
 	// has no total counter, and nvidia-smi's total counts the reserved part too.
 	MemoryTotalBytes *int64 `json:"memoryTotalBytes"`
+	// Shared is true when the exporter shows the device shared by time-slicing: mapped to more
+	// than one pod, or labelled with the replica a pod holds (vgpu, with its
+	// DCGM_EXPORTER_KUBERNETES_VIRTUAL_GPUS on). Its readings are then the whole device's.
+	Shared bool `json:"shared,omitempty"`
 	// Xid is DCGM_FI_DEV_XID_ERRORS, the last Xid the GPU raised; the gauge keeps it set, so it
 	// says a GPU has had one, not that it has one now. Nil when the gauge is 0 (no Xid).
 	Xid *int `json:"xid,omitempty"`
@@ -46,6 +50,19 @@ type GPU struct {
 	Namespace string `json:"-"`
 	Pod       string `json:"-"`
 	Container string `json:"-"`
+}
+
+// Device names the GPU in a message: its UUID, and for a MIG device the slice of it, since
+// the slices of one GPU share its UUID.
+func (g GPU) Device() string {
+	name := g.UUID
+	if name == "" {
+		name = "index " + g.Index
+	}
+	if g.MIGProfile != "" || g.MIGInstance != "" {
+		name += fmt.Sprintf(" (MIG %s, instance %s)", g.MIGProfile, g.MIGInstance)
+	}
+	return name
 }
 
 // The counters ParseDCGM reads, by their upper-case name: --use-old-namespace lowercases the names.
@@ -107,6 +124,8 @@ func ParseDCGM(r io.Reader) ([]GPU, error) {
 				order = append(order, key)
 			}
 			rd.merge(g)
+			// The replica a pod holds of a time-sliced device; the label is on every series.
+			rd.gpu.Shared = rd.gpu.Shared || labels["vgpu"] != ""
 			v, ok := value(m)
 			if !ok {
 				continue
@@ -118,8 +137,29 @@ func ParseDCGM(r io.Reader) ([]GPU, error) {
 	for _, key := range order {
 		gpus = append(gpus, readings[key].finish())
 	}
+	markShared(gpus)
 	sortGPUs(gpus)
 	return gpus, nil
+}
+
+// markShared sets Shared on the devices the exporter maps to more than one pod: a device is its
+// node, UUID (else index) and MIG instance.
+func markShared(gpus []GPU) {
+	pods := map[[4]string]map[string]bool{}
+	key := func(g GPU) [4]string { return [4]string{g.Node, g.UUID, g.Index, g.MIGInstance} }
+	for _, g := range gpus {
+		if g.Pod == "" {
+			continue
+		}
+		k := key(g)
+		if pods[k] == nil {
+			pods[k] = map[string]bool{}
+		}
+		pods[k][g.Namespace+"/"+g.Pod] = true
+	}
+	for i := range gpus {
+		gpus[i].Shared = gpus[i].Shared || len(pods[key(gpus[i])]) > 1
+	}
 }
 
 func labelMap(m *dto.Metric) map[string]string {
@@ -178,6 +218,7 @@ func (rd *reading) merge(g GPU) {
 	if rd.gpu.Index == "" {
 		rd.gpu.Index = g.Index
 	}
+
 	if g.Container != "" && (rd.gpu.Container == "" || g.Container < rd.gpu.Container) {
 		rd.gpu.Container = g.Container
 	}

@@ -32,15 +32,7 @@ func TestParseDCGMGolden(t *testing.T) {
 	for _, file := range files {
 		name := strings.TrimSuffix(filepath.Base(file), ".prom")
 		t.Run(name, func(t *testing.T) {
-			f, err := os.Open(file)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer f.Close()
-			gpus, err := ParseDCGM(f)
-			if err != nil {
-				t.Fatal(err)
-			}
+			gpus := parseFile(t, file)
 			out := make([]goldenGPU, len(gpus))
 			for i, g := range gpus {
 				out[i] = goldenGPU{GPU: g, Node: g.Node, Namespace: g.Namespace, Pod: g.Pod, Container: g.Container}
@@ -52,6 +44,21 @@ func TestParseDCGMGolden(t *testing.T) {
 			golden.Check(t, name+".golden.json", string(b)+"\n")
 		})
 	}
+}
+
+// parseFile is ParseDCGM of a scrape under testdata.
+func parseFile(t *testing.T, file string) []GPU {
+	t.Helper()
+	f, err := os.Open(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	gpus, err := ParseDCGM(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return gpus
 }
 
 // checkParse compares a parser's result with the table's: an error containing wantErr, or want.
@@ -122,8 +129,28 @@ DCGM_FI_DEV_GPU_UTIL{UUID="",gpu=""} 5
 DCGM_FI_DEV_GPU_UTIL{gpu="0",UUID="GPU-a",namespace="b",pod="p",container="c"} 7
 `,
 		want: []GPU{
-			{UUID: "GPU-a", Index: "0", Utilization: ptr(7.0), Namespace: "a", Pod: "p", Container: "c"},
-			{UUID: "GPU-a", Index: "0", Utilization: ptr(7.0), Namespace: "b", Pod: "p", Container: "c"},
+			{UUID: "GPU-a", Index: "0", Utilization: ptr(7.0), Shared: true, Namespace: "a", Pod: "p", Container: "c"},
+			{UUID: "GPU-a", Index: "0", Utilization: ptr(7.0), Shared: true, Namespace: "b", Pod: "p", Container: "c"},
+		},
+	}, {
+		// Time-slicing with the exporter's virtual-GPU mapping: a series per replica a pod holds.
+		name: "a vgpu label marks a shared GPU even with one pod mapped",
+		in: `DCGM_FI_DEV_GPU_UTIL{gpu="0",UUID="GPU-a",namespace="a",pod="p",container="c",vgpu="1"} 7
+DCGM_FI_DEV_GPU_UTIL{gpu="1",UUID="GPU-b",namespace="a",pod="q",container="c"} 8
+`,
+		want: []GPU{
+			{UUID: "GPU-a", Index: "0", Utilization: ptr(7.0), Shared: true, Namespace: "a", Pod: "p", Container: "c"},
+			{UUID: "GPU-b", Index: "1", Utilization: ptr(8.0), Namespace: "a", Pod: "q", Container: "c"},
+		},
+	}, {
+		// The slices of one GPU share its UUID: two pods on two slices share nothing.
+		name: "two MIG slices of one GPU held by two pods are not shared",
+		in: `DCGM_FI_PROF_GR_ENGINE_ACTIVE{gpu="0",UUID="GPU-a",GPU_I_PROFILE="1g.10gb",GPU_I_ID="11",namespace="a",pod="p"} 0.5
+DCGM_FI_PROF_GR_ENGINE_ACTIVE{gpu="0",UUID="GPU-a",GPU_I_PROFILE="1g.10gb",GPU_I_ID="13",namespace="a",pod="q"} 0.25
+`,
+		want: []GPU{
+			{UUID: "GPU-a", Index: "0", MIGProfile: "1g.10gb", MIGInstance: "11", Utilization: ptr(50.0), GraphicsActive: ptr(50.0), Namespace: "a", Pod: "p"},
+			{UUID: "GPU-a", Index: "0", MIGProfile: "1g.10gb", MIGInstance: "13", Utilization: ptr(25.0), GraphicsActive: ptr(25.0), Namespace: "a", Pod: "q"},
 		},
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -147,6 +174,21 @@ func TestForPod(t *testing.T) {
 	}
 	if got := ForPod(gpus, "tao", "none"); got != nil {
 		t.Errorf("ForPod of no pod = %v, want nil", got)
+	}
+}
+
+func TestDevice(t *testing.T) {
+	for _, tc := range []struct {
+		g    GPU
+		want string
+	}{
+		{GPU{UUID: "GPU-a", Index: "0"}, "GPU-a"},
+		{GPU{Index: "3"}, "index 3"},
+		{GPU{UUID: "GPU-a", MIGProfile: "1g.10gb", MIGInstance: "13"}, "GPU-a (MIG 1g.10gb, instance 13)"},
+	} {
+		if got := tc.g.Device(); got != tc.want {
+			t.Errorf("Device() of %+v = %q, want %q", tc.g, got, tc.want)
+		}
 	}
 }
 
@@ -253,4 +295,21 @@ func FuzzParseNvidiaSMI(f *testing.F) {
 			}
 		}
 	})
+}
+
+// A MIG slice a pod holds is found by the pod's labels, reads its engine activity as its
+// utilisation and its own framebuffer as its memory; the other slice of the same GPU, held by
+// no pod, is not the pod's.
+func TestParseDCGMMIGSliceOfPod(t *testing.T) {
+	gpus := parseFile(t, filepath.Join("testdata", "derived-h100-mig-pods.prom"))
+	got := ForPod(gpus, "testing", "ollama-76f687f4cd-xcvvp")
+	want := []GPU{{
+		UUID: "GPU-be839661-c0f5-7452-284b-b875666df60c", Index: "0", Model: "NVIDIA H100 80GB HBM3", Node: "localhost",
+		MIGProfile: "1g.10gb", MIGInstance: "11", Utilization: ptr(41.2345), GraphicsActive: ptr(41.2345), TensorActive: ptr(10.321),
+		MemoryUsedBytes: ptr(14 * mb), MemoryTotalBytes: ptr((14 + 9969) * mb),
+		Namespace: "testing", Pod: "ollama-76f687f4cd-xcvvp", Container: "ollama",
+	}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
 }

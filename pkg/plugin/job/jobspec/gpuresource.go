@@ -31,6 +31,23 @@ func IsGPUResource(name corev1.ResourceName) bool {
 	return false
 }
 
+// sharedSuffix ends the name of a resource time-slicing renamed (renameByDefault): several
+// containers take turns on each of its devices.
+const sharedSuffix = ".shared"
+
+// IsSharedGPUResource reports whether name is a GPU resource whose devices are shared by
+// time-slicing under their renamed name (nvidia.com/gpu.shared, nvidia.com/mig-1g.10gb.shared):
+// what a GPU of it shows is the whole device's, other containers' work included.
+func IsSharedGPUResource(name corev1.ResourceName) bool {
+	return IsGPUResource(name) && strings.HasSuffix(string(name), sharedSuffix)
+}
+
+// IsMIGResource reports whether name is a MIG profile's resource (nvidia.com/mig-PROFILE, a
+// shared one included): each device of it is a slice of a GPU.
+func IsMIGResource(name corev1.ResourceName) bool {
+	return IsGPUResource(name) && strings.HasPrefix(string(name), migResourcePrefix)
+}
+
 // ValidateGPUResource checks --gpu-resource: "" (whole GPUs) or a GPU resource (IsGPUResource).
 // Whether any node advertises it is the capacity check's to say, since that needs the cluster.
 func ValidateGPUResource(name corev1.ResourceName) error {

@@ -303,6 +303,24 @@ func TestIsGPUResource(t *testing.T) {
 	}
 }
 
+// A shared resource is one time-slicing renamed, a MIG resource one of a profile's slices;
+// neither word matches a name that is no GPU resource.
+func TestSharedAndMIGResources(t *testing.T) {
+	for name, want := range map[corev1.ResourceName][2]bool{
+		"nvidia.com/gpu":                {false, false},
+		"nvidia.com/gpu.shared":         {true, false},
+		"nvidia.com/mig-1g.10gb":        {false, true},
+		"nvidia.com/mig-1g.10gb.shared": {true, true},
+		"nvidia.com/hostdev.shared":     {false, false},
+		"nvidia.com/mig-":               {false, false},
+		"":                              {false, false},
+	} {
+		if got := [2]bool{IsSharedGPUResource(name), IsMIGResource(name)}; got != want {
+			t.Errorf("%q: shared, MIG = %v, want %v", name, got, want)
+		}
+	}
+}
+
 func TestGPUResourceOf(t *testing.T) {
 	for name, tc := range map[string]struct {
 		spec Spec

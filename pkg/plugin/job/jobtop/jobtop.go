@@ -72,8 +72,14 @@ type Job struct {
 	Namespace string `json:"namespace"`
 	// Status is the job's status word, as `kubectl tao status` says it.
 	Status string `json:"status"`
-	// GPUs is the number of GPUs the job asks for (all ranks).
+	// GPUs is the number of GPUs the job asks for (all ranks), in GPUResource.
 	GPUs int `json:"gpus"`
+	// GPUResource is the resource GPUs counts: whole GPUs, a MIG profile's slices or shared GPUs.
+	GPUResource string `json:"gpuResource"`
+	// SharedGPU is true when the job's GPUs are shared with other containers (a time-slicing
+	// resource, or an exporter that maps a GPU of the job to other pods too): their utilisation
+	// and memory are the whole GPU's, not the job's.
+	SharedGPU bool `json:"sharedGPU"`
 	// Progress is the training's own progress line (TAO's status.json); nil without one.
 	Progress *progress.Progress `json:"progress"`
 	// MetricsSource is where the GPU numbers came from: dcgm-exporter, nvidia-smi, mixed or none.
@@ -165,7 +171,9 @@ func (r *Reader) Read(ctx context.Context, targets []Target, now time.Time) []Jo
 // skeleton is the job's ranks (the newest attempt of each) and status, before any reading.
 func (r *Reader) skeleton(t Target, now time.Time) Job {
 	s := jobstatus.Summarize(t.Job.Namespace, t.Job.Name, t.Job, t.Pods, nil, now)
-	j := Job{Job: t.Job.Name, Namespace: t.Job.Namespace, Status: string(s.Status), Time: now, Findings: []triage.NodeEvent{}, Ranks: []Rank{}}
+	resource := jobspec.GPUResourceOf(t.Job)
+	j := Job{Job: t.Job.Name, Namespace: t.Job.Namespace, Status: string(s.Status), Time: now, Findings: []triage.NodeEvent{}, Ranks: []Rank{},
+		GPUResource: string(resource), SharedGPU: jobspec.IsSharedGPUResource(resource)}
 	byName := map[string]*corev1.Pod{}
 	for i := range t.Pods {
 		byName[t.Pods[i].Name] = &t.Pods[i]
@@ -272,6 +280,11 @@ func (r *Reader) fill(ctx context.Context, j *Job, job *batchv1.Job, byNode map[
 	}
 	wg.Wait()
 	j.MetricsSource = jobSource(j.Ranks)
+	for _, rk := range j.Ranks {
+		for _, g := range rk.GPUs {
+			j.SharedGPU = j.SharedGPU || g.Shared
+		}
+	}
 }
 
 // limits bound the requests of one Read, of all its jobs together.
@@ -342,7 +355,7 @@ func (r *Reader) healthInput(j *Job, job *batchv1.Job, now time.Time) triage.Hea
 		}
 		h := triage.RankHealth{Rank: rk.Rank, Pod: rk.Pod, Node: rk.Node, LastOutput: rk.LastOutputTime}
 		for _, g := range rk.GPUs {
-			gh := triage.GPUHealth{UUID: g.UUID, Utilization: g.Utilization, MemoryUsedBytes: g.MemoryUsedBytes, MemoryTotalBytes: g.MemoryTotalBytes, Xid: g.Xid}
+			gh := triage.GPUHealth{UUID: g.Device(), Utilization: g.Utilization, MemoryUsedBytes: g.MemoryUsedBytes, MemoryTotalBytes: g.MemoryTotalBytes, Xid: g.Xid}
 			if g.Xid != nil && r.Watching {
 				gh.XidBefore = r.firstXid(g.UUID, *g.Xid)
 			}

@@ -4,8 +4,10 @@
 // exporter's) it asks the kubelet's PodResources API which container holds which
 // nvidia.com/gpu device, as dcgm-exporter does with DCGM_EXPORTER_KUBERNETES=true, and reads
 // each holder's values from the host directory tests write (GPUMetricsDir), since the node
-// has no GPU to measure; /metrics serves the last collect, as the real exporter does. Built
-// static (CGO_ENABLED=0).
+// has no GPU to measure; /metrics serves the last collect, as the real exporter does. With
+// --mig-slices N every GPU is cut into N slices of --mig-profile, served as dcgm-exporter
+// serves MIG devices and mapped from the profile's resource (nvidia.com/mig-PROFILE), whose
+// device IDs are the slices' MIG UUIDs. Built static (CGO_ENABLED=0).
 package main
 
 import (
@@ -38,6 +40,8 @@ func main() {
 	valuesDir := flag.String("values-dir", "/run/gpu-metrics", "directory of NAMESPACE/POD values files")
 	addr := flag.String("address", envOr("DCGM_EXPORTER_LISTEN", ":9400"), "listen address (env DCGM_EXPORTER_LISTEN)")
 	every := flag.Int("c", 30000, "collect interval in milliseconds (env DCGM_EXPORTER_INTERVAL)")
+	migProfile := flag.String("mig-profile", gpustandin.MIGProfile, "with --mig-slices: the MIG profile the GPUs are cut into")
+	migSlices := flag.Int("mig-slices", 0, "slices per GPU (0: whole GPUs)")
 	flag.Parse()
 	interval, err := collectInterval(*every, os.Getenv("DCGM_EXPORTER_INTERVAL"), isSet("c"))
 	if err != nil {
@@ -48,8 +52,14 @@ func main() {
 	if hostname == "" {
 		hostname, _ = os.Hostname()
 	}
-	e := &exporter{gpus: gpustandin.NodeGPUs(gpustandin.SplitIDs(*gpus)), valuesDir: *valuesDir, hostname: hostname}
-	e.holders = func(ctx context.Context) (map[string]gpustandin.Holder, error) { return listHolders(ctx, *socket) }
+	devices, resource, err := nodeDevices(gpustandin.NodeGPUs(gpustandin.SplitIDs(*gpus)), *migProfile, *migSlices)
+	if err != nil {
+		log.Fatal(err)
+	}
+	e := &exporter{devices: devices, valuesDir: *valuesDir, hostname: hostname}
+	e.holders = func(ctx context.Context) (map[string]gpustandin.Holder, error) {
+		return listHolders(ctx, *socket, resource)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	// The first collect before listening: a scrape never finds nothing to serve.
@@ -65,7 +75,7 @@ func main() {
 		defer cancel()
 		_ = srv.Shutdown(sctx)
 	}()
-	log.Printf("dcgm-exporter stand-in: %d GPUs on %s, collecting every %s, serving %s", len(e.gpus), hostname, interval, *addr)
+	log.Printf("dcgm-exporter stand-in: %d %s on %s, collecting every %s, serving %s", len(e.devices), resource, hostname, interval, *addr)
 	if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		log.Fatal(err)
 	}
@@ -102,8 +112,36 @@ func collectInterval(flagMillis int, env string, flagSet bool) (time.Duration, e
 	return time.Duration(ms) * time.Millisecond, nil
 }
 
+// device is one device the exporter serves: a GPU, or a MIG slice of one, and the device ID
+// the kubelet knows it by.
+type device struct {
+	id    string
+	state gpustandin.DeviceState
+}
+
+// nodeDevices are the node's devices and the resource they are mapped from: the GPUs, or with
+// slices > 0 each GPU cut into that many slices of profile.
+func nodeDevices(gpus []gpustandin.GPU, profile string, slices int) ([]device, string, error) {
+	if slices == 0 {
+		out := make([]device, len(gpus))
+		for i, g := range gpus {
+			out[i] = device{id: g.UUID, state: gpustandin.DeviceState{GPU: g}}
+		}
+		return out, gpustandin.GPUResource, nil
+	}
+	migs, err := gpustandin.MIGDevices(gpus, profile, slices)
+	if err != nil {
+		return nil, "", err
+	}
+	out := make([]device, len(migs))
+	for i, m := range migs {
+		out[i] = device{id: m.ID, state: gpustandin.DeviceState{GPU: m.GPU, Slice: &migs[i].MIGSlice}}
+	}
+	return out, gpustandin.MIGResourcePrefix + profile, nil
+}
+
 type exporter struct {
-	gpus      []gpustandin.GPU
+	devices   []device
 	valuesDir string
 	hostname  string
 	// holders maps each device ID to the container holding it (the kubelet's PodResources).
@@ -135,10 +173,10 @@ func (e *exporter) collect(ctx context.Context) {
 		// As dcgm-exporter: a failed lookup costs the pod labels, not the collect.
 		log.Printf("failed to get pod mappings: %v", err)
 	}
-	devs := make([]gpustandin.DeviceState, len(e.gpus))
-	for i, g := range e.gpus {
-		devs[i] = gpustandin.DeviceState{GPU: g}
-		if h, ok := holders[g.UUID]; ok {
+	devs := make([]gpustandin.DeviceState, len(e.devices))
+	for i, d := range e.devices {
+		devs[i] = d.state
+		if h, ok := holders[d.id]; ok {
 			devs[i].Holder = &h
 			data, _ := os.ReadFile(filepath.Join(e.valuesDir, h.Namespace, h.Pod)) // missing: idle
 			devs[i].Values = gpustandin.ParseValues(data)
@@ -166,7 +204,7 @@ func (e *exporter) metrics(w http.ResponseWriter, _ *http.Request) {
 
 // listHolders maps device ID to the container holding it, from one PodResources List over a
 // fresh connection per collect, as dcgm-exporter does.
-func listHolders(ctx context.Context, socket string) (map[string]gpustandin.Holder, error) {
+func listHolders(ctx context.Context, socket, resource string) (map[string]gpustandin.Holder, error) {
 	conn, err := grpc.NewClient("passthrough:///"+socket,
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) {
@@ -183,17 +221,17 @@ func listHolders(ctx context.Context, socket string) (map[string]gpustandin.Hold
 	if err != nil {
 		return nil, fmt.Errorf("list pod resources: %w", err)
 	}
-	return holdersFrom(resp), nil
+	return holdersFrom(resp, resource), nil
 }
 
-// holdersFrom maps each nvidia.com/gpu device ID (a GPU UUID) in a List answer to its
-// container; devices of other resources get no pod labels, as in dcgm-exporter.
-func holdersFrom(resp *podresourcesapi.ListPodResourcesResponse) map[string]gpustandin.Holder {
+// holdersFrom maps each device ID of resource (a GPU UUID, a slice's MIG UUID) in a List
+// answer to its container; devices of other resources get no pod labels, as in dcgm-exporter.
+func holdersFrom(resp *podresourcesapi.ListPodResourcesResponse, resource string) map[string]gpustandin.Holder {
 	out := map[string]gpustandin.Holder{}
 	for _, pod := range resp.GetPodResources() {
 		for _, c := range pod.GetContainers() {
 			for _, d := range c.GetDevices() {
-				if d.GetResourceName() != gpustandin.GPUResource {
+				if d.GetResourceName() != resource {
 					continue
 				}
 				for _, id := range d.GetDeviceIds() {

@@ -114,6 +114,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	productNodes := fs.Int("product-nodes", 0, "relabel: how many simulated nodes (the last ones) get --product")
 	migNodes := fs.Int("mig-nodes", 0, "mig: how many simulated nodes (the last ones) advertise MIG slices instead of whole GPUs")
 	gpusFlag := fs.Int("gpus", localcluster.RealNodeGPUs, "deviceplugin: number of GPUs to advertise")
+	migSlicesFlag := fs.Int("mig-slices", 0, "deviceplugin: cut each GPU into this many nvidia.com/mig-1g.10gb slices and advertise those (0: whole GPUs)")
 	if err := fs.Parse(rest); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
@@ -307,7 +308,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	case "deviceplugin":
 		// Hidden: the real node's GPU device plugin, which up starts.
-		return localcluster.RunDevicePlugin(ctx, cfg.StateDir, *gpusFlag, stderr)
+		return localcluster.RunDevicePlugin(ctx, cfg.StateDir, *gpusFlag, *migSlicesFlag, stderr)
 	case "logsim":
 		// Hidden: the log daemon the launcher starts.
 		return runLogsim(ctx, cfg.StateDir, stderr)
