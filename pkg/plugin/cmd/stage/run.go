@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 
 	cmdutil "github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmd/util"
@@ -28,6 +29,8 @@ type RunOptions struct {
 	argv    []string
 	getenv  func(string) string
 	signals <-chan os.Signal
+	// terminationLog is the kubelet's terminationMessagePath (a hang's summary goes there).
+	terminationLog string
 
 	genericiooptions.IOStreams
 }
@@ -41,7 +44,7 @@ var yield = checkpoint.Yield
 func stagingError(err error) error { return exitcode.WithCode(s3layout.ExitStageRun, err) }
 
 func newRunCmd(streams genericiooptions.IOStreams, getenv func(string) string) *cobra.Command {
-	o := &RunOptions{getenv: getenv, IOStreams: streams, Interval: logarchive.DefaultInterval}
+	o := &RunOptions{getenv: getenv, IOStreams: streams, Interval: logarchive.DefaultInterval, terminationLog: corev1.TerminationMessagePathDefault}
 	cmd := &cobra.Command{
 		Use:   "run -- COMMAND [ARG...]",
 		Short: "Supervise the job's command in its pod: stage in, restore, run, archive its log, upload, stage out",
@@ -92,6 +95,27 @@ func (o *RunOptions) Run(ctx context.Context) error {
 		sigs = ch
 	}
 	s := &supervisor.Supervisor{Argv: o.argv, Stdin: o.In, Stdout: o.Out, Stderr: o.ErrOut, Signals: sigs,
-		Getenv: o.getenv, NoLogArchive: o.NoLogArchive, Interval: o.Interval, Yield: yield}
+		Getenv: o.getenv, NoLogArchive: o.NoLogArchive, Interval: o.Interval, Yield: yield, TerminationLog: o.terminationLog}
 	return exitcode.Passthrough(s.Run(ctx))
+}
+
+// newStacksCmd builds `stage stacks`, which `kubectl tao stacks` runs in a rank's container
+// through exec: the stacks of every Python process of the command the supervisor runs there,
+// without stopping it.
+func newStacksCmd(streams genericiooptions.IOStreams) *cobra.Command {
+	return &cobra.Command{
+		Use:   "stacks",
+		Short: "Print the stacks of every Python process of the supervised command, without stopping it",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			pgid, err := supervisor.RecordedGroup()
+			if err != nil {
+				return exitcode.WithCode(exitcode.NotFound, err)
+			}
+			if _, err := supervisor.DumpStacks(cmd.Context(), pgid, streams.Out); err != nil {
+				return exitcode.WithCode(exitcode.NotFound, err)
+			}
+			return nil
+		},
+	}
 }

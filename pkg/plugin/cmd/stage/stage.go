@@ -42,6 +42,7 @@ func NewCmd(streams genericiooptions.IOStreams, getenv func(string) string) *cob
 		newInstallCmd(streams, os.Executable),
 		newWorkdirCmd(streams, getenv),
 		newRunCmd(streams, getenv),
+		newStacksCmd(streams),
 	)
 	return cmd
 }

@@ -188,6 +188,12 @@ func TestSubmitStagingUsageErrors(t *testing.T) {
 		{[]string{"j", "--image", "img", "--stager-image", "s", "--workdir", codeDir(t), "--checkpoint-dir", "/workspace/ckpt", "--", "true"},
 			"--checkpoint-dir /workspace/ckpt and --workdir-mount /workspace overlap"},
 		{[]string{"j", "--image", "img", "--termination-grace-period", "0s", "--", "true"}, "invalid --termination-grace-period 0s"},
+		// Before the stager image is looked for: the reason is the timeout's.
+		{[]string{"j", "--image", "img", "--hang-timeout", "10s", "--", "true"}, "invalid --hang-timeout 10s: must be 30s or more (a rendezvous or a first batch can take that long without a line)"},
+		{[]string{"j", "--image", "img", "--stager-image", "s", "--hang-timeout", "45500ms", "--", "true"}, "invalid --hang-timeout 45.5s: must be whole seconds"},
+		{[]string{"j", "--image", "img", "--stager-image", "s", "--hang-timeout", "-1m", "--", "true"}, "invalid --hang-timeout -1m0s"},
+		{[]string{"j", "--image", "img", "--stager-image", "s", "--nodes", "2", "--master-port", "65535", "--hang-timeout", "1m", "--", "true"}, "the supervisors use the next port"},
+		{[]string{"j", "--image", "img", "--hang-timeout", "1m", "--", "true"}, "development build (v0.0.0-dev) with no published stager image"},
 		{[]string{"j", "--image", "img", "--status-file", "results/status.json", "--", "true"}, `--status-file "results/status.json": must be an absolute, clean path`},
 		{[]string{"j", "--image", "img", "--status-file", "/results//status.json", "--", "true"}, "must be an absolute, clean path"},
 		{[]string{"j", "--image", "img", "--status-file", "/results/", "--", "true"}, "must be an absolute, clean path"},

@@ -197,6 +197,15 @@ func (o *Options) complete(cmd *cobra.Command, args []string) error {
 	if cmd.Flags().Changed("termination-grace-period") {
 		o.spec.TerminationGracePeriod = &o.TerminationGracePeriod
 	}
+	if err := jobspec.ValidateHangTimeout(o.HangTimeout); err != nil {
+		return exitcode.WithCode(exitcode.Usage, err)
+	}
+	o.spec.HangTimeout = o.HangTimeout
+	if o.HangTimeout > 0 && o.Retries == 0 {
+		fmt.Fprintf(o.ErrOut, "Warning: --hang-timeout without --retries fails the job on a hang instead of starting it again\n")
+	} else if o.HangTimeout > 0 && o.CheckpointDir == "" {
+		fmt.Fprintf(o.ErrOut, "Warning: --hang-timeout without --checkpoint-dir starts a hung job again from its first step\n")
+	}
 	if cmd.Flags().Changed("status-file") {
 		if err := jobspec.ValidateStatusFile(o.StatusFile); err != nil {
 			return exitcode.WithCode(exitcode.Usage, err)
@@ -272,11 +281,22 @@ func (o *Options) completeStaging(cmd *cobra.Command) (*jobspec.Staging, error) 
 	}
 	if len(o.Inputs) == 0 && len(o.Outputs) == 0 && o.CheckpointDir == "" && !o.workdirViaS3() {
 		for _, flag := range []string{"s3-secret", "stager-image"} {
-			if cmd.Flags().Changed(flag) && (flag == "s3-secret" || o.Workdir == "") {
-				return nil, fmt.Errorf("--%s only applies with --input, --output-path, --checkpoint-dir or --workdir", flag)
+			switch {
+			case flag == "s3-secret" && cmd.Flags().Changed(flag):
+				return nil, fmt.Errorf("--s3-secret only applies with --input, --output-path, --checkpoint-dir or --workdir")
+			case cmd.Flags().Changed(flag) && o.Workdir == "" && o.HangTimeout == 0:
+				return nil, fmt.Errorf("--%s only applies with --input, --output-path, --checkpoint-dir, --hang-timeout or --workdir", flag)
 			}
 		}
-		return nil, nil
+		if o.HangTimeout == 0 {
+			return nil, nil
+		}
+		// The watchdog is the supervisor's: it runs the command, with nothing to move through S3.
+		image, err := o.stagerImage(cmd)
+		if err != nil {
+			return nil, err
+		}
+		return &jobspec.Staging{StagerImage: image, NoS3: true, NoLogArchive: true}, nil
 	}
 	st := &jobspec.Staging{StagerImage: o.StagerImage, ExistingSecret: o.S3Secret, NoLogArchive: o.NoLogArchive}
 	if o.CheckpointDir != "" {
@@ -339,7 +359,7 @@ func (o *Options) stagerImage(cmd *cobra.Command) (string, error) {
 			"the dry run shows the placeholder %s, which does not exist: a real submit needs --stager-image\n", o.version, placeholder)
 		return placeholder, nil
 	}
-	return "", fmt.Errorf("this kubectl-tao is a development build (%s) with no published stager image, which --input, --output-path, --checkpoint-dir and --workdir need: "+
+	return "", fmt.Errorf("this kubectl-tao is a development build (%s) with no published stager image, which --input, --output-path, --checkpoint-dir, --hang-timeout and --workdir need: "+
 		"build one with `make stager-image`, push it, and pass --stager-image (a --dry-run=client needs none)", o.version)
 }
 

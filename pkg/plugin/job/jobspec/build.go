@@ -231,6 +231,7 @@ func containerEnv(s Spec) []corev1.EnvVar {
 	if s.Staging != nil {
 		env = append(env, stagingEnvVars(s)...)
 	}
+	env = append(env, hangEnv(s)...)
 	for _, kv := range s.Env {
 		env = append(env, corev1.EnvVar{Name: kv.Key, Value: EscapeKubelet(kv.Value)})
 	}

@@ -63,7 +63,12 @@ func checkpointEnvVars(s Spec) []corev1.EnvVar {
 	if OnVolume(c.Dir, s.Volumes) {
 		env = append(env, corev1.EnvVar{Name: s3layout.EnvStageCheckpointOnVolume, Value: "1"})
 	}
-	return append(env, corev1.EnvVar{Name: s3layout.EnvStageGracePeriod, Value: strconv.FormatInt(int64(s.gracePeriod()/time.Second), 10)})
+	return append(env, gracePeriodEnv(s))
+}
+
+// gracePeriodEnv tells the supervisor the pod's grace period, which its budget splits.
+func gracePeriodEnv(s Spec) corev1.EnvVar {
+	return corev1.EnvVar{Name: s3layout.EnvStageGracePeriod, Value: strconv.FormatInt(int64(s.gracePeriod()/time.Second), 10)}
 }
 
 // validateCheckpoints checks --checkpoint-dir against the other paths of the container.

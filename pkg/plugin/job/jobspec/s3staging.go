@@ -17,8 +17,24 @@ import (
 )
 
 // EnvStager says where the init container put the binary the supervisor runs from; its
-// presence marks a supervised container (diagnose reads the staging exit codes by it).
+// presence marks a supervised container (see Supervised).
 const EnvStager = "TAO_STAGER"
+
+// Supervised reports whether a pod (or a Job's pod template) runs its training container under
+// the supervisor: its exit codes 201 to 204 are then the supervisor's, and it can dump stacks.
+func Supervised(pod *corev1.PodSpec) bool {
+	for _, c := range pod.Containers {
+		if c.Name != ContainerName {
+			continue
+		}
+		for _, e := range c.Env {
+			if e.Name == EnvStager {
+				return true
+			}
+		}
+	}
+	return false
+}
 
 // Staging is S3 data staging (--input, --output-path): an init container copies the stager binary
 // into a shared emptyDir, and the wrapper runs `stage in` before the command and `stage out`
@@ -35,8 +51,8 @@ type Staging struct {
 	ExistingSecret string
 	// Checkpoints, when set, are kept in S3 and restored on every attempt (--checkpoint-dir).
 	Checkpoints *Checkpoints
-	// NoS3 is staging for the wrapper alone: checkpoints on a --volume, and nothing else to
-	// stage. No credentials, no Secret.
+	// NoS3 is staging for the supervisor alone: checkpoints on a --volume or --hang-timeout,
+	// and nothing to move through S3. No credentials, no Secret.
 	NoS3 bool
 	// Credentials, when ExistingSecret is empty, become the Secret s3layout.SecretName(job),
 	// created with the Job and owned by it: keys from s3layout.CredentialKeys, empty ones left out.
@@ -86,7 +102,7 @@ func ValidateEndpoint(v string) error {
 
 // stagingEnv are the variables the wrapper and the stager use; --env may not set them.
 var stagingEnv = []string{
-	EnvStager, s3layout.EnvInputs, s3layout.EnvOutputs,
+	EnvStager, s3layout.EnvInputs, s3layout.EnvOutputs, EnvHangTimeout, EnvSupervisorAddr, EnvNodeName,
 	s3layout.EnvAccessKey, s3layout.EnvSecretKey, s3layout.EnvBucket, s3layout.EnvEndpoint,
 }
 
@@ -128,7 +144,7 @@ func (s *Spec) validateStaging() []error {
 			add("invalid --env %q: --checkpoint-dir sets it", kv.Key)
 		}
 	}
-	if len(st.Inputs) == 0 && len(st.Outputs) == 0 && st.Checkpoints == nil && (s.Workdir == nil || !s.Workdir.InS3()) {
+	if len(st.Inputs) == 0 && len(st.Outputs) == 0 && st.Checkpoints == nil && (s.Workdir == nil || !s.Workdir.InS3()) && s.HangTimeout == 0 {
 		add("S3 staging needs at least one --input, --output-path or --checkpoint-dir")
 	}
 	if st.Checkpoints != nil {
@@ -194,7 +210,8 @@ func (s *Spec) validateStaging() []error {
 	}
 
 	switch {
-	case st.NoS3 && (len(st.Inputs) > 0 || len(st.Outputs) > 0 || st.Checkpoints == nil || !OnVolume(st.Checkpoints.Dir, s.Volumes)):
+	case st.NoS3 && (len(st.Inputs) > 0 || len(st.Outputs) > 0 || (st.Checkpoints == nil && s.HangTimeout == 0) ||
+		(st.Checkpoints != nil && !OnVolume(st.Checkpoints.Dir, s.Volumes))):
 		add("internal error: staging without S3 has something to move through S3")
 	case st.NoS3 && (st.ExistingSecret != "" || st.Credentials != nil):
 		add("internal error: staging without S3 has S3 credentials")
@@ -270,6 +287,9 @@ func stagingEnvVars(s Spec) []corev1.EnvVar {
 	}
 	if st.Checkpoints != nil {
 		env = append(env, checkpointEnvVars(s)...)
+	} else if s.HangTimeout > 0 {
+		// The budget kills a hung command's group within its share of the grace period.
+		env = append(env, gracePeriodEnv(s))
 	}
 	if st.NoS3 {
 		return env

@@ -141,6 +141,9 @@ type Spec struct {
 	// TerminationGracePeriod, when set, is the pods' terminationGracePeriodSeconds: the time
 	// between SIGTERM and SIGKILL, in which the command and the wrapper save their work.
 	TerminationGracePeriod *time.Duration
+	// HangTimeout, when set (--hang-timeout), has the supervisor end a rank that has printed
+	// nothing, written no checkpoint file and kept no GPU busy for this long, with ExitHang.
+	HangTimeout time.Duration
 	// StatusFile, when set, is --status-file: where the training writes its progress file (TAO's
 	// status.json), recorded in StatusFileAnnotation for top; "" turns the reading off.
 	StatusFile *string

@@ -102,6 +102,7 @@ func (s *Spec) Validate() error {
 	}
 	errs = append(errs, s.validateSecretEnv()...)
 	errs = append(errs, s.validateGracePeriod()...)
+	errs = append(errs, s.validateHang()...)
 	for _, name := range s.EnvFromSecrets {
 		if msgs := validation.IsDNS1123Subdomain(name); len(msgs) > 0 {
 			add("invalid --env-from-secret %q: %s", name, strings.Join(msgs, "; "))

@@ -59,8 +59,13 @@ type Supervisor struct {
 	// Yield, when set, runs once the command has started: the uploads must never take the CPUs
 	// that feed the GPUs (checkpoint.Yield in the pod).
 	Yield func()
+	// TerminationLog is where a hang's summary is left for diagnose (the kubelet's
+	// terminationMessagePath); "" leaves none.
+	TerminationLog string
 
 	stop stops
+	// hang is set when the watchdog ended the command.
+	hang *Hang
 }
 
 // plan is what the pod's environment asks of this attempt.
@@ -72,6 +77,7 @@ type plan struct {
 	archive     logarchive.Upload
 	budget      Phases
 	s3          s3.Config
+	watchdog    *hangConfig
 }
 
 // Run runs the attempt and returns the container's exit code.
@@ -97,8 +103,17 @@ func (s *Supervisor) Run(ctx context.Context) int {
 		}
 	}
 
-	// 2. the command, its checkpoints and its log.
-	code, prepareErr, finished := s.runCommand(ctx, p)
+	// 2. the command, its checkpoints and its log, and the hang watchdog.
+	var dog *watchdog
+	if p.watchdog != nil {
+		dog = newWatchdog(*p.watchdog, s.sayf)
+		if err := dog.serve(); err != nil {
+			s.sayf("%v", err)
+			return s3layout.ExitStageRun
+		}
+		defer dog.close()
+	}
+	code, prepareErr, finished := s.runCommand(ctx, p, dog)
 
 	// 3. a stopped attempt.
 	if sig := s.stop.signal(); sig != 0 {
@@ -107,6 +122,17 @@ func (s *Supervisor) Run(ctx context.Context) int {
 	if prepareErr != nil {
 		s.sayf("%v", prepareErr)
 		return int(exitcode.Of(prepareErr))
+	}
+	if s.hang != nil {
+		if finished != nil {
+			s.sayf("%v", finished)
+		}
+		// A hung attempt's outputs are not the run's results either.
+		if len(p.outputs) > 0 && p.rank == 0 {
+			s.sayf("stage out skipped: the outputs of a hung attempt are not the run's results")
+		}
+		s.sayf("the command was ended as hung (it exited %d): exiting %d, which --retries retries from the newest complete checkpoint", code, jobspec.ExitHang)
+		return int(jobspec.ExitHang)
 	}
 	if finished != nil {
 		if code == 0 {
@@ -148,6 +174,9 @@ func (s *Supervisor) plan() (*plan, error) {
 	}
 	if p.outputs, err = s3layout.DecodeOutputs(s.Getenv(s3layout.EnvOutputs)); err != nil {
 		return nil, exitcode.WithCode(s3layout.ExitStageRun, fmt.Errorf("$%s: %w", s3layout.EnvOutputs, err))
+	}
+	if p.watchdog, err = hangFromEnv(s.Getenv, rank); err != nil {
+		return nil, exitcode.WithCode(s3layout.ExitStageRun, err)
 	}
 	grace, err := gracePeriod(s.Getenv)
 	if err != nil {
@@ -246,11 +275,12 @@ func (s *Supervisor) stageOut(ctx context.Context, p *plan) error {
 }
 
 // runCommand runs the command under the log archive runner, with the checkpoints' restore
-// before it and their last upload after it. It returns the command's code, the restore's
-// error (the command not run) and the last upload's.
-func (s *Supervisor) runCommand(ctx context.Context, p *plan) (code int, prepareErr, finished error) {
+// before it and their last upload after it, and the hang watchdog beside it. It returns the
+// command's code, the restore's error (the command not run) and the last upload's.
+func (s *Supervisor) runCommand(ctx context.Context, p *plan, dog *watchdog) (code int, prepareErr, finished error) {
+	hangKill := make(chan struct{})
 	r := &logarchive.Runner{Argv: s.Argv, Stdin: s.Stdin, Stdout: s.Stdout, Stderr: s.Stderr,
-		Signals: s.stop.forward, Kill: s.stop.after(p.budget.Command), Upload: p.archive, Interval: s.Interval, Log: s.Stderr,
+		Signals: s.stop.forward, Kill: firstOf(s.stop.after(p.budget.Command), hangKill), Upload: p.archive, Interval: s.Interval, Log: s.Stderr,
 		FinalDeadline: func() time.Time { return s.stop.deadline(p.budget.Archive) }}
 	if p.archive != nil {
 		// Unlinked at once: the file lives as long as this process holds it, and nothing else
@@ -265,33 +295,116 @@ func (s *Supervisor) runCommand(ctx context.Context, p *plan) (code int, prepare
 			r.Upload = nil
 		}
 	}
-	r.Started = s.Yield
-	r.Ended = func() { s.stop.commandEnded(p.budget.Command) }
-	if c := p.checkpoints; c != nil {
-		// The restore and the uploads are said in the attempt's archive too.
-		notes := logarchive.NewNotes(s.Stderr)
-		r.Notes = notes
-		var sess *checkpoint.Session
-		// Inside the runner, so that an attempt whose restore fails still leaves its archive.
-		r.Prepare = func() ([]string, error) {
-			var err error
-			if c.OnVolume {
-				sess, err = checkpoint.StartOnVolume(c.Target, s.Getenv(s3layout.EnvPodName), notes)
-			} else {
-				sess, err = checkpoint.Start(ctx, c.Target, s.Getenv(s3layout.EnvPodName), c.Keep, notes)
-			}
-			if err != nil {
-				return nil, exitcode.WithCode(s3layout.ExitStageIn, err)
-			}
-			return sess.Env(), nil
+	// The supervisor's own lines of the attempt (the restore, the uploads, a hang and its
+	// stacks) are in its archive too.
+	notes := logarchive.NewNotes(s.Stderr)
+	r.Notes = notes
+	var sess *checkpoint.Session
+	// Inside the runner, so that an attempt whose restore fails still leaves its archive.
+	r.Prepare = func() ([]string, error) {
+		env, err := prepareStacks(os.Environ())
+		if err != nil {
+			fmt.Fprintf(notes, "kubectl-tao: stacks on demand: off: %v\n", err)
 		}
-		r.Ended = func() {
-			s.stop.commandEnded(p.budget.Command)
+		c := p.checkpoints
+		if c == nil {
+			return env, nil
+		}
+		if c.OnVolume {
+			sess, err = checkpoint.StartOnVolume(c.Target, s.Getenv(s3layout.EnvPodName), notes)
+		} else {
+			sess, err = checkpoint.Start(ctx, c.Target, s.Getenv(s3layout.EnvPodName), c.Keep, notes)
+		}
+		if err != nil {
+			return nil, exitcode.WithCode(s3layout.ExitStageIn, err)
+		}
+		return append(env, sess.Env()...), nil
+	}
+	watching, stopWatching := context.WithCancel(ctx)
+	defer stopWatching()
+	watched := make(chan struct{})
+	r.Started = func(pid int) {
+		recordGroup(pid)
+		if s.Yield != nil {
+			s.Yield()
+		}
+		if dog == nil {
+			close(watched)
+			return
+		}
+		go func() {
+			defer close(watched)
+			if h := dog.watch(watching); h != nil {
+				s.endHung(ctx, h, pid, notes, s.stop.forward, hangKill, p.budget, dog.tick()+2*time.Second)
+			}
+		}()
+	}
+	if dog != nil {
+		r.Output = dog.alive
+	}
+	r.Ended = func() {
+		stopWatching()
+		s.stop.commandEnded(p.budget.Command)
+		if sess != nil {
 			finished = sess.Finish(ctx, s.stop.deadline(p.budget.Checkpoints))
 		}
 	}
 	code, prepareErr = r.Run(ctx)
+	if prepareErr == nil {
+		<-watched
+	}
 	return code, prepareErr, finished
+}
+
+// endHung says the hang, dumps every Python process's stacks into the log, and ends the
+// command: SIGTERM to its group, SIGKILL when a hung process does not go (one blocked in a
+// collective cannot run its handler) within the command's share of the grace period, at most
+// ten seconds. The other ranks see the hang within a tick of this one: the SIGTERM waits that
+// long (and two seconds more), so that none of them is dumping a peer the end of this rank has
+// already shaken out of its collective.
+func (s *Supervisor) endHung(ctx context.Context, h *Hang, pgid int, notes io.Writer, signals chan os.Signal, kill chan struct{}, b Phases, settle time.Duration) {
+	s.hang = h
+	fmt.Fprintf(notes, "kubectl-tao: %s: dumping the stacks of every process of the command, then ending it (exit %d)\n", h.describe(), jobspec.ExitHang)
+	dumped := time.Now()
+	frames, err := DumpStacks(ctx, pgid, notes)
+	if err != nil {
+		fmt.Fprintf(notes, "kubectl-tao: %v\n", err)
+	}
+	msg := h.describe()
+	if len(frames) > 0 {
+		msg += "; this rank's innermost frames: " + summary(frames, 4)
+	}
+	writeTerminationMessage(s.TerminationLog, msg)
+	select {
+	case <-time.After(time.Until(dumped.Add(settle))):
+	case <-ctx.Done():
+	}
+	select {
+	case signals <- syscall.SIGTERM:
+	default:
+	}
+	go func() {
+		t := time.NewTimer(min(b.Command, 10*time.Second))
+		defer t.Stop()
+		select {
+		case <-t.C:
+			close(kill)
+		case <-ctx.Done():
+		}
+	}()
+}
+
+// firstOf is closed when a or b is.
+func firstOf(a, b <-chan struct{}) <-chan struct{} {
+	out := make(chan struct{})
+	go func() {
+		select {
+		case <-a:
+		case <-b:
+		}
+		close(out)
+	}()
+	return out
 }
 
 // stopped ends an attempt the pod was told to stop: 128+signal whatever the command's code,

@@ -59,10 +59,21 @@ type attempt struct {
 // meanwhile with the signal channel.
 func supervise(t *testing.T, env map[string]string, script string, during func(sigs chan<- os.Signal)) attempt {
 	t.Helper()
+	return superviseWith(t, env, script, during, nil)
+}
+
+// superviseWith is supervise with the Supervisor changed by set first.
+func superviseWith(t *testing.T, env map[string]string, script string, during func(sigs chan<- os.Signal), set func(*Supervisor)) attempt {
+	t.Helper()
+	// The stacks' files and the sitecustomize go to the temporary directory.
+	t.Setenv("TMPDIR", t.TempDir())
 	var out, errOut bytes.Buffer
 	sigs := make(chan os.Signal, 1)
 	s := &Supervisor{Argv: []string{"sh", "-c", script}, Stdin: strings.NewReader(""), Stdout: &out, Stderr: &errOut,
 		Signals: sigs, Getenv: func(k string) string { return env[k] }, Interval: time.Hour}
+	if set != nil {
+		set(s)
+	}
 	done := make(chan int, 1)
 	go func() { done <- s.Run(context.Background()) }()
 	if during != nil {

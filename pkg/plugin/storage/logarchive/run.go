@@ -56,9 +56,10 @@ type Runner struct {
 	// archive, which is uploaded all the same, so that the attempt shows in `logs --attempt`
 	// and is counted as the next attempt counts them; Run returns the error for the caller.
 	Prepare func() (env []string, err error)
-	// Started, when set, runs once the command has started (the wrapper lowers its own priority
-	// then, which the command must not inherit).
-	Started func()
+	// Started, when set, runs once the command has started, with its pid, which is also its
+	// process group's id (the supervisor lowers its own priority then, which the command must
+	// not inherit, and starts watching it).
+	Started func(pid int)
 	// Ended, when set, runs once the command has ended, before the archive's final upload
 	// (the checkpoints are flushed first: they matter most within the grace period).
 	Ended func()
@@ -144,7 +145,7 @@ func (r *Runner) Run(ctx context.Context) (int, error) {
 	}
 
 	if r.Started != nil {
-		r.Started()
+		r.Started(cmd.Process.Pid)
 	}
 	exited, forwarded := make(chan struct{}), make(chan struct{})
 	go func() {

@@ -115,6 +115,7 @@ type Job struct {
 	CheckpointKeep         int
 	CheckpointPatterns     []string
 	TerminationGracePeriod time.Duration
+	HangTimeout            time.Duration
 	StatusFile             string
 }
 
@@ -158,6 +159,7 @@ func (j *Job) AddFlags(fl *pflag.FlagSet) {
 	fl.IntVar(&j.CheckpointKeep, "checkpoint-keep", j.CheckpointKeep, "With --checkpoint-dir, how many of the newest complete checkpoints stay in S3; other files are kept at their latest version.")
 	fl.StringArrayVar(&j.CheckpointPatterns, "checkpoint-pattern", j.CheckpointPatterns, "With --checkpoint-dir, the names of checkpoint files, or of checkpoint directories with a \"/\" at the end ('ckpt_*/': the directory is one checkpoint, complete once renamed into place or unchanged); a shell pattern, repeatable; given, it replaces the default file patterns. HuggingFace, DeepSpeed, Megatron and torch.distributed.checkpoint directories are known whatever the patterns.")
 	fl.DurationVar(&j.TerminationGracePeriod, "termination-grace-period", j.TerminationGracePeriod, "Time between SIGTERM and SIGKILL when a pod is stopped (cancel, eviction, preemption), for the command's last checkpoint and its upload, then the log archive and outputs.")
+	fl.DurationVar(&j.HangTimeout, "hang-timeout", j.HangTimeout, "End and retry (with --retries) an attempt in which no rank has printed a line, written a checkpoint file or kept a GPU busy for this long, at least "+jobspec.MinHangTimeout.String()+", after dumping every rank's Python stacks into its log; off when unset. Use it with --checkpoint-dir, so that the new attempt resumes.")
 	fl.StringVar(&j.StatusFile, "status-file", j.StatusFile, "The progress file the training writes (TAO's status.json: epoch, ETA, KPIs), read by top in rank 0 (default: the newest status.json in the first --output-path or one level below it, else under /results; \"\" turns it off).")
 	fl.BoolVar(&j.NoCapacityCheck, "no-capacity-check", j.NoCapacityCheck, "Skip the check that the cluster's allocatable GPUs can hold the job.")
 }
