@@ -36,6 +36,7 @@ import (
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmd/rbac"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmd/replicas"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmd/results"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmd/stacks"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmd/stage"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmd/status"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmd/submit"
@@ -105,6 +106,7 @@ func NewRootCmd(d Deps) *cobra.Command {
 		top.NewCmd(f, d.Streams, clk),
 		logs.NewCmd(f, d.Streams, d.Getenv),
 		exec.NewCmd(f, d.Streams),
+		stacks.NewCmd(f, d.Streams),
 		portforward.NewCmd(f, d.Streams),
 		cancel.NewCmd(f, d.Streams),
 		delete.NewCmd(f, d.Streams, clk),

@@ -156,7 +156,8 @@ func (r *Reader) Read(ctx context.Context, targets []Target, now time.Time) []Jo
 	wanted, got := false, false
 	for i, t := range targets {
 		if out[i].Status == string(jobstatus.Running) {
-			out[i].Findings = triage.Health(r.healthInput(&out[i], t.Job, now))
+			// The attempts the watchdog ended as hung first: the readings are of their successors.
+			out[i].Findings = append(triage.EndedHung(t.Pods, t.Job.Name), triage.Health(r.healthInput(&out[i], t.Job, now))...)
 			wanted = wanted || out[i].GPUs > 0
 		}
 		got = got || out[i].MetricsSource != SourceNone

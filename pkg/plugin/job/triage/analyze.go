@@ -173,10 +173,15 @@ func Analyze(s Snapshot) Analysis {
 	}
 	all := inspectAll(&s)
 	if st.Status == jobstatus.Complete {
-		// Nothing to diagnose; still say which pods were replaced after an eviction.
+		// Nothing to diagnose; still say which pods were replaced after an eviction, and which
+		// attempts the hang watchdog ended (the job recovered, the hang is worth knowing).
 		for _, in := range all {
-			if in.finding != nil && policyAction(s.Job, in.pod) == batchv1.PodFailurePolicyActionIgnore {
+			switch {
+			case in.finding == nil:
+			case policyAction(s.Job, in.pod) == batchv1.PodFailurePolicyActionIgnore:
 				a.Notes = append(a.Notes, ignoredNote(in, all))
+			case in.finding.name == Hang:
+				a.Notes = append(a.Notes, fmt.Sprintf("rank %d: pod %s: %s: %s; the job started again and completed", in.rank, in.pod.Name, Hang, in.finding.message))
 			}
 		}
 		return a

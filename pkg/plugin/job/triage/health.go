@@ -5,6 +5,11 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/job/jobpods"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/job/jobspec"
 )
 
 // The findings about a running job's training, beside the pod findings of Analyze.
@@ -13,6 +18,8 @@ const (
 	SilentRank = "SilentRank"
 	// LikelyHang: no rank that ever printed has printed for a while.
 	LikelyHang = "LikelyHang"
+	// Hang: the supervisor's watchdog (--hang-timeout) ended an attempt as hung.
+	Hang = "Hang"
 	// IdleGPUs: some ranks' GPUs are idle while the others' are busy.
 	IdleGPUs = "IdleGPUs"
 	// GPUMemoryFull: a rank's GPU memory is nearly all used.
@@ -147,8 +154,9 @@ func likelyHang(in HealthInput) *NodeEvent {
 		NodeEventName: LikelyHang, Rank: last.Rank, Pod: last.Pod, Node: last.Node, Time: &t,
 		Message: msg + in.bufferNote(), ErrClass: ErrProgram,
 		Suggestion: "collect evidence before cancelling: resubmit with --env NCCL_DEBUG=INFO and PyTorch's flight recorder " +
-			"(--env TORCH_NCCL_TRACE_BUFFER_SIZE=2000 --env TORCH_NCCL_DUMP_ON_TIMEOUT=1), or dump the stacks now with " +
-			in.command("exec", "--rank N -- py-spy dump --pid 1") + " where the image has py-spy",
+			"(--env TORCH_NCCL_TRACE_BUFFER_SIZE=2000 --env TORCH_NCCL_DUMP_ON_TIMEOUT=1), dump every rank's stacks now with " +
+			in.command("stacks", "") + " (a job with the supervisor; else " + in.command("exec", "--rank N -- py-spy dump --pid 1") +
+			" where the image has py-spy), and submit with --hang-timeout to have a hang ended and retried by itself",
 	}
 }
 
@@ -166,8 +174,9 @@ func silentRanks(in HealthInput) []NodeEvent {
 		t := *r.LastOutput
 		out = append(out, NodeEvent{
 			NodeEventName: SilentRank, Rank: r.Rank, Pod: r.Pod, Node: r.Node, Time: &t, Message: msg + in.bufferNote(), ErrClass: ErrProgram,
-			Suggestion: fmt.Sprintf("see what it last printed with %s; if it is stuck, dump its stacks (%s where the image has py-spy)",
-				in.command("logs", fmt.Sprintf("--rank %d --tail 20", r.Rank)), in.command("exec", fmt.Sprintf("--rank %d -- py-spy dump --pid 1", r.Rank))),
+			Suggestion: fmt.Sprintf("see what it last printed with %s; if it is stuck, dump its stacks with %s (a job with the supervisor; else %s where the image has py-spy)",
+				in.command("logs", fmt.Sprintf("--rank %d --tail 20", r.Rank)), in.command("stacks", fmt.Sprintf("--rank %d", r.Rank)),
+				in.command("exec", fmt.Sprintf("--rank %d -- py-spy dump --pid 1", r.Rank))),
 		})
 	}
 	return out
@@ -325,4 +334,34 @@ func WithHealth(a Analysis, findings []NodeEvent) Analysis {
 		a.ErrClass, a.Suggestion, a.FirstFailure = &class, first.Suggestion, &first
 	}
 	return a
+}
+
+// EndedHung are the findings of the attempts the supervisor's watchdog ended as hung, among a
+// job's pods, newest last: a running job's earlier attempts, which top shows beside the
+// readings of the attempt that replaced them.
+func EndedHung(pods []corev1.Pod, job string) []NodeEvent {
+	var out []NodeEvent
+	for i := range pods {
+		p := &pods[i]
+		if !jobspec.Supervised(&p.Spec) {
+			continue
+		}
+		for _, cs := range p.Status.ContainerStatuses {
+			t := cs.State.Terminated
+			if cs.Name != jobspec.ContainerName || t == nil || t.ExitCode != jobspec.ExitHang {
+				continue
+			}
+			at := t.FinishedAt.Time
+			code := t.ExitCode
+			msg := "the supervisor ended this attempt as hung"
+			if t.Message != "" {
+				msg += ": " + t.Message
+			}
+			out = append(out, NodeEvent{NodeEventName: Hang, Rank: jobpods.Rank(p), Pod: p.Name, Node: p.Spec.NodeName, ExitCode: &code,
+				Time: &at, Message: msg, ErrClass: ErrProgram,
+				Suggestion: fmt.Sprintf("Its stacks at the hang are in its log: kubectl tao logs %s --rank %d --attempt N.", job, jobpods.Rank(p))})
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Time.Before(*out[j].Time) })
+	return out
 }

@@ -133,8 +133,8 @@ func TestHealthSuggestionsNameTheJob(t *testing.T) {
 	in := HealthInput{Now: now, SilentAfter: time.Minute, Unbuffered: true, Job: "train-1", Namespace: "ml",
 		Ranks: []RankHealth{{Rank: 0, LastOutput: at(time.Second)}, {Rank: 1, LastOutput: at(time.Hour)}}}
 	got := Health(in)
-	want := "see what it last printed with `kubectl tao logs train-1 -n ml --rank 1 --tail 20`; if it is stuck, dump its stacks " +
-		"(`kubectl tao exec train-1 -n ml --rank 1 -- py-spy dump --pid 1` where the image has py-spy)"
+	want := "see what it last printed with `kubectl tao logs train-1 -n ml --rank 1 --tail 20`; if it is stuck, dump its stacks with " +
+		"`kubectl tao stacks train-1 -n ml --rank 1` (a job with the supervisor; else `kubectl tao exec train-1 -n ml --rank 1 -- py-spy dump --pid 1` where the image has py-spy)"
 	if len(got) != 1 || got[0].Suggestion != want {
 		t.Fatalf("findings %+v, want one SilentRank suggesting %q", got, want)
 	}

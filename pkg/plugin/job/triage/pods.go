@@ -315,18 +315,9 @@ func (v podView) finishedAt() time.Time {
 	return time.Time{}
 }
 
-// staged reports whether the pod runs the staging wrapper (submit --input/--output-path), whose
-// own failure codes mean a staging failure rather than the command's.
-func (v podView) staged() bool {
-	for _, c := range v.pod.Spec.Containers {
-		for _, e := range c.Env {
-			if e.Name == jobspec.EnvStager {
-				return true
-			}
-		}
-	}
-	return false
-}
+// staged reports whether the pod runs the supervisor (staging, checkpoints, --hang-timeout),
+// whose own failure codes mean its failures rather than the command's.
+func (v podView) staged() bool { return jobspec.Supervised(&v.pod.Spec) }
 
 // stagingSuggestion says where a staging failure's cause is: the stager's error on stderr.
 func stagingSuggestion(code int32, job string, rank int) string {
@@ -366,6 +357,17 @@ func (v podView) exited() *finding {
 		f.name = "StagingFailed"
 		f.message = describeExit(code) + ": " + what
 		f.suggestion = stagingSuggestion(code, v.jobName(), v.rank)
+		return f
+	}
+	if code == jobspec.ExitHang && v.staged() {
+		f.name = Hang
+		f.message = describeExit(code) + ": the supervisor ended the command as hung"
+		if t.Message != "" {
+			f.message += ": " + t.Message
+		}
+		f.suggestion = fmt.Sprintf("Every rank's stacks at the hang are in its log: kubectl tao logs %s --rank %d --attempt N. "+
+			"Look for the rank in a different frame from the others (a rank that never reached a collective), "+
+			"and for an NCCL or gloo peer that went away. With --retries the job started again from its newest checkpoint.", v.jobName(), v.rank)
 		return f
 	}
 	if t.Reason == "StartError" || t.Reason == "ContainerCannotRun" {

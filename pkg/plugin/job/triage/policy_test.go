@@ -179,6 +179,31 @@ func TestDiagnoseStagingCodes(t *testing.T) {
 	}
 }
 
+// A rank the supervisor ended as hung is named Hang, with what its termination message says
+// (the rank silent first, the innermost frames) and where its stacks are.
+func TestDiagnoseHang(t *testing.T) {
+	p := stagedPod(podOf("t", 1).Node("gpu-node-1").Exited(204, "Error", t0.Add(time.Minute)).Val())
+	p.Status.ContainerStatuses[0].State.Terminated.Message = "hang: no rank has printed a line, written a checkpoint file or kept a GPU busy for 30s " +
+		"(the last sign of life at 10:00:00); rank 1 on node gpu-node-1 went silent first; this rank's innermost frames: <module> (/w/train.py:20)"
+	job := jobOf("t", 2).Conditions(failedCond(batchv1.JobReasonBackoffLimitExceeded, "Job has reached the specified backoff limit", t0.Add(2*time.Minute))).Obj()
+	a := Analyze(Snapshot{Job: job, Pods: []corev1.Pod{p}, Now: now})
+	if a.FirstFailure == nil || a.FirstFailure.NodeEventName != Hang || !strings.Contains(a.FirstFailure.Message, "rank 1 on node gpu-node-1 went silent first") ||
+		!strings.Contains(a.FirstFailure.Message, "<module> (/w/train.py:20)") || !strings.Contains(a.Suggestion, "kubectl tao logs t --rank 1 --attempt N") {
+		t.Errorf("first failure %+v, suggestion %q", a.FirstFailure, a.Suggestion)
+	}
+	// A job that completed after its hang says it in a note.
+	done := testJob("t", 2, batchv1.JobCondition{Type: batchv1.JobComplete, Status: corev1.ConditionTrue})
+	if a := Analyze(Snapshot{Job: done, Pods: []corev1.Pod{p}, Now: now}); len(a.Notes) != 1 ||
+		!strings.HasPrefix(a.Notes[0], "rank 1: pod "+p.Name+": Hang: exit code 204: the supervisor ended the command as hung: hang: ") {
+		t.Errorf("notes of the completed job: %q", a.Notes)
+	}
+	// The same code from a command the supervisor does not run is the command's own.
+	plain := podOf("t", 1).Node("gpu-node-1").Exited(204, "Error", t0.Add(time.Minute)).Val()
+	if a := Analyze(Snapshot{Job: job, Pods: []corev1.Pod{plain}, Now: now}); a.FirstFailure == nil || a.FirstFailure.NodeEventName == Hang {
+		t.Errorf("unsupervised 204: %+v", a.FirstFailure)
+	}
+}
+
 // The controller evaluates rules in order: an evicted pod that was SIGKILLed (137) is ignored by
 // the first rule before the OOM rule could fail the job.
 func TestPolicyAction(t *testing.T) {
@@ -213,5 +238,19 @@ func TestFiredRuleOnACondition(t *testing.T) {
 	}
 	if firedRule(testJob("t", 1, failedCond("BackoffLimitExceeded", "x", t0))) != nil {
 		t.Error("a backoff failure is no policy rule")
+	}
+}
+
+// top shows the attempts the watchdog ended: only the supervisor's 204, oldest first.
+func TestEndedHung(t *testing.T) {
+	hung := stagedPod(podOf("t", 1).Node("n1").Exited(204, "Error", t0.Add(2*time.Minute)).Val())
+	hung.Status.ContainerStatuses[0].State.Terminated.Message = "hang: ...; rank 1 on node n1 went silent first"
+	earlier := stagedPod(podOf("t", 0).Node("n0").Exited(204, "Error", t0.Add(time.Minute)).Val())
+	plain := podOf("t", 2).Node("n2").Exited(204, "Error", t0.Add(time.Minute)).Val()
+	failed := stagedPod(podOf("t", 3).Node("n3").Exited(1, "Error", t0.Add(time.Minute)).Val())
+	got := EndedHung([]corev1.Pod{hung, plain, failed, earlier}, "t")
+	if len(got) != 2 || got[0].Rank != 0 || got[1].Rank != 1 || got[1].NodeEventName != Hang ||
+		!strings.Contains(got[1].Message, "went silent first") || !strings.Contains(got[1].Suggestion, "kubectl tao logs t --rank 1 --attempt N") {
+		t.Errorf("%+v", got)
 	}
 }
