@@ -27,7 +27,8 @@ import (
 // PARTIAL_AT set, the first attempt writes half of that step's checkpoint and dies (exit 1), as
 // a writer killed while it saves would; with SAVE_ON_TERM=1, a SIGTERM to any rank stops every
 // rank at the same step, rank 0 saving the last step done, as a training loop that handles a
-// preemption does.
+// preemption does; with HANG_AT set, rank 1 of the first attempt stops before that step's
+// all-reduce and sleeps for ever, while rank 0 blocks in it: a hung job.
 const checkpointScript = `import io, os, sys, time
 import torch
 import torch.distributed as dist
@@ -46,6 +47,7 @@ if resume:
 else:
     say(f"rank {rank} attempt {attempt} started at step 0")
 partial = int(os.environ.get("PARTIAL_AT", "-1"))
+hang = int(os.environ.get("HANG_AT", "-1"))
 done = start - 1
 save_on_term, stop = os.environ.get("SAVE_ON_TERM") == "1", False
 if save_on_term:
@@ -67,6 +69,9 @@ for step in range(start, int(os.environ["STEPS"])):
                 # On stderr, which torchrun does not redirect: its tee of stdout stops with it.
                 print(f"rank {rank} attempt {attempt} saved step {done} on SIGTERM", file=sys.stderr, flush=True)
             os._exit(0)
+    if rank == 1 and step == hang and attempt == "1":
+        say(f"rank {rank} attempt {attempt} hangs at step {step}")
+        time.sleep(1e9)
     t = torch.tensor([1])
     dist.all_reduce(t)
     say(f"rank {rank} attempt {attempt} step {step}")

@@ -65,14 +65,15 @@ say(f"attempt {attempt} done")
 // that saves and exits 0 on SIGTERM: the stopped attempt must not count as done. The Job is not
 // Complete after the eviction, a new pod resumes right after the step saved at the SIGTERM,
 // no retry is spent (failed stays 0), the Job completes, and the run's outputs are those of the
-// attempt that finished, none of the stopped one's.
+// attempt that finished, none of the stopped one's. All of it within Kubernetes' default 30 s
+// grace period: the stopped attempt's checkpoint and its whole log archive are in S3.
 func TestRealNodeStoppedAttemptIsNotDone(t *testing.T) {
 	rig := newTorchRig(t)
 	n, ns, srv := rig.n, rig.ns, rig.srv
 	ctx := context.Background()
 	const job, steps = "stopped", 40
 	submitRealEnv(t, srv.Env("results"), n, ns, job, rig.flags(scriptFile(t, "stop.py", stopScript), 1, "--output-path", "/results", "--retries", "1",
-		"--termination-grace-period", "60s", "--env", "STEPS="+strconv.Itoa(steps)), "python3", "/opt/scripts/stop.py")
+		"--env", "STEPS="+strconv.Itoa(steps)), "python3", "/opt/scripts/stop.py")
 	follow := taoBackground(t, "logs", "-f", job, "-n", ns)
 	follow.waitOutput(t, 3*time.Minute, "attempt 1 step 5\n")
 	evicted := rankPods(t, ns, job)[0]
@@ -141,5 +142,10 @@ func TestRealNodeStoppedAttemptIsNotDone(t *testing.T) {
 	}
 	if got := string(srv.Get(t, "results", prefix+"results/final.txt")); got != "attempt 2 finished\n" {
 		t.Errorf("results/final.txt = %q, want the second attempt's", got)
+	}
+	// The stopped attempt's archive was uploaded after its last line, within the grace period.
+	archive := string(srv.Get(t, "results", s3layout.LogArchiveKey(prefix, 0, evicted)))
+	if !strings.Contains(archive, fmt.Sprintf("attempt 1 saved step %d on SIGTERM\n", saved)) || !strings.Contains(archive, "this attempt uploaded") {
+		t.Errorf("the stopped attempt's archive lacks its last lines:\n%s", archive)
 	}
 }
