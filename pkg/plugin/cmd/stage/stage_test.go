@@ -15,8 +15,21 @@ import (
 	"github.com/kubectl-tao/kubectl-tao/test/testutil/s3fake"
 )
 
-// The wrapper runs in the test's own process here: it must not lower the test's priority.
+// The supervisor runs in the test's own process here: it must not lower the test's priority.
 func init() { yield = func() {} }
+
+// TestMain gives the supervisor a temporary directory of the run's own: it writes its stacks'
+// files and sitecustomize there.
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "stage-test-")
+	if err != nil {
+		panic(err)
+	}
+	_ = os.Setenv("TMPDIR", dir)
+	code := m.Run()
+	_ = os.RemoveAll(dir)
+	os.Exit(code)
+}
 
 func run(env map[string]string, args ...string) (string, string, error) {
 	var out, errOut bytes.Buffer
