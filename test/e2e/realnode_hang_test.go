@@ -140,3 +140,20 @@ func stepsRunOnce(t *testing.T, logs map[int][]string, ranks, attempt, from, to 
 		}
 	}
 }
+
+// The supervisor needs no shell of the image: an argv runs under it in an image that has only
+// /bin/sh (no bash, which the staging wrapper it replaced needed).
+func TestRealNodeSupervisorWithoutBash(t *testing.T) {
+	n := stagerNode(t)
+	if n.ShOnlyImage == "" {
+		t.Fatal("the real node has no sh-only image")
+	}
+	t.Parallel()
+	ns := namespace(t)
+	submitReal(t, n, ns, "nobash", []string{"--image", n.ShOnlyImage, "--stager-image", n.StagerImage, "--hang-timeout", "30s"},
+		"/bin/sh", "-c", `echo "supervised on $TAO_NODE_NAME"`)
+	waitComplete(t, ns, "nobash")
+	if r := tao(t, nil, "logs", "nobash", "-n", ns); !strings.Contains(r.stdout, "supervised on "+n.Name) {
+		t.Errorf("logs: %s", r)
+	}
+}
