@@ -35,6 +35,11 @@ REAL_NODE_E2E := $(or $(REAL_NODE),auto)
 # With the node on, the launcher's own real-node test (up, pods, a second cluster beside, down
 # leaves the host clean) runs first, since the suite's cluster then holds the machine's node.
 REAL_NODE_PRE  = $(if $(E2E_FLAGS),,$(REAL_NODE_ON))
+# The real node's MIG slices (test/localcluster/README.md): one more GPU, in MIG mode, cut into
+# that many nvidia.com/mig-1g.10gb beside its 8 whole GPUs, the MIG mixed strategy. `make e2e`
+# defaults to 2, so TestRealNodeMIG runs on the suite's node without restarting it; `make
+# cluster-up` to 0 (whole GPUs only, the node as it always was).
+REAL_NODE_MIG_SLICES ?=
 REAL_NODE_ON  := $(if $(filter 1 true on,$(REAL_NODE_E2E)),1,$(if $(filter auto,$(REAL_NODE_E2E)),$(if $(filter 0,$(shell id -u 2>/dev/null)),$(filter Linux,$(shell uname -s)))))
 # The Kubernetes release the local cluster builds and runs (test/localcluster/README.md): any
 # v1.MINOR.PATCH from 1.28 to the newest, which is the default. Every target that builds or
@@ -106,7 +111,7 @@ e2e: STAGER_PLATFORMS = linux/$(shell $(GO) env GOARCH)
 e2e: build $(LOCALCLUSTER) $(TESTSUMMARY) $(VERSITYGW) $(if $(REAL_NODE_ON),stager-image) ## Bring the local cluster up, run the e2e suite against it, bring it down
 	$(if $(REAL_NODE_PRE),$(GO) test -json -tags e2e -count=1 -timeout 30m -run '^TestRealNode$$' ./test/localcluster/ | $(call summary))
 	$(LOCALCLUSTER) build --kueue $(if $(KUBECTL_ON_PATH),,--kubectl) $(KUBE_VERSION_FLAG) >/dev/null
-	$(E2E_PATH)LOCALCLUSTER='$(LOCALCLUSTER)' hack/with-cluster.sh '$(CLUSTER_DIR)' --nodes $(GPU_NODES) --gpus-per-node $(GPUS_PER_NODE) --real-node=$(REAL_NODE_E2E) --kueue=0 $(KUBE_VERSION_FLAG) -- \
+	$(E2E_PATH)LOCALCLUSTER='$(LOCALCLUSTER)' hack/with-cluster.sh '$(CLUSTER_DIR)' --nodes $(GPU_NODES) --gpus-per-node $(GPUS_PER_NODE) --real-node=$(REAL_NODE_E2E) --real-node-mig-slices $(or $(REAL_NODE_MIG_SLICES),2) --kueue=0 $(KUBE_VERSION_FLAG) -- \
 	  env KUBECTL_TAO='$(CURDIR)/bin/kubectl-tao' VERSITYGW='$(VERSITYGW)' \
 	  LOCALCLUSTER='$(CURDIR)/$(LOCALCLUSTER)' LOCALCLUSTER_STATE_DIR='$(CLUSTER_DIR)' \
 	  $(LOCALCLUSTER) exec --state-dir '$(CLUSTER_DIR)' -- $(GO) test -json -tags e2e -count=1 -timeout 45m $(E2E_FLAGS) ./test/... \
@@ -231,7 +236,7 @@ cluster-build: $(LOCALCLUSTER) ## Build (once per machine and KUBERNETES_VERSION
 
 .PHONY: cluster-up
 cluster-up: $(LOCALCLUSTER) ## Start (or reuse) the local GPU cluster (REAL_NODE=1: with a real kubelet node; KUEUE=1: with Kueue; KUBERNETES_VERSION=v1.31.14: that release); kubeconfig in .cluster/kubeconfig
-	$(LOCALCLUSTER) up --state-dir '$(CLUSTER_DIR)' --nodes $(GPU_NODES) --gpus-per-node $(GPUS_PER_NODE) --real-node=$(REAL_NODE_UP) --kueue=$(KUEUE) $(KUBE_VERSION_FLAG)
+	$(LOCALCLUSTER) up --state-dir '$(CLUSTER_DIR)' --nodes $(GPU_NODES) --gpus-per-node $(GPUS_PER_NODE) --real-node=$(REAL_NODE_UP) --real-node-mig-slices $(or $(REAL_NODE_MIG_SLICES),0) --kueue=$(KUEUE) $(KUBE_VERSION_FLAG)
 
 .PHONY: cluster-down
 cluster-down: $(LOCALCLUSTER) ## Stop the local cluster and remove its state

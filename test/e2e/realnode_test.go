@@ -3,9 +3,10 @@
 package e2e
 
 // The real-node tests run real containers: the local cluster's real kubelet node (containerd,
-// runc, CNI bridge, CoreDNS, a device plugin with 8 nvidia.com/gpu), with the test trainer
-// (test/trainer) as the workload. test/localcluster/README.md, "The real node", is the contract:
-// the environment below, the node's label and taint, the images.
+// runc, CNI bridge, CoreDNS, a device plugin with 8 nvidia.com/gpu and, under make e2e, a few
+// nvidia.com/mig-1g.10gb), with the test trainer (test/trainer) as the workload.
+// test/localcluster/README.md, "The real node", is the contract: the environment below, the
+// node's label and taint, the images.
 
 import (
 	"context"
@@ -46,6 +47,9 @@ type realNodeEnv struct {
 	// TorchImage has Debian's python3-torch and torchrun, "" when the host has no python3-torch
 	// (TorchImageSkip says so).
 	TorchImage, TorchImageSkip string
+	// MIGSlices is how many nvidia.com/mig-1g.10gb the node's GPU in MIG mode is cut into,
+	// beside its whole GPUs; 0 when it has none.
+	MIGSlices int
 }
 
 // realNode returns the real node, or skips the test with the launcher's reason when there is
@@ -57,6 +61,8 @@ func realNode(t *testing.T) realNodeEnv {
 		ShOnlyImage: os.Getenv("TAO_SH_ONLY_IMAGE"), StagerImage: os.Getenv("TAO_STAGER_IMAGE"),
 		TorchImage: os.Getenv("TAO_TORCH_IMAGE"), TorchImageSkip: os.Getenv("TAO_TORCH_IMAGE_SKIP"),
 	}
+	// Empty from a launcher older than the variable: a node of whole GPUs.
+	n.MIGSlices, _ = strconv.Atoi(os.Getenv("TAO_REAL_NODE_MIG_SLICES"))
 	if n.Name == "" {
 		reason := noRealNodeReason()
 		if os.Getenv("CI") == "true" {

@@ -17,10 +17,11 @@ import (
 
 // topJob is the part of `top JOB -o json` the tests read.
 type topJob struct {
-	Job      string `json:"job"`
-	Status   string `json:"status"`
-	GPUs     int    `json:"gpus"`
-	Progress *struct {
+	Job         string `json:"job"`
+	Status      string `json:"status"`
+	GPUs        int    `json:"gpus"`
+	GPUResource string `json:"gpuResource"`
+	Progress    *struct {
 		Epoch      *int               `json:"epoch"`
 		MaxEpoch   *int               `json:"maxEpoch"`
 		ETASeconds *float64           `json:"etaSeconds"`
@@ -38,6 +39,8 @@ type topJob struct {
 		MetricsSource  string     `json:"metricsSource"`
 		GPUs           []struct {
 			UUID             string   `json:"uuid"`
+			MIGProfile       string   `json:"migProfile"`
+			MIGInstance      string   `json:"migInstance"`
 			Utilization      *float64 `json:"utilization"`
 			MemoryUsedBytes  *int64   `json:"memoryUsedBytes"`
 			MemoryTotalBytes *int64   `json:"memoryTotalBytes"`

@@ -63,6 +63,9 @@ type Config struct {
 	// realnode.go); RealNodeWait is how long up waits for another cluster's node to go.
 	RealNode     RealNodeMode
 	RealNodeWait time.Duration
+	// RealNodeMIGSlices > 0 gives the real node, beside its whole GPUs, one GPU in MIG mode
+	// cut into that many MIGResource slices (the MIG mixed strategy); 0 leaves it whole GPUs.
+	RealNodeMIGSlices int
 	// Kueue says whether up also installs and runs Kueue (kueue.go). A cluster reused without
 	// it keeps a Kueue it already runs.
 	Kueue bool
@@ -110,6 +113,9 @@ func (c *Config) Validate() error {
 	}
 	if c.GPUsPerNode < 0 || c.GPUsPerNode > 1024 {
 		return fmt.Errorf("GPUs per node %d out of range 0..1024 (GPUS_PER_NODE / --gpus-per-node)", c.GPUsPerNode)
+	}
+	if c.RealNodeMIGSlices < 0 || c.RealNodeMIGSlices > MIGSlicesPerGPU {
+		return fmt.Errorf("real node MIG slices %d out of range 0..%d, what one GPU holds of %s (--real-node-mig-slices)", c.RealNodeMIGSlices, MIGSlicesPerGPU, MIGProfile)
 	}
 	return nil
 }

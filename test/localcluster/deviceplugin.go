@@ -25,8 +25,14 @@ import (
 // and answers Allocate the way NVIDIA's plugin does with its default uuid strategy: the
 // container gets NVIDIA_VISIBLE_DEVICES=<the allocated device IDs, comma separated>.
 
-// devicePluginSocket is the plugin's socket name in the kubelet's device-plugin directory.
-func devicePluginSocket(stateDir string) string { return "kubectl-tao-" + nodeID(stateDir) + ".sock" }
+// devicePluginSocket is the plugin's socket name for resource in the kubelet's device-plugin
+// directory: one socket a resource, since a registration names one resource.
+func devicePluginSocket(stateDir string, resource corev1.ResourceName) string {
+	if resource == GPUResource {
+		return "kubectl-tao-" + nodeID(stateDir) + ".sock"
+	}
+	return "kubectl-tao-" + nodeID(stateDir) + "-" + strings.TrimPrefix(string(resource), "nvidia.com/") + ".sock"
+}
 
 // GPUDeviceIDs are the IDs of the fake GPUs, shaped like NVIDIA's GPU UUIDs and distinct per
 // node.
@@ -39,24 +45,34 @@ func GPUDeviceIDs(stateDir string, n int) []string {
 	return ids
 }
 
-// DevicePluginDevices are the resource the real node's plugin advertises and its device IDs:
-// gpus whole GPUs (GPUDeviceIDs), or with migSlices > 0 each of them cut into that many
-// MIGResource slices, advertised by their MIG UUIDs as NVIDIA's plugin does under the MIG mixed
-// strategy, the IDs the exporter stand-in maps to pods.
-func DevicePluginDevices(stateDir string, gpus, migSlices int) (corev1.ResourceName, []string, error) {
-	ids := GPUDeviceIDs(stateDir, gpus)
+// PluginResource is one resource a device plugin advertises and its device IDs.
+type PluginResource struct {
+	Name corev1.ResourceName
+	IDs  []string
+}
+
+// MIGGPUID is the device ID of the real node's GPU in MIG mode when it has gpus whole GPUs:
+// the GPU after them, so the whole GPUs keep the IDs they have without slices.
+func MIGGPUID(stateDir string, gpus int) string { return GPUDeviceIDs(stateDir, gpus+1)[gpus] }
+
+// DevicePluginDevices are what the real node's plugin advertises: gpus whole GPUs
+// (GPUDeviceIDs) as GPUResource and, with migSlices > 0, one more GPU in MIG mode (MIGGPUID)
+// cut into that many MIGResource slices, advertised by their MIG UUIDs, as NVIDIA's plugin
+// does under the MIG mixed strategy; those are the IDs the exporter stand-in maps to pods.
+func DevicePluginDevices(stateDir string, gpus, migSlices int) ([]PluginResource, error) {
+	out := []PluginResource{{Name: GPUResource, IDs: GPUDeviceIDs(stateDir, gpus)}}
 	if migSlices == 0 {
-		return GPUResource, ids, nil
+		return out, nil
 	}
-	slices, err := gpustandin.MIGDevices(gpustandin.NodeGPUs(ids), MIGProfile, migSlices)
+	slices, err := gpustandin.MIGDevices(gpustandin.NodeGPUs(GPUDeviceIDs(stateDir, gpus+1))[gpus:], MIGProfile, migSlices)
 	if err != nil {
-		return "", nil, err
+		return nil, err
 	}
-	out := make([]string, len(slices))
+	ids := make([]string, len(slices))
 	for i, s := range slices {
-		out[i] = s.ID
+		ids[i] = s.ID
 	}
-	return MIGResource, out, nil
+	return append(out, PluginResource{Name: MIGResource, IDs: ids}), nil
 }
 
 // AllocateResponse is NVIDIA's answer for one container's devices.
@@ -104,54 +120,47 @@ func (p *gpuPlugin) PreStartContainer(context.Context, *pluginapi.PreStartContai
 	return &pluginapi.PreStartContainerResponse{}, nil
 }
 
-// RunDevicePlugin serves gpus fake GPUs (migSlices > 0: their slices, DevicePluginDevices)
-// until ctx ends. The kubelet empties its device-plugin
-// directory when it starts, so the plugin watches kubelet.sock and, each time a new kubelet
-// socket appears, serves a fresh socket of its own and registers again.
+// RunDevicePlugin serves gpus fake GPUs (and with migSlices > 0 the slices of one more,
+// DevicePluginDevices) until ctx ends, a socket and a registration per resource, as NVIDIA's
+// plugin does under the mixed strategy. The kubelet empties its device-plugin directory when it
+// starts, so the plugin watches kubelet.sock and, each time a new kubelet socket appears, serves
+// fresh sockets of its own and registers again.
 func RunDevicePlugin(ctx context.Context, stateDir string, gpus, migSlices int, log io.Writer) error {
 	stateDir, err := filepath.Abs(stateDir)
 	if err != nil {
 		return err
 	}
-	resource, ids, err := DevicePluginDevices(stateDir, gpus, migSlices)
+	resources, err := DevicePluginDevices(stateDir, gpus, migSlices)
 	if err != nil {
 		return err
 	}
-	var devices []*pluginapi.Device
-	for _, id := range ids {
-		devices = append(devices, &pluginapi.Device{ID: id, Health: pluginapi.Healthy})
+	servers := make([]*pluginServer, len(resources))
+	for i, r := range resources {
+		servers[i] = &pluginServer{PluginResource: r, sockName: devicePluginSocket(stateDir, r.Name)}
 	}
-	sockName := devicePluginSocket(stateDir)
-	sockPath := filepath.Join(devicePluginDir, sockName)
-	kubeletSock := filepath.Join(devicePluginDir, kubeletSocketName)
-	var server *grpc.Server
-	var done chan struct{}
-	stopServer := func() {
-		if server != nil {
-			close(done)
-			server.Stop()
-			server = nil
+	defer func() {
+		for _, s := range servers {
+			s.stop()
 		}
-		_ = os.Remove(sockPath)
-	}
-	defer stopServer()
+	}()
+	kubeletSock := filepath.Join(devicePluginDir, kubeletSocketName)
 	var registeredIno uint64
 	for {
 		var st syscall.Stat_t
 		if err := syscall.Stat(kubeletSock, &st); err == nil && st.Ino != registeredIno {
-			stopServer()
-			done = make(chan struct{})
-			l, err := net.Listen("unix", sockPath)
-			if err != nil {
-				return fmt.Errorf("listen on %s: %w", sockPath, err)
+			registered := true
+			for _, s := range servers {
+				if err := s.serve(); err != nil {
+					return err
+				}
+				if err := register(ctx, kubeletSock, s.sockName, s.Name); err != nil {
+					fmt.Fprintf(log, "deviceplugin: register %s with the kubelet: %v (retrying)\n", s.Name, err)
+					registered = false
+					break
+				}
+				fmt.Fprintf(log, "deviceplugin: registered %d %s at %s\n", len(s.IDs), s.Name, filepath.Join(devicePluginDir, s.sockName))
 			}
-			server = grpc.NewServer()
-			pluginapi.RegisterDevicePluginServer(server, &gpuPlugin{devices: devices, done: done})
-			go func() { _ = server.Serve(l) }()
-			if err := register(ctx, kubeletSock, sockName, resource); err != nil {
-				fmt.Fprintf(log, "deviceplugin: register with the kubelet: %v (retrying)\n", err)
-			} else {
-				fmt.Fprintf(log, "deviceplugin: registered %d %s at %s\n", len(ids), resource, sockPath)
+			if registered {
 				registeredIno = st.Ino
 			}
 		}
@@ -161,6 +170,42 @@ func RunDevicePlugin(ctx context.Context, stateDir string, gpus, migSlices int, 
 		case <-time.After(time.Second):
 		}
 	}
+}
+
+// pluginServer serves one resource's devices on a socket of its own.
+type pluginServer struct {
+	PluginResource
+	sockName string
+	server   *grpc.Server
+	done     chan struct{}
+}
+
+// serve replaces the socket's server with a fresh one, for a kubelet that started anew.
+func (s *pluginServer) serve() error {
+	s.stop()
+	var devices []*pluginapi.Device
+	for _, id := range s.IDs {
+		devices = append(devices, &pluginapi.Device{ID: id, Health: pluginapi.Healthy})
+	}
+	sockPath := filepath.Join(devicePluginDir, s.sockName)
+	l, err := net.Listen("unix", sockPath)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", sockPath, err)
+	}
+	s.done = make(chan struct{})
+	s.server = grpc.NewServer()
+	pluginapi.RegisterDevicePluginServer(s.server, &gpuPlugin{devices: devices, done: s.done})
+	go func(srv *grpc.Server) { _ = srv.Serve(l) }(s.server)
+	return nil
+}
+
+func (s *pluginServer) stop() {
+	if s.server != nil {
+		close(s.done)
+		s.server.Stop()
+		s.server = nil
+	}
+	_ = os.Remove(filepath.Join(devicePluginDir, s.sockName))
 }
 
 func register(ctx context.Context, kubeletSock, endpoint string, resource corev1.ResourceName) error {

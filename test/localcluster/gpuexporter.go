@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -117,10 +118,7 @@ func gpuExporterPod(info RealNodeInfo) *corev1.Pod {
 			Tolerations:                   []corev1.Toleration{{Key: RealNodeLabel, Operator: corev1.TolerationOpEqual, Value: "true", Effect: corev1.TaintEffectNoSchedule}},
 			Containers: []corev1.Container{{
 				Name: GPUExporterLabelValue, Image: shortRef(DCGMImageRef), ImagePullPolicy: corev1.PullNever,
-				Args: []string{
-					"--gpus=" + strings.Join(GPUDeviceIDs(info.StateDir, info.GPUs), ","),
-					"--values-dir=" + gpuExporterValuesMount,
-				},
+				Args: gpuExporterArgs(info),
 				Env: []corev1.EnvVar{
 					{Name: "DCGM_EXPORTER_KUBERNETES", Value: "true"},
 					{Name: "DCGM_EXPORTER_LISTEN", Value: fmt.Sprintf(":%d", GPUExporterPort)},
@@ -146,6 +144,21 @@ func gpuExporterPod(info RealNodeInfo) *corev1.Pod {
 			},
 		},
 	}
+}
+
+// gpuExporterArgs are the exporter's flags: the node's GPUs in index order and, when one is in
+// MIG mode, which one and its slices, so that it serves the devices the device plugin
+// advertises (DevicePluginDevices).
+func gpuExporterArgs(info RealNodeInfo) []string {
+	gpus := info.GPUs
+	if info.MIGSlices > 0 {
+		gpus++
+	}
+	args := []string{"--gpus=" + strings.Join(GPUDeviceIDs(info.StateDir, gpus), ",")}
+	if info.MIGSlices > 0 {
+		args = append(args, "--mig-gpus="+MIGGPUID(info.StateDir, info.GPUs), "--mig-profile="+MIGProfile, "--mig-slices="+strconv.Itoa(info.MIGSlices))
+	}
+	return append(args, "--values-dir="+gpuExporterValuesMount)
 }
 
 // ensureGPUExporter runs the exporter pod on the real node, if it is not there yet, and waits

@@ -198,8 +198,9 @@ exec sleep 3600`
 	time.Sleep(2 * GPUExporterInterval)
 	s := scrapeExporter(ctx, t, cs, exp.Name)
 	check(s, m)
-	if len(s) != len(GPUDeviceIDs(cfg.StateDir, info.GPUs))*7 {
-		t.Errorf("%d series, want 7 per GPU", len(s))
+	// A slice of the node's GPU in MIG mode has only the 4 counters DCGM keeps per GPU instance.
+	if want := info.GPUs*7 + info.MIGSlices*4; len(s) != want {
+		t.Errorf("%d series, want %d: 7 per whole GPU, 4 per MIG slice", len(s), want)
 	}
 
 	// No exporter, then the exporter again.

@@ -131,6 +131,9 @@ type RealNodeInfo struct {
 	// python3-torch) to why.
 	ImagesUnavailable map[string]string `json:"imagesUnavailable,omitempty"`
 	GPUs              int               `json:"gpus"`
+	// MIGSlices is how many MIGResource slices the node's one GPU in MIG mode is cut into,
+	// beside its GPUs whole ones; 0: no GPU in MIG mode.
+	MIGSlices int `json:"migSlices,omitempty"`
 }
 
 func realNodeDir(stateDir string) string  { return filepath.Join(stateDir, "node") }
@@ -400,6 +403,9 @@ func ensureRealNode(ctx context.Context, cfg Config, admin *clients, apiPort int
 	}
 	if info, ok := readNodeInfo(realNodeFile(cfg.StateDir)); ok {
 		if realNodeRunning(info) {
+			if info.MIGSlices != cfg.RealNodeMIGSlices {
+				return fmt.Errorf("the running real node %s has %d MIG slices, not %d; run `localcluster down` first to change them (--real-node-mig-slices)", info.Name, info.MIGSlices, cfg.RealNodeMIGSlices)
+			}
 			cfg.logf("reusing the running real node %s", info.Name)
 			// What up runs on the node runs again, if a test stopped it.
 			if err := ensureGPUExporter(ctx, cfg, admin.cs, info); err != nil {
@@ -496,6 +502,7 @@ func startRealNode(ctx context.Context, cfg Config, admin *clients, apiPort int)
 	if err != nil {
 		return "", err
 	}
+	info.MIGSlices = cfg.RealNodeMIGSlices
 	n := &realNode{cfg: cfg, info: info, bins: bins, lock: lock}
 	begin := time.Now()
 	if err := n.prepareHost(ctx); err != nil {
@@ -505,7 +512,7 @@ func startRealNode(ctx context.Context, cfg Config, admin *clients, apiPort int)
 		return "", err
 	}
 	started = true
-	cfg.logf("real node %s Ready in %s (IP %s on bridge %s, %d nvidia.com/gpu)", info.Name, time.Since(begin).Round(10*time.Millisecond), info.Gateway, info.Bridge, info.GPUs)
+	cfg.logf("real node %s Ready in %s (IP %s on bridge %s, %s)", info.Name, time.Since(begin).Round(10*time.Millisecond), info.Gateway, info.Bridge, info.gpuSummary())
 	return "", nil
 }
 
@@ -601,7 +608,11 @@ func (n *realNode) start(ctx context.Context, admin *clients, apiPort int) error
 	}
 	// The device plugin goes first: it takes over the machine lock (so the lock lives as long
 	// as the node) and registers with each kubelet it sees start.
-	dp, err := n.startProc(CompDevicePlugin, logsimExe(n.cfg.StateDir), []string{"deviceplugin", "--state-dir=" + n.cfg.StateDir, "--gpus=" + strconv.Itoa(info.GPUs)}, []*os.File{n.lock.f})
+	dpArgs := []string{"deviceplugin", "--state-dir=" + n.cfg.StateDir, "--gpus=" + strconv.Itoa(info.GPUs)}
+	if info.MIGSlices > 0 {
+		dpArgs = append(dpArgs, "--mig-slices="+strconv.Itoa(info.MIGSlices))
+	}
+	dp, err := n.startProc(CompDevicePlugin, logsimExe(n.cfg.StateDir), dpArgs, []*os.File{n.lock.f})
 	if err != nil {
 		return err
 	}
@@ -651,7 +662,7 @@ func (n *realNode) start(ctx context.Context, admin *clients, apiPort int) error
 		"--cert-dir=" + n.path("kubelet", "pki"),
 		"--hostname-override=" + info.Name,
 		"--node-ip=" + info.Gateway,
-		"--node-labels=" + nodeLabelsFlag(info.GPUs),
+		"--node-labels=" + nodeLabelsFlag(info.GPUs, info.MIGSlices),
 		"--v=1",
 	}, nil)
 	if err != nil {
@@ -662,13 +673,12 @@ func (n *realNode) start(ctx context.Context, admin *clients, apiPort int) error
 		return err
 	}
 	watch := []*proc{dp, ctrd, kubelet, dns}
-	if err := c.waitFor(ctx, "the real node "+info.Name+" Ready with "+strconv.Itoa(info.GPUs)+" nvidia.com/gpu", 2*time.Minute, func(ctx context.Context) (bool, error) {
+	if err := c.waitFor(ctx, "the real node "+info.Name+" Ready with "+info.gpuSummary(), 2*time.Minute, func(ctx context.Context) (bool, error) {
 		node, err := admin.cs.CoreV1().Nodes().Get(ctx, info.Name, metav1.GetOptions{})
 		if err != nil {
 			return false, nil
 		}
-		gpus := node.Status.Allocatable[GPUResource]
-		return nodeReady(node) && gpus.Value() == int64(info.GPUs), nil
+		return nodeReady(node) && info.advertises(node), nil
 	}, watch...); err != nil {
 		return err
 	}
@@ -693,10 +703,36 @@ func nodeReady(node *corev1.Node) bool {
 	return false
 }
 
+// gpuSummary says what the node's device plugin advertises, for progress lines.
+func (info RealNodeInfo) gpuSummary() string {
+	s := fmt.Sprintf("%d %s", info.GPUs, GPUResource)
+	if info.MIGSlices > 0 {
+		s += fmt.Sprintf(" and %d %s", info.MIGSlices, MIGResource)
+	}
+	return s
+}
+
+// advertises reports whether node's allocatable has every resource of the node's device plugin
+// in full: the kubelet registers each one on its own, so a node can be Ready with one of them.
+func (info RealNodeInfo) advertises(node *corev1.Node) bool {
+	want := map[corev1.ResourceName]int64{GPUResource: int64(info.GPUs), MIGResource: int64(info.MIGSlices)}
+	for name, n := range want {
+		if q := node.Status.Allocatable[name]; q.Value() != n {
+			return false
+		}
+	}
+	return true
+}
+
 // nodeLabelsFlag is the kubelet's --node-labels: the simulated nodes' GPU Feature Discovery
-// labels and the real node's own label.
-func nodeLabelsFlag(gpus int) string {
+// labels and the real node's own label. With MIG slices GFD counts the GPU in MIG mode too and
+// labels the node with the mixed strategy, as MIGNodes does the simulated ones.
+func nodeLabelsFlag(gpus, migSlices int) string {
 	labels := gfdLabels(DefaultGPUProduct(), gpus)
+	if migSlices > 0 {
+		labels["nvidia.com/gpu.count"] = strconv.Itoa(gpus + 1)
+		labels[migStrategyLabel] = "mixed"
+	}
 	labels[RealNodeLabel] = "true"
 	labels["node.kubernetes.io/instance-type"] = "real-node"
 	keys := make([]string, 0, len(labels))
@@ -930,11 +966,12 @@ func corefile(info *RealNodeInfo, kubeconfig string) string {
 func writeRealNodeEnv(stateDir string, info *RealNodeInfo, skip string) error {
 	vars := [][2]string{{"TAO_REAL_NODE", ""}, {"TAO_REAL_NODE_SKIP", skip}, {"TAO_REAL_NODE_IP", ""},
 		{"TAO_TEST_IMAGE", ""}, {"TAO_SH_ONLY_IMAGE", ""}, {"TAO_STAGER_IMAGE", ""},
-		{"TAO_TORCH_IMAGE", ""}, {"TAO_TORCH_IMAGE_SKIP", ""}}
+		{"TAO_TORCH_IMAGE", ""}, {"TAO_TORCH_IMAGE_SKIP", ""}, {"TAO_REAL_NODE_MIG_SLICES", "0"}}
 	if info != nil {
 		vars[0][1], vars[2][1] = info.Name, info.Gateway
 		vars[3][1], vars[4][1], vars[5][1] = shortRef(info.Images[ImageTest]), shortRef(info.Images[ImageShOnly]), info.Images[ImageStager]
 		vars[6][1], vars[7][1] = shortRef(info.Images[ImageTorch]), info.ImagesUnavailable[ImageTorch]
+		vars[8][1] = strconv.Itoa(info.MIGSlices)
 	}
 	var b strings.Builder
 	for _, v := range vars {
@@ -1046,7 +1083,7 @@ func teardownRealNode(ctx context.Context, cfg Config, info RealNodeInfo) {
 			}
 		}
 	}
-	for _, f := range []string{kubeletSocketName, "kubelet_internal_checkpoint", devicePluginSocket(info.StateDir)} {
+	for _, f := range []string{kubeletSocketName, "kubelet_internal_checkpoint", devicePluginSocket(info.StateDir, GPUResource), devicePluginSocket(info.StateDir, MIGResource)} {
 		_ = os.Remove(filepath.Join(devicePluginDir, f))
 	}
 	if err := runCmd(ctx, "ip", "link", "show", info.Bridge); err == nil {

@@ -12,9 +12,12 @@ import (
 	"strings"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 
 	"github.com/kubectl-tao/kubectl-tao/hack/release"
+	"github.com/kubectl-tao/kubectl-tao/test/localcluster/gpustandin"
 )
 
 func TestParseRealNodeMode(t *testing.T) {
@@ -138,26 +141,79 @@ func TestAllocateResponseLikeNVIDIA(t *testing.T) {
 	}
 }
 
-// A node configured with slices advertises MIGResource by the slices' MIG UUIDs, the IDs the
-// exporter stand-in maps to pods; without, its whole GPUs.
+// A node configured with slices advertises its whole GPUs and, as a resource of its own, the
+// slices of one more GPU by their MIG UUIDs, the IDs the exporter stand-in maps to pods; without,
+// its whole GPUs alone.
 func TestDevicePluginDevices(t *testing.T) {
-	resource, ids, err := DevicePluginDevices("/x/.cluster", 2, 0)
-	if err != nil || resource != GPUResource || !reflect.DeepEqual(ids, GPUDeviceIDs("/x/.cluster", 2)) {
-		t.Errorf("whole GPUs: %s %v %v", resource, ids, err)
+	got, err := DevicePluginDevices("/x/.cluster", 2, 0)
+	if err != nil || !reflect.DeepEqual(got, []PluginResource{{Name: GPUResource, IDs: GPUDeviceIDs("/x/.cluster", 2)}}) {
+		t.Errorf("whole GPUs: %v %v", got, err)
 	}
-	resource, ids, err = DevicePluginDevices("/x/.cluster", 2, MIGSlicesPerGPU)
-	if err != nil || resource != MIGResource || len(ids) != 2*MIGSlicesPerGPU {
-		t.Fatalf("slices: %s %v %v", resource, ids, err)
+	got, err = DevicePluginDevices("/x/.cluster", 2, 3)
+	if err != nil || len(got) != 2 || got[0].Name != GPUResource || !reflect.DeepEqual(got[0].IDs, GPUDeviceIDs("/x/.cluster", 2)) ||
+		got[1].Name != MIGResource || len(got[1].IDs) != 3 {
+		t.Fatalf("whole GPUs and slices: %v %v", got, err)
+	}
+	migGPU := MIGGPUID("/x/.cluster", 2)
+	if migGPU != GPUDeviceIDs("/x/.cluster", 3)[2] {
+		t.Errorf("the GPU in MIG mode %s is not the one after the whole ones", migGPU)
 	}
 	seen := map[string]bool{}
-	for _, id := range ids {
-		if !strings.HasPrefix(id, "MIG-") || seen[id] {
-			t.Errorf("slice id %q not unique or not MIG-shaped", id)
+	for k, id := range got[1].IDs {
+		if id != gpustandin.MIGDeviceID(migGPU, 7+k) || seen[id] {
+			t.Errorf("slice %d: id %q, want the MIG UUID of instance %d of %s", k, id, 7+k, migGPU)
 		}
 		seen[id] = true
 	}
-	if _, _, err := DevicePluginDevices("/x/.cluster", 1, MIGSlicesPerGPU+1); err == nil {
+	if _, err := DevicePluginDevices("/x/.cluster", 1, MIGSlicesPerGPU+1); err == nil {
 		t.Error("a GPU cut into more slices than its profile has")
+	}
+}
+
+// The exporter serves what the device plugin advertises: the same GPUs in the same order, the
+// one after the whole GPUs in MIG mode; a node without slices gets the flags it always had.
+func TestGPUExporterArgs(t *testing.T) {
+	info, err := PlanRealNode("/s/.cluster", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	whole := "--gpus=" + strings.Join(GPUDeviceIDs(info.StateDir, RealNodeGPUs), ",")
+	if got := gpuExporterArgs(info); !reflect.DeepEqual(got, []string{whole, "--values-dir=" + gpuExporterValuesMount}) {
+		t.Errorf("whole GPUs: %q", got)
+	}
+	info.MIGSlices = 2
+	want := []string{"--gpus=" + strings.Join(GPUDeviceIDs(info.StateDir, RealNodeGPUs+1), ","), "--mig-gpus=" + MIGGPUID(info.StateDir, RealNodeGPUs),
+		"--mig-profile=1g.10gb", "--mig-slices=2", "--values-dir=" + gpuExporterValuesMount}
+	if got := gpuExporterArgs(info); !reflect.DeepEqual(got, want) {
+		t.Errorf("with slices: %q, want %q", got, want)
+	}
+}
+
+// up waits until the node's allocatable has every resource its plugin advertises, in full.
+func TestRealNodeAdvertises(t *testing.T) {
+	node := func(res map[corev1.ResourceName]int64) *corev1.Node {
+		n := &corev1.Node{Status: corev1.NodeStatus{Allocatable: corev1.ResourceList{}}}
+		for name, v := range res {
+			n.Status.Allocatable[name] = *resource.NewQuantity(v, resource.DecimalSI)
+		}
+		return n
+	}
+	whole := RealNodeInfo{GPUs: 8}
+	mixed := RealNodeInfo{GPUs: 8, MIGSlices: 2}
+	for _, c := range []struct {
+		info RealNodeInfo
+		node *corev1.Node
+		want bool
+	}{
+		{whole, node(map[corev1.ResourceName]int64{GPUResource: 8}), true},
+		{whole, node(map[corev1.ResourceName]int64{GPUResource: 7}), false},
+		{mixed, node(map[corev1.ResourceName]int64{GPUResource: 8}), false},
+		{mixed, node(map[corev1.ResourceName]int64{MIGResource: 2}), false},
+		{mixed, node(map[corev1.ResourceName]int64{GPUResource: 8, MIGResource: 2}), true},
+	} {
+		if got := c.info.advertises(c.node); got != c.want {
+			t.Errorf("%s on a node of %v: %v, want %v", c.info.gpuSummary(), c.node.Status.Allocatable, got, c.want)
+		}
 	}
 }
 
@@ -170,10 +226,17 @@ func TestParseLdd(t *testing.T) {
 }
 
 func TestNodeLabelsCarryGFDAndOwnLabel(t *testing.T) {
-	flag := nodeLabelsFlag(8)
-	for _, want := range []string{RealNodeLabel + "=true", "nvidia.com/gpu.product=NVIDIA-H100-80GB-HBM3", "nvidia.com/gpu.count=8"} {
+	flag := nodeLabelsFlag(8, 0)
+	for _, want := range []string{RealNodeLabel + "=true", "nvidia.com/gpu.product=NVIDIA-H100-80GB-HBM3", "nvidia.com/gpu.count=8", "nvidia.com/mig.strategy=single"} {
 		if !strings.Contains(flag, want) {
 			t.Errorf("--node-labels lacks %s: %s", want, flag)
+		}
+	}
+	// With a GPU in MIG mode GFD counts it too and says the strategy is mixed.
+	mixed := nodeLabelsFlag(8, 2)
+	for _, want := range []string{"nvidia.com/gpu.count=9", "nvidia.com/mig.strategy=mixed"} {
+		if !strings.Contains(mixed, want) {
+			t.Errorf("--node-labels with slices lacks %s: %s", want, mixed)
 		}
 	}
 	if strings.Contains(flag, NodeTypeLabel+"="+NodeTypeKwok) {
@@ -227,7 +290,8 @@ func TestWriteRealNodeEnv(t *testing.T) {
 	if envValue(string(data), "TAO_TORCH_IMAGE") != "" || envValue(string(data), "TAO_TORCH_IMAGE_SKIP") != info.ImagesUnavailable[ImageTorch] {
 		t.Errorf("an unavailable torch image must leave TAO_TORCH_IMAGE empty and say why in TAO_TORCH_IMAGE_SKIP:\n%s", data)
 	}
-	if envValue(string(data), "TAO_REAL_NODE") != info.Name || envValue(string(data), "TAO_TEST_IMAGE") != "local/tao-test:1" || envValue(string(data), "TAO_REAL_NODE_IP") != info.Gateway {
+	if envValue(string(data), "TAO_REAL_NODE") != info.Name || envValue(string(data), "TAO_TEST_IMAGE") != "local/tao-test:1" || envValue(string(data), "TAO_REAL_NODE_IP") != info.Gateway ||
+		envValue(string(data), "TAO_REAL_NODE_MIG_SLICES") != "0" {
 		t.Errorf("env file:\n%s", data)
 	}
 	env, err := TestEnv(dir)

@@ -75,9 +75,14 @@ func realNodeStatus(ctx context.Context, out io.Writer, cs kubernetes.Interface,
 	state := "not registered"
 	if node, err := cs.CoreV1().Nodes().Get(ctx, info.Name, metav1.GetOptions{}); err == nil {
 		gpus := node.Status.Allocatable[GPUResource]
-		state = fmt.Sprintf("NotReady (%d nvidia.com/gpu)", gpus.Value())
+		has := fmt.Sprintf("%d nvidia.com/gpu", gpus.Value())
+		if info.MIGSlices > 0 {
+			slices := node.Status.Allocatable[MIGResource]
+			has += fmt.Sprintf(", %d %s", slices.Value(), MIGResource)
+		}
+		state = "NotReady (" + has + ")"
 		if nodeReady(node) {
-			state = fmt.Sprintf("Ready (%d nvidia.com/gpu)", gpus.Value())
+			state = "Ready (" + has + ")"
 		}
 	}
 	if !strings.HasPrefix(state, "Ready") {

@@ -5,9 +5,10 @@
 // nvidia.com/gpu device, as dcgm-exporter does with DCGM_EXPORTER_KUBERNETES=true, and reads
 // each holder's values from the host directory tests write (GPUMetricsDir), since the node
 // has no GPU to measure; /metrics serves the last collect, as the real exporter does. With
-// --mig-slices N every GPU is cut into N slices of --mig-profile, served as dcgm-exporter
-// serves MIG devices and mapped from the profile's resource (nvidia.com/mig-PROFILE), whose
-// device IDs are the slices' MIG UUIDs. Built static (CGO_ENABLED=0).
+// --mig-slices N the GPUs of --mig-gpus (every GPU without it) are in MIG mode, each cut into N
+// slices of --mig-profile, served as dcgm-exporter serves MIG devices and mapped from the
+// profile's resource (nvidia.com/mig-PROFILE), whose device IDs are the slices' MIG UUIDs; the
+// other GPUs stay whole, as on a node of the MIG mixed strategy. Built static (CGO_ENABLED=0).
 package main
 
 import (
@@ -22,7 +23,9 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -41,7 +44,8 @@ func main() {
 	addr := flag.String("address", envOr("DCGM_EXPORTER_LISTEN", ":9400"), "listen address (env DCGM_EXPORTER_LISTEN)")
 	every := flag.Int("c", 30000, "collect interval in milliseconds (env DCGM_EXPORTER_INTERVAL)")
 	migProfile := flag.String("mig-profile", gpustandin.MIGProfile, "with --mig-slices: the MIG profile the GPUs are cut into")
-	migSlices := flag.Int("mig-slices", 0, "slices per GPU (0: whole GPUs)")
+	migSlices := flag.Int("mig-slices", 0, "slices per GPU in MIG mode (0: whole GPUs)")
+	migGPUs := flag.String("mig-gpus", "", "with --mig-slices: the UUIDs of the GPUs in MIG mode, comma separated (default every GPU)")
 	flag.Parse()
 	interval, err := collectInterval(*every, os.Getenv("DCGM_EXPORTER_INTERVAL"), isSet("c"))
 	if err != nil {
@@ -52,13 +56,13 @@ func main() {
 	if hostname == "" {
 		hostname, _ = os.Hostname()
 	}
-	devices, resource, err := nodeDevices(gpustandin.NodeGPUs(gpustandin.SplitIDs(*gpus)), *migProfile, *migSlices)
+	devices, resources, err := nodeDevices(gpustandin.NodeGPUs(gpustandin.SplitIDs(*gpus)), gpustandin.SplitIDs(*migGPUs), *migProfile, *migSlices)
 	if err != nil {
 		log.Fatal(err)
 	}
 	e := &exporter{devices: devices, valuesDir: *valuesDir, hostname: hostname}
 	e.holders = func(ctx context.Context) (map[string]gpustandin.Holder, error) {
-		return listHolders(ctx, *socket, resource)
+		return listHolders(ctx, *socket, resources)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
@@ -75,7 +79,7 @@ func main() {
 		defer cancel()
 		_ = srv.Shutdown(sctx)
 	}()
-	log.Printf("dcgm-exporter stand-in: %d %s on %s, collecting every %s, serving %s", len(e.devices), resource, hostname, interval, *addr)
+	log.Printf("dcgm-exporter stand-in: %d devices of %s on %s, collecting every %s, serving %s", len(e.devices), strings.Join(resources, ", "), hostname, interval, *addr)
 	if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		log.Fatal(err)
 	}
@@ -119,25 +123,42 @@ type device struct {
 	state gpustandin.DeviceState
 }
 
-// nodeDevices are the node's devices and the resource they are mapped from: the GPUs, or with
-// slices > 0 each GPU cut into that many slices of profile.
-func nodeDevices(gpus []gpustandin.GPU, profile string, slices int) ([]device, string, error) {
-	if slices == 0 {
-		out := make([]device, len(gpus))
-		for i, g := range gpus {
-			out[i] = device{id: g.UUID, state: gpustandin.DeviceState{GPU: g}}
+// nodeDevices are the node's devices and the resources they are mapped from: the GPUs, and
+// with perGPU > 0 each GPU of migGPUs (every GPU when it is empty) cut into that many slices
+// of profile instead of whole.
+func nodeDevices(gpus []gpustandin.GPU, migGPUs []string, profile string, perGPU int) ([]device, []string, error) {
+	var whole, cut []gpustandin.GPU
+	for _, g := range gpus {
+		if perGPU > 0 && (len(migGPUs) == 0 || slices.Contains(migGPUs, g.UUID)) {
+			cut = append(cut, g)
+		} else {
+			whole = append(whole, g)
 		}
-		return out, gpustandin.GPUResource, nil
 	}
-	migs, err := gpustandin.MIGDevices(gpus, profile, slices)
-	if err != nil {
-		return nil, "", err
+	for _, id := range migGPUs {
+		if !slices.ContainsFunc(gpus, func(g gpustandin.GPU) bool { return g.UUID == id }) {
+			return nil, nil, fmt.Errorf("--mig-gpus names %s, which is not one of --gpus", id)
+		}
 	}
-	out := make([]device, len(migs))
-	for i, m := range migs {
-		out[i] = device{id: m.ID, state: gpustandin.DeviceState{GPU: m.GPU, Slice: &migs[i].MIGSlice}}
+	var out []device
+	var resources []string
+	if len(whole) > 0 {
+		resources = append(resources, gpustandin.GPUResource)
+		for _, g := range whole {
+			out = append(out, device{id: g.UUID, state: gpustandin.DeviceState{GPU: g}})
+		}
 	}
-	return out, gpustandin.MIGResourcePrefix + profile, nil
+	if len(cut) > 0 {
+		migs, err := gpustandin.MIGDevices(cut, profile, perGPU)
+		if err != nil {
+			return nil, nil, err
+		}
+		resources = append(resources, gpustandin.MIGResourcePrefix+profile)
+		for i, m := range migs {
+			out = append(out, device{id: m.ID, state: gpustandin.DeviceState{GPU: m.GPU, Slice: &migs[i].MIGSlice}})
+		}
+	}
+	return out, resources, nil
 }
 
 type exporter struct {
@@ -204,7 +225,7 @@ func (e *exporter) metrics(w http.ResponseWriter, _ *http.Request) {
 
 // listHolders maps device ID to the container holding it, from one PodResources List over a
 // fresh connection per collect, as dcgm-exporter does.
-func listHolders(ctx context.Context, socket, resource string) (map[string]gpustandin.Holder, error) {
+func listHolders(ctx context.Context, socket string, resources []string) (map[string]gpustandin.Holder, error) {
 	conn, err := grpc.NewClient("passthrough:///"+socket,
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) {
@@ -221,17 +242,17 @@ func listHolders(ctx context.Context, socket, resource string) (map[string]gpust
 	if err != nil {
 		return nil, fmt.Errorf("list pod resources: %w", err)
 	}
-	return holdersFrom(resp, resource), nil
+	return holdersFrom(resp, resources), nil
 }
 
-// holdersFrom maps each device ID of resource (a GPU UUID, a slice's MIG UUID) in a List
+// holdersFrom maps each device ID of resources (a GPU UUID, a slice's MIG UUID) in a List
 // answer to its container; devices of other resources get no pod labels, as in dcgm-exporter.
-func holdersFrom(resp *podresourcesapi.ListPodResourcesResponse, resource string) map[string]gpustandin.Holder {
+func holdersFrom(resp *podresourcesapi.ListPodResourcesResponse, resources []string) map[string]gpustandin.Holder {
 	out := map[string]gpustandin.Holder{}
 	for _, pod := range resp.GetPodResources() {
 		for _, c := range pod.GetContainers() {
 			for _, d := range c.GetDevices() {
-				if d.GetResourceName() != resource {
+				if !slices.Contains(resources, d.GetResourceName()) {
 					continue
 				}
 				for _, id := range d.GetDeviceIds() {

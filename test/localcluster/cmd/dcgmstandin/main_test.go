@@ -31,13 +31,19 @@ func TestHoldersFrom(t *testing.T) {
 		"GPU-1": {Namespace: "team-a", Pod: "train-0", Container: "trainer"},
 		"GPU-2": {Namespace: "team-a", Pod: "train-0", Container: "trainer"},
 	}
-	if got := holdersFrom(resp, "nvidia.com/gpu"); !reflect.DeepEqual(got, want) {
+	if got := holdersFrom(resp, []string{"nvidia.com/gpu"}); !reflect.DeepEqual(got, want) {
 		t.Errorf("holdersFrom = %v, want %v", got, want)
 	}
 	// On a node of slices, only the slices' resource is mapped.
 	want = map[string]gpustandin.Holder{"MIG-4": {Namespace: "team-a", Pod: "train-0", Container: "trainer"}}
-	if got := holdersFrom(resp, "nvidia.com/mig-1g.10gb"); !reflect.DeepEqual(got, want) {
+	if got := holdersFrom(resp, []string{"nvidia.com/mig-1g.10gb"}); !reflect.DeepEqual(got, want) {
 		t.Errorf("holdersFrom of the slices = %v, want %v", got, want)
+	}
+	// On a node of the mixed strategy, both.
+	want["GPU-1"] = gpustandin.Holder{Namespace: "team-a", Pod: "train-0", Container: "trainer"}
+	want["GPU-2"] = want["GPU-1"]
+	if got := holdersFrom(resp, []string{"nvidia.com/gpu", "nvidia.com/mig-1g.10gb"}); !reflect.DeepEqual(got, want) {
+		t.Errorf("holdersFrom of whole GPUs and slices = %v, want %v", got, want)
 	}
 }
 
@@ -45,7 +51,7 @@ func TestHoldersFrom(t *testing.T) {
 // between two collects show from the next one on.
 func TestServesLastCollect(t *testing.T) {
 	dir := t.TempDir()
-	devices, _, err := nodeDevices(gpustandin.NodeGPUs([]string{"GPU-1"}), "", 0)
+	devices, _, err := nodeDevices(gpustandin.NodeGPUs([]string{"GPU-1"}), nil, "", 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,12 +98,12 @@ func TestServesLastCollect(t *testing.T) {
 // A node cut into slices serves each slice the kubelet gave a pod with the pod's values as
 // engine activity and memory, and no GPU_UTIL.
 func TestCollectMIGSlices(t *testing.T) {
-	devices, resource, err := nodeDevices(gpustandin.NodeGPUs([]string{"GPU-00000001"}), "1g.10gb", 2)
+	devices, resources, err := nodeDevices(gpustandin.NodeGPUs([]string{"GPU-00000001"}), nil, "1g.10gb", 2)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if resource != "nvidia.com/mig-1g.10gb" || len(devices) != 2 {
-		t.Fatalf("resource %s, %d devices", resource, len(devices))
+	if !reflect.DeepEqual(resources, []string{"nvidia.com/mig-1g.10gb"}) || len(devices) != 2 {
+		t.Fatalf("resources %v, %d devices", resources, len(devices))
 	}
 	dir := t.TempDir()
 	if err := os.MkdirAll(filepath.Join(dir, "ns"), 0o755); err != nil {
@@ -127,8 +133,51 @@ func TestCollectMIGSlices(t *testing.T) {
 	if strings.Contains(page, "DCGM_FI_DEV_GPU_UTIL") {
 		t.Errorf("slices with GPU_UTIL:\n%s", page)
 	}
-	if _, _, err := nodeDevices(gpustandin.NodeGPUs([]string{"GPU-1"}), "9g.99gb", 1); err == nil {
+	if _, _, err := nodeDevices(gpustandin.NodeGPUs([]string{"GPU-1"}), nil, "9g.99gb", 1); err == nil {
 		t.Error("an unknown profile was cut")
+	}
+}
+
+// A node of the mixed strategy: the GPUs of --mig-gpus are cut into slices, the others stay
+// whole with their GPU_UTIL, and the devices of both resources are mapped to their pods.
+func TestCollectMixedNode(t *testing.T) {
+	gpus := gpustandin.NodeGPUs([]string{"GPU-0", "GPU-1", "GPU-2"})
+	devices, resources, err := nodeDevices(gpus, []string{"GPU-2"}, "1g.10gb", 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(resources, []string{"nvidia.com/gpu", "nvidia.com/mig-1g.10gb"}) || len(devices) != 4 {
+		t.Fatalf("resources %v, %d devices", resources, len(devices))
+	}
+	if devices[0].id != "GPU-0" || devices[1].id != "GPU-1" || devices[2].state.Slice == nil || devices[2].state.Index != 2 ||
+		devices[2].id != gpustandin.MIGDeviceID("GPU-2", 7) {
+		t.Fatalf("devices %+v", devices)
+	}
+	e := &exporter{devices: devices, valuesDir: t.TempDir(), hostname: "node",
+		holders: func(context.Context) (map[string]gpustandin.Holder, error) {
+			return map[string]gpustandin.Holder{
+				"GPU-1":                            {Namespace: "ns", Pod: "whole", Container: "c"},
+				gpustandin.MIGDeviceID("GPU-2", 8): {Namespace: "ns", Pod: "slice", Container: "c"},
+			}, nil
+		}}
+	e.collect(context.Background())
+	rec := httptest.NewRecorder()
+	e.metrics(rec, httptest.NewRequest("GET", "/metrics", nil))
+	page := rec.Body.String()
+	for _, want := range []string{
+		`DCGM_FI_DEV_GPU_UTIL{gpu="1",UUID="GPU-1",`,
+		`,container="c",namespace="ns",pod="whole"} 0` + "\n",
+		`DCGM_FI_PROF_GR_ENGINE_ACTIVE{gpu="2",UUID="GPU-2",pci_bus_id="00000000:3A:00.0",device="nvidia2",modelName="NVIDIA H100 80GB HBM3",GPU_I_PROFILE="1g.10gb",GPU_I_ID="8",Hostname="node",DCGM_FI_DRIVER_VERSION="580.95.05",container="c",namespace="ns",pod="slice"} 0.000000` + "\n",
+	} {
+		if !strings.Contains(page, want) {
+			t.Errorf("no %q in\n%s", want, page)
+		}
+	}
+	if strings.Contains(page, `DCGM_FI_DEV_GPU_UTIL{gpu="2"`) {
+		t.Errorf("the GPU in MIG mode has a GPU_UTIL:\n%s", page)
+	}
+	if _, _, err := nodeDevices(gpus, []string{"GPU-9"}, "1g.10gb", 2); err == nil {
+		t.Error("--mig-gpus naming no GPU of the node was taken")
 	}
 }
 

@@ -104,6 +104,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	fs.Var(&realNode, "real-node", "also run a real kubelet node: 1 (required), auto (where the host allows it) or 0 (env REAL_NODE); needs root on Linux")
+	fs.IntVar(&cfg.RealNodeMIGSlices, "real-node-mig-slices", envInt("REAL_NODE_MIG_SLICES", 0), "up: give the real node, beside its "+strconv.Itoa(localcluster.RealNodeGPUs)+" whole GPUs, one GPU in MIG mode cut into this many "+string(localcluster.MIGResource)+" (1 to "+strconv.Itoa(localcluster.MIGSlicesPerGPU)+"; 0: none; env REAL_NODE_MIG_SLICES)")
 	fs.DurationVar(&cfg.RealNodeWait, "real-node-wait", 0, "how long up waits for another cluster's real node to go (default 3m with --real-node=1, 0 with auto)")
 	fs.BoolVar(&cfg.Kueue, "kueue", os.Getenv("KUEUE") == "1", "up: also install and run Kueue "+localcluster.KueueVersion+"; build: also build it (env KUEUE=1)")
 	kubectl := fs.Bool("kubectl", false, "build: also build kubectl of --kubernetes-version (for a machine without one; its path is printed last)")
@@ -114,7 +115,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	productNodes := fs.Int("product-nodes", 0, "relabel: how many simulated nodes (the last ones) get --product")
 	migNodes := fs.Int("mig-nodes", 0, "mig: how many simulated nodes (the last ones) advertise MIG slices instead of whole GPUs")
 	gpusFlag := fs.Int("gpus", localcluster.RealNodeGPUs, "deviceplugin: number of GPUs to advertise")
-	migSlicesFlag := fs.Int("mig-slices", 0, "deviceplugin: cut each GPU into this many nvidia.com/mig-1g.10gb slices and advertise those (0: whole GPUs)")
+	migSlicesFlag := fs.Int("mig-slices", 0, "deviceplugin: also advertise one more GPU, in MIG mode, cut into this many nvidia.com/mig-1g.10gb slices (0: none)")
 	if err := fs.Parse(rest); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
