@@ -68,7 +68,7 @@ func NewCmd(f cmdutil.Factory, streams genericiooptions.IOStreams) *cobra.Comman
 		},
 	}
 	cmd.Flags().StringVarP(&o.Selector, "selector", "l", "", "Node label selector, e.g. -l nvidia.com/gpu.product=NVIDIA-H100-80GB-HBM3.")
-	cmd.Flags().BoolVar(&o.Queues, "queues", false, "Also show each Kueue ClusterQueue's nvidia.com/gpu quota per flavor and its workloads (needs to list ClusterQueues).")
+	cmd.Flags().BoolVar(&o.Queues, "queues", false, "Also show each Kueue ClusterQueue's GPU quota (whole GPUs, MIG slices, shared GPUs) per flavor and its workloads (needs to list ClusterQueues).")
 	o.out.AddFlags(cmd.Flags(), "a table of nodes and the totals")
 	return cmd
 }

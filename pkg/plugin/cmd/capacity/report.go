@@ -175,7 +175,8 @@ func Table(rep Report) *metav1.Table {
 }
 
 // QueuesTable renders the ClusterQueues' GPU quota: one row per queue and GPU flavor (a queue
-// that covers no GPUs gets one row with FLAVOR <none>). USED is the quota reserved by admitted
+// that covers no GPUs gets one row with FLAVOR <none>; a quota of MIG slices or shared GPUs
+// names its resource after the flavor, "a100-mig (mig-1g.10gb)"). USED is the quota reserved by admitted
 // workloads, FREE what is left of the nominal quota, BORROW the borrowing limit ("-": none set).
 func QueuesTable(queues []kueue.ClusterQueue) *metav1.Table {
 	t := &metav1.Table{ColumnDefinitions: []metav1.TableColumnDefinition{
@@ -205,7 +206,11 @@ func QueuesTable(queues []kueue.ClusterQueue) *metav1.Table {
 			if f.BorrowingLimit != nil {
 				borrow = strconv.FormatInt(*f.BorrowingLimit, 10)
 			}
-			row(f.Flavor, f.Nominal, borrow, f.Used, f.Free())
+			flavor := f.Flavor
+			if f.Resource != "" {
+				flavor += " (" + strings.TrimPrefix(string(f.Resource), "nvidia.com/") + ")"
+			}
+			row(flavor, f.Nominal, borrow, f.Used, f.Free())
 		}
 	}
 	return t

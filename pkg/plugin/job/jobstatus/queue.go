@@ -89,9 +89,9 @@ type FlavorQuota struct {
 	// Used is the quota reserved by the ClusterQueue's workloads (its status.flavorsReservation:
 	// those admitted and those being admitted), the amount Kueue compares with the quota.
 	Used int64 `json:"used"`
-	// Resource is the GPU resource the quota is of: the job's (jobspec.GPUResourceOf), "" for
-	// whole GPUs. Not printed: the job's resource is its own fact.
-	Resource corev1.ResourceName `json:"-"`
+	// Resource is the GPU resource the quota is of: the job's (jobspec.GPUResourceOf), or one
+	// of the ClusterQueue's in capacity --queues; "" (left out) for whole GPUs.
+	Resource corev1.ResourceName `json:"resource,omitempty"`
 }
 
 // GPU is the GPU resource the quota is of.

@@ -2,7 +2,9 @@ package kueue
 
 import (
 	"context"
+	"slices"
 	"sort"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -25,15 +27,56 @@ type ClusterQueue struct {
 	Admitted int32                   `json:"admittedWorkloads"`
 }
 
-// ClusterQueueFacts reads a ClusterQueue object.
+// ClusterQueueFacts reads a ClusterQueue object: its quota of every GPU resource it has one of
+// (whole GPUs first, then MIG profiles and shared GPUs by name), per flavor.
 func ClusterQueueFacts(cq *unstructured.Unstructured) ClusterQueue {
-	return ClusterQueue{
+	c := ClusterQueue{
 		Name:     cq.GetName(),
 		Cohort:   cohortOf(cq),
-		Flavors:  GPUFlavors(cq, jobspec.GPUResource),
+		Flavors:  []jobstatus.FlavorQuota{},
 		Pending:  count(cq, "pendingWorkloads"),
 		Admitted: count(cq, "admittedWorkloads"),
 	}
+	for _, gpu := range quotaGPUResources(cq) {
+		c.Flavors = append(c.Flavors, GPUFlavors(cq, gpu)...)
+	}
+	return c
+}
+
+// quotaGPUResources are the GPU resources the ClusterQueue has quota of, nvidia.com/gpu first.
+func quotaGPUResources(cq *unstructured.Unstructured) []corev1.ResourceName {
+	seen := map[corev1.ResourceName]bool{}
+	groups, _, _ := unstructured.NestedSlice(cq.Object, "spec", "resourceGroups")
+	for _, g := range groups {
+		gm, _ := g.(map[string]any)
+		flavors, _, _ := unstructured.NestedSlice(gm, "flavors")
+		for _, f := range flavors {
+			fm, _ := f.(map[string]any)
+			resources, _ := fm["resources"].([]any)
+			for _, r := range resources {
+				m, _ := r.(map[string]any)
+				if name, _ := m["name"].(string); jobspec.IsGPUResource(corev1.ResourceName(name)) {
+					seen[corev1.ResourceName(name)] = true
+				}
+			}
+		}
+	}
+	out := make([]corev1.ResourceName, 0, len(seen))
+	for r := range seen {
+		out = append(out, r)
+	}
+	slices.SortFunc(out, func(a, b corev1.ResourceName) int {
+		switch {
+		case a == b:
+			return 0
+		case a == jobspec.GPUResource:
+			return -1
+		case b == jobspec.GPUResource:
+			return 1
+		}
+		return strings.Compare(string(a), string(b))
+	})
+	return out
 }
 
 // QueueFacts is where a job of gpus of the GPU resource gpu waits: LocalQueue lq and its

@@ -65,6 +65,11 @@ func TestClusterQueueFacts(t *testing.T) {
 	if got := ClusterQueueFacts(parse(t, `metadata: {name: new}`)); got.Name != "new" || got.Flavors == nil || len(got.Flavors) != 0 || got.Pending != 0 {
 		t.Errorf("a ClusterQueue Kueue has not written a status for: %+v", got)
 	}
+	// capacity --queues shows every GPU resource's quota, whole GPUs first, each named.
+	mixed := ClusterQueueFacts(parse(t, migAndWhole))
+	if diff := cmp.Diff([]jobstatus.FlavorQuota{{Flavor: "h100", Nominal: 16}, {Flavor: "a100-mig", Nominal: 14, Resource: "nvidia.com/mig-1g.10gb"}}, mixed.Flavors); diff != "" {
+		t.Errorf("a ClusterQueue of whole GPUs and MIG slices (-want +got):\n%s", diff)
+	}
 }
 
 func TestQueueFacts(t *testing.T) {
