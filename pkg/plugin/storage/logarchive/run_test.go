@@ -160,9 +160,10 @@ func TestRunnerForwardsSIGTERMAndUploadsAfterIt(t *testing.T) {
 	// The context is cancelled as main's is on SIGTERM: the final upload must happen anyway.
 	ctx, cancel := context.WithCancel(context.Background())
 	up := &uploads{}
-	// The stop goes to the whole process group: a sleep in the foreground would die of it and
-	// the shell would say "Terminated"; one in the background goes silently.
-	r := start(t, ctx, sh(`trap 'echo checkpointing; exit 42' TERM; echo training; touch `+ready+`; while :; do sleep 0.05 & wait $!; done`),
+	// The stop goes to the whole process group: a child of the shell (a sleep, in the
+	// foreground or not) would die of it and the shell would say "Terminated", now or as it
+	// exits. The loop starts no process.
+	r := start(t, ctx, sh(`trap 'echo checkpointing; exit 42' TERM; echo training; touch `+ready+`; while :; do :; done`),
 		time.Hour, up, func(sigs chan<- os.Signal) {
 			waitFile(t, ready)
 			cancel()
