@@ -43,12 +43,17 @@ type Options struct {
 	namespace, job string
 	rankSet        bool
 	factory        cmdutil.Factory
+	// executor runs stage stacks in a rank's container; pods/exec through the API server when nil.
+	executor jobstacks.Executor
 	genericiooptions.IOStreams
 }
 
 // NewCmd builds `kubectl tao stacks`.
 func NewCmd(f cmdutil.Factory, streams genericiooptions.IOStreams) *cobra.Command {
-	o := &Options{factory: f, IOStreams: streams, Rank: -1}
+	return (&Options{factory: f, IOStreams: streams, Rank: -1}).cobraCommand(f)
+}
+
+func (o *Options) cobraCommand(f cmdutil.Factory) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:                   "stacks JOB [--rank N]",
 		DisableFlagsInUseLine: true,
@@ -85,11 +90,15 @@ func (o *Options) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	cfg, err := cmdutil.CoreRESTConfig(o.factory)
-	if err != nil {
-		return err
+	ex := o.executor
+	if ex == nil {
+		cfg, err := cmdutil.CoreRESTConfig(o.factory)
+		if err != nil {
+			return err
+		}
+		ex = jobtop.RemoteExecutor{Client: client, Config: cfg}
 	}
-	ranks, err := jobstacks.Collect(ctx, client, jobtop.RemoteExecutor{Client: client, Config: cfg}, o.namespace, o.job, o.Rank)
+	ranks, err := jobstacks.Collect(ctx, client, ex, o.namespace, o.job, o.Rank)
 	if err != nil {
 		return err
 	}
