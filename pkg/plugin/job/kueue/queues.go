@@ -46,18 +46,12 @@ func ClusterQueueFacts(cq *unstructured.Unstructured) ClusterQueue {
 // quotaGPUResources are the GPU resources the ClusterQueue has quota of, nvidia.com/gpu first.
 func quotaGPUResources(cq *unstructured.Unstructured) []corev1.ResourceName {
 	seen := map[corev1.ResourceName]bool{}
-	groups, _, _ := unstructured.NestedSlice(cq.Object, "spec", "resourceGroups")
-	for _, g := range groups {
-		gm, _ := g.(map[string]any)
-		flavors, _, _ := unstructured.NestedSlice(gm, "flavors")
-		for _, f := range flavors {
-			fm, _ := f.(map[string]any)
-			resources, _ := fm["resources"].([]any)
-			for _, r := range resources {
-				m, _ := r.(map[string]any)
-				if name, _ := m["name"].(string); jobspec.IsGPUResource(corev1.ResourceName(name)) {
-					seen[corev1.ResourceName(name)] = true
-				}
+	for _, fm := range specFlavors(cq) {
+		resources, _ := fm["resources"].([]any)
+		for _, r := range resources {
+			m, _ := r.(map[string]any)
+			if name, _ := m["name"].(string); jobspec.IsGPUResource(corev1.ResourceName(name)) {
+				seen[corev1.ResourceName(name)] = true
 			}
 		}
 	}
@@ -153,26 +147,36 @@ func GPUFlavors(cq *unstructured.Unstructured, gpu corev1.ResourceName) []jobsta
 		}
 	}
 	out := []jobstatus.FlavorQuota{}
+	for _, fm := range specFlavors(cq) {
+		r := gpuEntry(fm, gpu)
+		if r == nil {
+			continue
+		}
+		name, _ := fm["name"].(string)
+		fq := jobstatus.FlavorQuota{Flavor: name, Nominal: quantity(r["nominalQuota"]), Used: used[name]}
+		if gpu != jobspec.GPUResource {
+			fq.Resource = gpu
+		}
+		if b, ok := r["borrowingLimit"]; ok {
+			limit := quantity(b)
+			fq.BorrowingLimit = &limit
+		}
+		out = append(out, fq)
+	}
+	return out
+}
+
+// specFlavors are the flavors of every resource group of the ClusterQueue's spec, in order.
+func specFlavors(cq *unstructured.Unstructured) []map[string]any {
+	var out []map[string]any
 	groups, _, _ := unstructured.NestedSlice(cq.Object, "spec", "resourceGroups")
 	for _, g := range groups {
 		gm, _ := g.(map[string]any)
 		flavors, _, _ := unstructured.NestedSlice(gm, "flavors")
 		for _, f := range flavors {
-			fm, _ := f.(map[string]any)
-			r := gpuEntry(fm, gpu)
-			if r == nil {
-				continue
+			if fm, ok := f.(map[string]any); ok {
+				out = append(out, fm)
 			}
-			name, _ := fm["name"].(string)
-			fq := jobstatus.FlavorQuota{Flavor: name, Nominal: quantity(r["nominalQuota"]), Used: used[name]}
-			if gpu != jobspec.GPUResource {
-				fq.Resource = gpu
-			}
-			if b, ok := r["borrowingLimit"]; ok {
-				limit := quantity(b)
-				fq.BorrowingLimit = &limit
-			}
-			out = append(out, fq)
 		}
 	}
 	return out
