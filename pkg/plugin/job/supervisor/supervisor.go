@@ -135,11 +135,9 @@ func (s *Supervisor) Run(ctx context.Context) int {
 		return int(jobspec.ExitHang)
 	}
 	if finished != nil {
+		s.sayf("%v", finished)
 		if code == 0 {
-			s.sayf("%v", finished)
 			code = s3layout.ExitStageOut
-		} else {
-			s.sayf("%v", finished)
 		}
 	}
 
@@ -280,7 +278,7 @@ func (s *Supervisor) stageOut(ctx context.Context, p *plan) error {
 func (s *Supervisor) runCommand(ctx context.Context, p *plan, dog *watchdog) (code int, prepareErr, finished error) {
 	hangKill := make(chan struct{})
 	r := &logarchive.Runner{Argv: s.Argv, Stdin: s.Stdin, Stdout: s.Stdout, Stderr: s.Stderr,
-		Signals: s.stop.forward, Kill: firstOf(s.stop.after(p.budget.Command), hangKill), Upload: p.archive, Interval: s.Interval, Log: s.Stderr,
+		Signals: s.stop.forward, Kill: firstOf(s.stop.after(p.budget.Command), hangKill, s.stop.quit), Upload: p.archive, Interval: s.Interval, Log: s.Stderr,
 		FinalDeadline: func() time.Time { return s.stop.deadline(p.budget.Archive) }}
 	if p.archive != nil {
 		// Unlinked at once: the file lives as long as this process holds it, and nothing else
@@ -394,15 +392,17 @@ func (s *Supervisor) endHung(ctx context.Context, h *Hang, pgid int, notes io.Wr
 	}()
 }
 
-// firstOf is closed when a or b is.
-func firstOf(a, b <-chan struct{}) <-chan struct{} {
+// firstOf is closed when a or b is; its goroutine ends with quit, the supervisor's end.
+func firstOf(a, b, quit <-chan struct{}) <-chan struct{} {
 	out := make(chan struct{})
 	go func() {
 		select {
 		case <-a:
+			close(out)
 		case <-b:
+			close(out)
+		case <-quit:
 		}
-		close(out)
 	}()
 	return out
 }

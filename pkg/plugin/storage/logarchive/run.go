@@ -18,8 +18,8 @@ const (
 	// DefaultInterval is how often the archive is uploaded while the command runs: a lost node
 	// loses at most this much of the log.
 	DefaultInterval = time.Minute
-	// DefaultFinalTimeout bounds the upload after the command ends. After a cancel it shares the
-	// pod's grace period (30 s by default) with stage out, which needs the rest.
+	// DefaultFinalTimeout bounds the upload after the command ends when the caller gives no
+	// FinalDeadline (the supervisor gives one, from its grace budget).
 	DefaultFinalTimeout = 15 * time.Second
 	// drainDelay is how long output is still read after the command exited, when something it
 	// started in the background keeps its stdout or stderr open: the pod must still end.
