@@ -69,6 +69,8 @@ const (
 	// RuncWrapperName is the name under which the launcher acts as the seccomp-dropping runc
 	// wrapper (see runcwrap.go).
 	RuncWrapperName = "runc-noseccomp"
+	// pinnedImageLabel is containerd's CRI label for an image the kubelet must never remove.
+	pinnedImageLabel = "io.cri-containerd.pinned=pinned"
 )
 
 // The kubelet's device-plugin directory is compiled in, so only one kubelet per machine can
@@ -646,7 +648,9 @@ func (n *realNode) start(ctx context.Context, admin *clients, apiPort int) error
 			info.ImagesUnavailable[role] = img.Unavailable
 			continue
 		}
-		if err := runCmd(ctx, n.bins[CompCtr], "--address", sock, "-n", "k8s.io", "images", "import", img.Archive); err != nil {
+		// Pinned, as the sandbox image is: the kubelet's image GC passes over it however full
+		// the disk gets, and no registry could give it back.
+		if err := runCmd(ctx, n.bins[CompCtr], "--address", sock, "-n", "k8s.io", "images", "import", "--label", pinnedImageLabel, img.Archive); err != nil {
 			return fmt.Errorf("import image %s: %w", img.Ref, err)
 		}
 		info.Images[role] = img.Ref
@@ -926,9 +930,12 @@ rotateCertificates: false
 serverTLSBootstrap: false
 serializeImagePulls: false
 maxPods: 30
+# The host's disk is shared with whatever else runs on the machine and is at times nearly full:
+# disk pressure here must neither evict the tests' pods nor delete the imported images, which
+# no registry can give back. 0%% switches a signal off; the images are pinned as well.
 imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
-evictionHard: {memory.available: "100Mi", nodefs.available: "1%%", imagefs.available: "1%%", nodefs.inodesFree: "1%%"}
+evictionHard: {memory.available: "100Mi", nodefs.available: "0%%", imagefs.available: "0%%", nodefs.inodesFree: "0%%", imagefs.inodesFree: "0%%"}
 evictionPressureTransitionPeriod: 10s
 nodeStatusUpdateFrequency: 10s
 syncFrequency: 10s

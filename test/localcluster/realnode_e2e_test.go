@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"reflect"
 	"sort"
@@ -227,6 +228,34 @@ func TestRealNode(t *testing.T) {
 		log = runOnRealNode(ctx, t, cs, info.Name, shortRef(ShOnlyImageRef), "sh-only", `test -e /bin/bash && echo has-bash || echo no-bash`, 0)
 		if strings.TrimSpace(log) != "no-bash" {
 			t.Errorf("sh-only image: %q", log)
+		}
+	})
+
+	t.Run("images-pinned", func(t *testing.T) {
+		// A nearly full host disk makes the kubelet remove unused images; these could not be
+		// pulled back, so each must carry containerd's pinned label.
+		bins, err := EnsureNodeBinaries(ctx, first.KubernetesVersion, first.CacheDir, first.SourceDir, first.Progress)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sock := filepath.Join(info.Dir, "ctrd", "containerd.sock")
+		out, err := exec.CommandContext(ctx, bins[CompCtr], "--address", sock, "-n", "k8s.io", "images", "ls").CombinedOutput()
+		if err != nil {
+			t.Fatalf("ctr images ls: %v\n%s", err, out)
+		}
+		for _, ref := range info.Images {
+			found := false
+			for _, l := range strings.Split(string(out), "\n") {
+				if f := strings.Fields(l); len(f) > 0 && f[0] == ref {
+					found = true
+					if !strings.Contains(l, pinnedImageLabel) {
+						t.Errorf("image %s is not pinned: %s", ref, l)
+					}
+				}
+			}
+			if !found {
+				t.Errorf("image %s is not on the node:\n%s", ref, out)
+			}
 		}
 	})
 
