@@ -44,6 +44,10 @@ const example = `  # One node, 8 GPUs, a bash command string (run as /bin/bash -
     'torchrun --nnodes $NNODES --nproc-per-node $NPROC_PER_NODE --node-rank $NODE_RANK \
        --master-addr $MASTER_ADDR --master-port $MASTER_PORT train.py'
 
+  # An elastic job: 2 to 4 nodes, as many as fit now; torchrun reads the rendezvous from the env
+  kubectl tao submit big --image pytorch/pytorch:latest --gpus 8 --nodes 2:4 --checkpoint-dir /ckpt -- torchrun train.py
+  kubectl tao scale big --nodes 4
+
   # Inputs from S3 before the command, /results to S3 after it (credentials from this shell)
   kubectl tao submit dino --image IMAGE --gpus 8 --input /data=s3://datasets/coco/ --output-path /results -- 'train.sh'
 
@@ -197,6 +201,10 @@ func (o *Options) complete(cmd *cobra.Command, args []string) error {
 	if cmd.Flags().Changed("termination-grace-period") {
 		o.spec.TerminationGracePeriod = &o.TerminationGracePeriod
 	}
+	if o.spec.Elastic() && !cmd.Flags().Changed("retries") {
+		// A lost rank's pod is started again instead of failing the job: what elastic is for.
+		o.spec.Retries = jobspec.DefaultElasticRetries
+	}
 	if err := jobspec.ValidateHangTimeout(o.HangTimeout); err != nil {
 		return exitcode.WithCode(exitcode.Usage, err)
 	}
@@ -284,14 +292,15 @@ func (o *Options) completeStaging(cmd *cobra.Command) (*jobspec.Staging, error) 
 			switch {
 			case flag == "s3-secret" && cmd.Flags().Changed(flag):
 				return nil, fmt.Errorf("--s3-secret only applies with --input, --output-path, --checkpoint-dir or --workdir")
-			case cmd.Flags().Changed(flag) && o.Workdir == "" && o.HangTimeout == 0:
-				return nil, fmt.Errorf("--%s only applies with --input, --output-path, --checkpoint-dir, --hang-timeout or --workdir", flag)
+			case cmd.Flags().Changed(flag) && o.Workdir == "" && o.HangTimeout == 0 && o.NodesMax == 0:
+				return nil, fmt.Errorf("--%s only applies with --input, --output-path, --checkpoint-dir, --hang-timeout, --nodes MIN:MAX or --workdir", flag)
 			}
 		}
-		if o.HangTimeout == 0 {
+		if o.HangTimeout == 0 && o.NodesMax == 0 {
 			return nil, nil
 		}
-		// The watchdog is the supervisor's: it runs the command, with nothing to move through S3.
+		// The watchdog and an elastic job's rendezvous host are the supervisor's: it runs the
+		// command, with nothing to move through S3.
 		image, err := o.stagerImage(cmd)
 		if err != nil {
 			return nil, err
@@ -389,6 +398,10 @@ func (o *Options) validate() error {
 func (o *Options) Run(ctx context.Context) error {
 	if o.dryRun == cmdutil.DryRunClient {
 		o.reportWorkdir(o.ErrOut)
+		if o.spec.Elastic() {
+			fmt.Fprintf(o.ErrOut, "elastic job %s is shown at %d ranks, the most of %s: when it is created it starts with as many as fit\n",
+				o.spec.Name, o.spec.Nodes, jobspec.FormatNodesRange(o.spec.NodesMin, o.spec.NodesMax))
+		}
 		return o.print(jobspec.Build(o.spec))
 	}
 	client, err := o.factory.KubernetesClient()
@@ -396,6 +409,9 @@ func (o *Options) Run(ctx context.Context) error {
 		return err
 	}
 	if err := o.resolveResumeFrom(ctx, client); err != nil {
+		return err
+	}
+	if err := o.sizeElastic(ctx, client); err != nil {
 		return err
 	}
 	objs := jobspec.Build(o.spec)
@@ -407,7 +423,7 @@ func (o *Options) Run(ctx context.Context) error {
 		}
 		o.warn(warning)
 	}
-	if !o.NoCapacityCheck && o.spec.GPUs > 0 {
+	if !o.NoCapacityCheck && o.spec.GPUs > 0 && !o.spec.Elastic() {
 		warning, err := jobcreate.CheckCapacity(ctx, client, o.spec)
 		if err != nil {
 			return err
@@ -461,6 +477,30 @@ func (o *Options) Run(ctx context.Context) error {
 	target := jobwait.Target{Namespace: created.Job.Namespace, Name: created.Job.Name, UID: created.Job.UID}
 	wait := jobwait.Options{StuckTimeout: o.StuckTimeout, Workload: o.workloadReader(client)}
 	return cmdutil.WaitAndReport(ctx, client, target, wait, cmdutil.WaitReport{Clock: o.clock, Streams: streams})
+}
+
+// sizeElastic refuses an elastic job the server cannot run and chooses the size it starts at
+// (the capacity guard's, or the most of its range without one), saying it on stderr.
+func (o *Options) sizeElastic(ctx context.Context, client kubernetes.Interface) error {
+	if !o.spec.Elastic() {
+		return nil
+	}
+	if err := jobcreate.CheckElasticServer(ctx, client); err != nil {
+		return err
+	}
+	rng := jobspec.FormatNodesRange(o.spec.NodesMin, o.spec.NodesMax)
+	if o.NoCapacityCheck || o.spec.GPUs == 0 {
+		o.spec.Nodes = o.spec.NodesMax
+		fmt.Fprintf(o.ErrOut, "elastic job %s: starting with %d ranks, the most of %s (no capacity check)\n", o.spec.Name, o.spec.Nodes, rng)
+		return nil
+	}
+	n, why, err := jobcreate.ElasticStart(ctx, client, o.spec)
+	if err != nil {
+		return err
+	}
+	o.spec.Nodes = n
+	fmt.Fprintf(o.ErrOut, "elastic job %s: %s\n", o.spec.Name, why)
+	return nil
 }
 
 // warn shows a guard's warning on stderr; "" shows nothing.

@@ -37,6 +37,11 @@ const rollbackTimeout = 30 * time.Second
 // list nodes (common for namespace-scoped users) go on: warning says why nothing was checked
 // ("" when it was).
 func CheckCapacity(ctx context.Context, client kubernetes.Interface, s jobspec.Spec) (warning string, err error) {
+	return CheckRequest(ctx, client, gpufit.RequestFor(&s))
+}
+
+// CheckRequest is CheckCapacity of a request: a spec's, or a Job's at a new size (scale).
+func CheckRequest(ctx context.Context, client kubernetes.Interface, req gpufit.Request) (warning string, err error) {
 	nodes, err := nodeusage.ListNodes(ctx, client, "")
 	if apierrors.IsForbidden(err) {
 		return fmt.Sprintf("capacity check skipped: you may not list nodes (%v)", apierrors.ReasonForError(err)), nil
@@ -44,7 +49,6 @@ func CheckCapacity(ctx context.Context, client kubernetes.Interface, s jobspec.S
 	if err != nil {
 		return "", fmt.Errorf("listing nodes for the capacity check (skip it with --no-capacity-check): %w", err)
 	}
-	req := gpufit.RequestFor(&s)
 	if err := gpufit.Check(gpufit.Summarize(nodes, req), req); err != nil {
 		return "", exitcode.WithCode(exitcode.NoCapacity, err)
 	}

@@ -105,6 +105,7 @@ func Build(s Spec) Objects {
 		metav1.SetMetaDataAnnotation(&job.ObjectMeta, GPUResourceAnnotation, string(s.GPUName()))
 	}
 	applyRetries(s, job)
+	applyElastic(s, job)
 	addMounts(s, &job.Spec.Template.Spec)
 	if shm := s.ShmQuantity(); shm != nil {
 		pod := &job.Spec.Template.Spec
@@ -209,17 +210,11 @@ func objectLabels(s Spec) map[string]string {
 
 func containerEnv(s Spec) []corev1.EnvVar {
 	env := append(jobEnv(s), pythonEnv(s)...)
-	if s.MultiNode() {
-		// NODE_RANK is the pod's completion index, read through the downward API from the
-		// annotation the Job controller puts on every pod of an Indexed Job. A
-		// $(JOB_COMPLETION_INDEX) reference would stay literal: the controller appends that
-		// variable after ours.
-		env = append(env,
-			corev1.EnvVar{Name: EnvNodeRank, ValueFrom: &corev1.EnvVarSource{
-				FieldRef: &corev1.ObjectFieldSelector{
-					FieldPath: "metadata.annotations['" + batchv1.JobCompletionIndexAnnotation + "']",
-				},
-			}},
+	switch {
+	case s.Elastic():
+		env = append(append(env, nodeRankEnv()), elasticEnv(s)...)
+	case s.MultiNode():
+		env = append(env, nodeRankEnv(),
 			corev1.EnvVar{Name: EnvWorldSize, Value: strconv.Itoa(s.Nodes)},
 			corev1.EnvVar{Name: EnvNumGPUPerNode, Value: strconv.Itoa(s.GPUs)},
 			corev1.EnvVar{Name: EnvNNodes, Value: strconv.Itoa(s.Nodes)},
@@ -236,6 +231,17 @@ func containerEnv(s Spec) []corev1.EnvVar {
 		env = append(env, corev1.EnvVar{Name: kv.Key, Value: EscapeKubelet(kv.Value)})
 	}
 	return append(env, secretEnvVars(s)...)
+}
+
+// nodeRankEnv is NODE_RANK: the pod's completion index, read through the downward API from the
+// annotation the Job controller puts on every pod of an Indexed Job. A $(JOB_COMPLETION_INDEX)
+// reference would stay literal: the controller appends that variable after ours.
+func nodeRankEnv() corev1.EnvVar {
+	return corev1.EnvVar{Name: EnvNodeRank, ValueFrom: &corev1.EnvVarSource{
+		FieldRef: &corev1.ObjectFieldSelector{
+			FieldPath: "metadata.annotations['" + batchv1.JobCompletionIndexAnnotation + "']",
+		},
+	}}
 }
 
 // pythonEnv makes Python write its stdout and stderr unbuffered: in a container they are a

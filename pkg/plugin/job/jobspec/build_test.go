@@ -81,6 +81,13 @@ func TestBuildGolden(t *testing.T) {
 			s.Command = []string{"torchrun --nnodes $NNODES --nproc-per-node $NPROC_PER_NODE train.py"}
 			return s
 		}(),
+		"elastic": func() Spec {
+			s := validSpec()
+			s.Name, s.Nodes, s.NodesMin, s.NodesMax, s.Retries = "ddp", 2, 1, 3, DefaultElasticRetries
+			s.Staging = &Staging{StagerImage: "ghcr.io/kubectl-tao/kubectl-tao:v1.2.3", NoS3: true, NoLogArchive: true}
+			s.Command = []string{"torchrun", "train.py"}
+			return s
+		}(),
 		"staged": func() Spec {
 			s := stagedSpec()
 			s.CPU, s.Memory = "8", "64Gi"

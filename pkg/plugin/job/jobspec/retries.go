@@ -135,7 +135,8 @@ func applyRetries(s Spec, job *batchv1.Job) {
 	}
 	job.Spec.BackoffLimitPerIndex = ptr.To(int32(s.Retries))
 	job.Spec.MaxFailedIndexes = ptr.To[int32](0)
-	total := int64(s.Retries) * int64(s.Nodes)
+	// An elastic job may grow to NodesMax ranks after it is made.
+	total := int64(s.Retries) * int64(max(s.Nodes, s.NodesMax))
 	job.Spec.BackoffLimit = ptr.To(int32(min(total, math.MaxInt32)))
 }
 

@@ -144,7 +144,7 @@ func (s *Spec) validateStaging() []error {
 			add("invalid --env %q: --checkpoint-dir sets it", kv.Key)
 		}
 	}
-	if len(st.Inputs) == 0 && len(st.Outputs) == 0 && st.Checkpoints == nil && (s.Workdir == nil || !s.Workdir.InS3()) && s.HangTimeout == 0 {
+	if len(st.Inputs) == 0 && len(st.Outputs) == 0 && st.Checkpoints == nil && (s.Workdir == nil || !s.Workdir.InS3()) && s.HangTimeout == 0 && !s.Elastic() {
 		add("S3 staging needs at least one --input, --output-path or --checkpoint-dir")
 	}
 	if st.Checkpoints != nil {
@@ -210,7 +210,7 @@ func (s *Spec) validateStaging() []error {
 	}
 
 	switch {
-	case st.NoS3 && (len(st.Inputs) > 0 || len(st.Outputs) > 0 || (st.Checkpoints == nil && s.HangTimeout == 0) ||
+	case st.NoS3 && (len(st.Inputs) > 0 || len(st.Outputs) > 0 || (st.Checkpoints == nil && s.HangTimeout == 0 && !s.Elastic()) ||
 		(st.Checkpoints != nil && !OnVolume(st.Checkpoints.Dir, s.Volumes))):
 		add("internal error: staging without S3 has something to move through S3")
 	case st.NoS3 && (st.ExistingSecret != "" || st.Credentials != nil):

@@ -100,14 +100,17 @@ type Spec struct {
 	// (see GPUName).
 	GPUResourceName corev1.ResourceName
 	// Nodes is the number of pods (ranks); more than one makes an Indexed Job and a Service.
-	Nodes            int
-	Env              []KeyValue
-	EnvFromSecrets   []string
-	ImagePullSecrets []string
-	NodeSelector     []KeyValue
-	Labels           []KeyValue
-	Annotations      []KeyValue
-	MasterPort       int
+	// For an elastic job it is the size it starts at, within NodesMin:NodesMax.
+	Nodes int
+	// NodesMin and NodesMax are --nodes MIN:MAX; NodesMax 0 is a job of fixed size.
+	NodesMin, NodesMax int
+	Env                []KeyValue
+	EnvFromSecrets     []string
+	ImagePullSecrets   []string
+	NodeSelector       []KeyValue
+	Labels             []KeyValue
+	Annotations        []KeyValue
+	MasterPort         int
 	// TTL, when set, becomes ttlSecondsAfterFinished; nil keeps finished Jobs.
 	TTL *time.Duration
 
@@ -175,7 +178,8 @@ type File struct {
 }
 
 // MultiNode reports whether the spec needs an Indexed Job and a rendezvous Service.
-func (s *Spec) MultiNode() bool { return s.Nodes > 1 }
+// An elastic job is one even at one rank: it may grow.
+func (s *Spec) MultiNode() bool { return s.Nodes > 1 || s.Elastic() }
 
 // GPUName is the GPU resource the job's GPUs count: --gpu-resource, else whole GPUs.
 func (s *Spec) GPUName() corev1.ResourceName { return GPUResourceOr(s.GPUResourceName) }

@@ -72,6 +72,7 @@ func (s *Spec) Validate() error {
 		add("the command after \"--\" is empty")
 	}
 	errs = append(errs, s.validateCounts()...)
+	errs = append(errs, s.validateElastic()...)
 	if s.Retries < 0 || s.Retries > MaxRetries {
 		add("invalid --retries %d: must be between 0 and %d (evictions and preemptions do not count against it)", s.Retries, MaxRetries)
 	}
@@ -220,10 +221,10 @@ func (s *Spec) validateName() []error {
 			s.Name, strings.Join(msgs, "; "))}
 	}
 	// Pods are reachable as NAME-<index>.NAME: the hostname NAME-<index> must be a DNS label too.
-	host := s.Name + "-" + strconv.Itoa(s.Nodes-1)
+	host := s.Name + "-" + strconv.Itoa(max(s.Nodes, s.NodesMax)-1)
 	if len(host) > validation.DNS1123LabelMaxLength {
 		return []error{fmt.Errorf("invalid job name %q for %d nodes: the pod hostname %q would be longer than %d characters",
-			s.Name, s.Nodes, host, validation.DNS1123LabelMaxLength)}
+			s.Name, max(s.Nodes, s.NodesMax), host, validation.DNS1123LabelMaxLength)}
 	}
 	return nil
 }

@@ -304,6 +304,7 @@ func (s *Supervisor) runCommand(ctx context.Context, p *plan, dog *watchdog) (co
 		if err != nil {
 			fmt.Fprintf(notes, "kubectl-tao: stacks on demand: off: %v\n", err)
 		}
+		env = append(env, rdzvConf(s.Getenv, p.rank)...)
 		c := p.checkpoints
 		if c == nil {
 			return env, nil
@@ -580,4 +581,15 @@ func (st *stops) after(offset time.Duration) <-chan struct{} {
 		}
 	}()
 	return ch
+}
+
+// rdzvConf tells torchrun's agent of an elastic job whether it hosts the c10d store (index 0)
+// or connects to it, unless the user set PET_RDZV_CONF: torch would otherwise decide by
+// matching the endpoint, the headless Service's name, against the pod's hostname, which never
+// matches, and no agent would host it.
+func rdzvConf(getenv func(string) string, rank int) []string {
+	if getenv(jobspec.EnvPETRdzvBackend) != jobspec.ElasticRdzvBackend || getenv(jobspec.EnvPETRdzvConf) != "" {
+		return nil
+	}
+	return []string{jobspec.EnvPETRdzvConf + "=" + jobspec.RdzvHostConf(rank)}
 }

@@ -22,18 +22,19 @@ import (
 // each rank requests, how many ranks, on which nodes, with which tolerations, pulling with
 // which secrets, through which queue.
 type Shape struct {
-	GPUs             int
-	GPUResource      string
-	Nodes            int
-	CPU              string
-	Memory           string
-	ShmSize          string
-	Resources        []string
-	NodeSelector     []string
-	Tolerations      []string
-	NoGPUToleration  bool
-	ImagePullSecrets []string
-	Queue            string
+	GPUs        int
+	GPUResource string
+	// Nodes is --nodes N; NodesMin and NodesMax are --nodes MIN:MAX (0 for N).
+	Nodes, NodesMin, NodesMax int
+	CPU                       string
+	Memory                    string
+	ShmSize                   string
+	Resources                 []string
+	NodeSelector              []string
+	Tolerations               []string
+	NoGPUToleration           bool
+	ImagePullSecrets          []string
+	Queue                     string
 }
 
 // NewShape returns the shape flags' defaults: one node of one GPU.
@@ -43,7 +44,7 @@ func NewShape() Shape { return Shape{GPUs: 1, Nodes: 1} }
 func (s *Shape) AddFlags(fl *pflag.FlagSet) {
 	fl.IntVar(&s.GPUs, "gpus", s.GPUs, "GPUs per node (the limit of each pod in --gpu-resource, whole GPUs unless it says otherwise); 0 sets no GPU limit and skips the capacity check.")
 	fl.StringVar(&s.GPUResource, "gpu-resource", s.GPUResource, "The GPU resource --gpus counts: nvidia.com/gpu (whole or time-sliced GPUs), nvidia.com/gpu.shared or a MIG slice such as nvidia.com/mig-1g.10gb; see docs/gpus.md (default nvidia.com/gpu).")
-	fl.IntVar(&s.Nodes, "nodes", s.Nodes, "Number of nodes (pods, ranks); more than 1 makes an Indexed Job with a headless Service for the rendezvous.")
+	fl.Var((*nodesValue)(s), "nodes", "Number of nodes (pods, ranks); more than 1 makes an Indexed Job with a headless Service for the rendezvous. MIN:MAX makes an elastic job: it starts with as many ranks as fit, within the range, and kubectl tao scale resizes it (see docs/training.md).")
 	fl.StringVar(&s.CPU, "cpu", s.CPU, "CPU request and limit of each pod, a Kubernetes quantity (e.g. 32, 500m).")
 	fl.StringVar(&s.Memory, "memory", s.Memory, "Memory request and limit of each pod (e.g. 256Gi), a memory-backed /dev/shm included.")
 	fl.StringVar(&s.ShmSize, "shm-size", s.ShmSize, "Size of a memory-backed /dev/shm, counted toward --memory (default: "+jobspec.DefaultMultiNodeShmSize+" for multi-node jobs, none for one node; 0 for none).")
@@ -55,10 +56,33 @@ func (s *Shape) AddFlags(fl *pflag.FlagSet) {
 	fl.StringVar(&s.Queue, "queue", s.Queue, "Kueue LocalQueue to submit to, which starts every rank at once when it admits the job.")
 }
 
+// nodesValue is --nodes: N, or MIN:MAX for an elastic job (which starts at MAX until submit's
+// capacity guard chooses its size).
+type nodesValue Shape
+
+func (v *nodesValue) Set(raw string) error {
+	n, minN, maxN, err := jobspec.ParseNodes(raw)
+	if err != nil {
+		return err
+	}
+	v.Nodes, v.NodesMin, v.NodesMax = n, minN, maxN
+	return nil
+}
+
+func (v *nodesValue) String() string {
+	if v.NodesMax > 0 {
+		return jobspec.FormatNodesRange(v.NodesMin, v.NodesMax)
+	}
+	return strconv.Itoa(v.Nodes)
+}
+
+func (v *nodesValue) Type() string { return "N|MIN:MAX" }
+
 // Complete sets the shape's fields of spec, parsing the repeatable flags. Its errors name the
 // flag; callers report them as usage errors.
 func (s *Shape) Complete(spec *jobspec.Spec) error {
 	spec.GPUs, spec.Nodes = s.GPUs, s.Nodes
+	spec.NodesMin, spec.NodesMax = s.NodesMin, s.NodesMax
 	spec.GPUResourceName = corev1.ResourceName(s.GPUResource)
 	spec.CPU, spec.Memory, spec.ShmSize = s.CPU, s.Memory, s.ShmSize
 	spec.NoGPUToleration = s.NoGPUToleration

@@ -1,0 +1,77 @@
+package jobcreate
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/util/version"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cluster/gpufit"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cluster/nodeusage"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/job/jobspec"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/util/exitcode"
+)
+
+// CheckElasticServer refuses an elastic job on a server older than jobspec.ElasticMinMinor,
+// which would keep its completions fixed or drop its success policy without a word.
+func CheckElasticServer(ctx context.Context, client kubernetes.Interface) error {
+	info, err := discovery.ToDiscoveryInterfaceWithContext(client.Discovery()).ServerVersionWithContext(ctx)
+	if err != nil {
+		return fmt.Errorf("reading the server's version for --nodes MIN:MAX: %w", err)
+	}
+	v, err := version.ParseGeneric(info.GitVersion)
+	if err != nil {
+		return fmt.Errorf("reading the server's version %q for --nodes MIN:MAX: %w", info.GitVersion, err)
+	}
+	if v.Major() == 1 && v.Minor() < jobspec.ElasticMinMinor {
+		return exitcode.Usagef("--nodes MIN:MAX needs Kubernetes 1.%d or newer (elastic Indexed Jobs and Job success policies); this cluster runs %s: give --nodes N",
+			jobspec.ElasticMinMinor, info.GitVersion)
+	}
+	return nil
+}
+
+// ElasticStart chooses how many ranks an elastic job starts with: as many as fit on the free
+// GPUs now, within MIN:MAX, after checking that the cluster can hold MIN at all (the capacity
+// guard of a job of MIN ranks). why says the number and the reason, for stderr.
+func ElasticStart(ctx context.Context, client kubernetes.Interface, s jobspec.Spec) (n int, why string, err error) {
+	atMin := s
+	atMin.Nodes = s.NodesMin
+	warning, err := CheckCapacity(ctx, client, atMin)
+	if err != nil {
+		return 0, "", err
+	}
+	rng := jobspec.FormatNodesRange(s.NodesMin, s.NodesMax)
+	if warning != "" {
+		return s.NodesMax, fmt.Sprintf("starting with %d ranks, the most of %s: %s", s.NodesMax, rng, warning), nil
+	}
+	nodes, err := nodeusage.ListNodes(ctx, client, "")
+	if err != nil {
+		return 0, "", err
+	}
+	usage, err := nodeusage.Usages(ctx, client)
+	if apierrors.IsForbidden(err) {
+		return s.NodesMax, fmt.Sprintf("starting with %d ranks, the most of %s: you may not list pods, so what is free now is unknown", s.NodesMax, rng), nil
+	}
+	if err != nil {
+		return 0, "", fmt.Errorf("listing pods for the free GPUs (skip it with --no-capacity-check): %w", err)
+	}
+	req := gpufit.RequestFor(&s)
+	fit := gpufit.SummarizeFree(nodes, nodeusage.Requested(usage), req).PodsThatFit
+	n = jobspec.ElasticSize(s.NodesMin, s.NodesMax, fit)
+	var reason strings.Builder
+	reason.WriteString("starting with " + strconv.Itoa(n) + " ranks of " + rng + ": ")
+	switch {
+	case fit >= int64(s.NodesMax):
+		reason.WriteString("all fit on the free GPUs now")
+	case fit >= int64(s.NodesMin):
+		fmt.Fprintf(&reason, "%d fit on the free GPUs now; `kubectl tao scale %s --nodes %d` grows it when there is room", fit, s.Name, s.NodesMax)
+	default:
+		fmt.Fprintf(&reason, "only %d fit on the free GPUs now, so the job waits for %d", fit, s.NodesMin)
+	}
+	return n, reason.String(), nil
+}

@@ -1,0 +1,26 @@
+package supervisor
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/job/jobspec"
+)
+
+func TestRdzvConf(t *testing.T) {
+	env := func(kv map[string]string) func(string) string { return func(k string) string { return kv[k] } }
+	elastic := map[string]string{jobspec.EnvPETRdzvBackend: jobspec.ElasticRdzvBackend}
+	if got := rdzvConf(env(elastic), 0); !slices.Equal(got, []string{"PET_RDZV_CONF=is_host=1"}) {
+		t.Errorf("index 0: %v", got)
+	}
+	if got := rdzvConf(env(elastic), 2); !slices.Equal(got, []string{"PET_RDZV_CONF=is_host=0"}) {
+		t.Errorf("index 2: %v", got)
+	}
+	// The user's own conf, and a job that is not elastic, are left alone.
+	if got := rdzvConf(env(map[string]string{jobspec.EnvPETRdzvBackend: "c10d", jobspec.EnvPETRdzvConf: "timeout=900"}), 0); got != nil {
+		t.Errorf("user's conf: %v", got)
+	}
+	if got := rdzvConf(env(nil), 0); got != nil {
+		t.Errorf("fixed-size job: %v", got)
+	}
+}
