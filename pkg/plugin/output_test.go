@@ -84,6 +84,8 @@ func outputCases() map[string]outputCase {
 		"create-pull-secret": {args: []string{"ngc", "--from-stdin", "--dry-run=client"}, setup: func(*testing.T) cmdtest.Cmd {
 			return cmdtest.Cmd{NS: "ml", Client: fake.NewClientset(), Stdin: "nvapi-key\n"}
 		}, path: []any{"metadata", "name"}, names: true},
+		"scale": {args: []string{"train", "--nodes", "2"}, setup: onCluster(fixture.Job("train").Namespace("ml").UID("uid-1").Created(outputNow.Add(-time.Hour)).Label("app.kubernetes.io/managed-by", "kubectl-tao").DefaultSelector().Indexed().Nodes(1).Active(1).Annotation("kubectl-tao.dev/nodes", "1:3").Obj()),
+			path: []any{"metadata", "name"}, names: true},
 		"list": {setup: onCluster(fixture.Job("train").Namespace("ml").UID("uid-1").Created(outputNow.Add(-time.Hour)).Label("app.kubernetes.io/managed-by", "kubectl-tao").DefaultSelector().Active(1).Obj()), path: []any{"items", 0, "metadata", "name"}, names: true, table: true},
 	}
 }

@@ -36,6 +36,7 @@ import (
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmd/rbac"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmd/replicas"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmd/results"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmd/scale"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmd/stacks"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmd/stage"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmd/status"
@@ -102,6 +103,7 @@ func NewRootCmd(d Deps) *cobra.Command {
 		wait.NewCmd(f, d.Streams, clk),
 		submit.NewCmd(f, d.Streams, clk, d.RandomName, d.Getenv, version.Get().Version),
 		replicas.NewCmd(f, d.Streams, clk),
+		scale.NewCmd(f, d.Streams),
 		diagnose.NewCmd(f, d.Streams, clk, d.Getenv),
 		top.NewCmd(f, d.Streams, clk),
 		logs.NewCmd(f, d.Streams, d.Getenv),

@@ -1,6 +1,8 @@
 package gpufit
 
 import (
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/job/jobspec"
@@ -15,4 +17,17 @@ func RequestFor(s *jobspec.Spec) Request {
 		set[kv.Key] = kv.Value
 	}
 	return Request{Pods: int64(s.Nodes), PerPod: s.PodRequest(), Selector: labels.SelectorFromSet(set), Tolerations: s.PodTolerations(), GPU: s.GPUName()}
+}
+
+// RequestForJob is what a Job already made asks of the nodes at pods ranks, read from its pod
+// template as the scheduler reads it: `scale` judges a new size by it, as submit judges a spec.
+func RequestForJob(job *batchv1.Job, pods int) Request {
+	tmpl := &job.Spec.Template.Spec
+	return Request{
+		Pods:        int64(pods),
+		PerPod:      PodRequests(&corev1.Pod{Spec: *tmpl}),
+		Selector:    labels.SelectorFromSet(tmpl.NodeSelector),
+		Tolerations: tmpl.Tolerations,
+		GPU:         jobspec.GPUResourceOf(job),
+	}
 }

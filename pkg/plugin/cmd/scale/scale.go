@@ -1,0 +1,153 @@
+// Package scale implements `kubectl tao scale`: resize an elastic job within its MIN:MAX.
+package scale
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"k8s.io/cli-runtime/pkg/printers"
+	"k8s.io/client-go/kubernetes/scheme"
+
+	cmdutil "github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmd/util"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/job/jobdelete"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/job/jobscale"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/job/jobspec"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/util/exitcode"
+)
+
+// pollInterval is how often --wait reads the Job.
+const pollInterval = time.Second
+
+// Options are the flags of `kubectl tao scale`.
+type Options struct {
+	Nodes           int
+	Wait            bool
+	Timeout         time.Duration
+	NoCapacityCheck bool
+	// PrintFlags print the scaled Job as kubectl scale does: "job.batch/NAME scaled", or -o.
+	PrintFlags *genericclioptions.PrintFlags
+
+	printer   printers.ResourcePrinter
+	name      string
+	namespace string
+	factory   cmdutil.Factory
+	genericiooptions.IOStreams
+}
+
+// NewCmd builds `kubectl tao scale`.
+func NewCmd(f cmdutil.Factory, streams genericiooptions.IOStreams) *cobra.Command {
+	o := &Options{factory: f, IOStreams: streams, Timeout: 10 * time.Minute,
+		PrintFlags: genericclioptions.NewPrintFlags("scaled").WithTypeSetter(scheme.Scheme)}
+	cmd := &cobra.Command{
+		Use:   "scale JOB --nodes N",
+		Short: "Resize an elastic job (submitted with --nodes MIN:MAX)",
+		Long: `Resize an elastic job to N ranks, within the MIN:MAX it was submitted with.
+
+The Job's completions and parallelism change together in one request bound to the Job's UID.
+Growing starts the new ranks, which join torchrun's rendezvous: every agent then starts its
+workers again at the new world size, from the newest checkpoint. Shrinking removes the highest
+ranks; index 0, which hosts the rendezvous, always stays. The capacity guard refuses a size the
+cluster's GPUs can never hold.
+
+Exit codes: 0 scaled, 2 not elastic, finished, or N outside MIN:MAX (nothing changed), 3 no
+such job, 7 the cluster can never hold N ranks, 8 --wait ran out of time.`,
+		Example: `  # Grow an elastic job (submitted with --nodes 1:4) to 4 ranks
+  kubectl tao scale ddp --nodes 4
+
+  # Shrink it to 2 and wait until 2 ranks run
+  kubectl tao scale ddp --nodes 2 --wait`,
+		Args: cmdutil.ExactlyOneJob,
+		RunE: cmdutil.RunE(o),
+	}
+	fl := cmd.Flags()
+	fl.IntVar(&o.Nodes, "nodes", 0, "The number of ranks (pods) the job should run, within its MIN:MAX (required).")
+	fl.BoolVar(&o.Wait, "wait", false, "Wait until N ranks run and are ready, and no removed rank is left.")
+	fl.DurationVar(&o.Timeout, "timeout", o.Timeout, "How long --wait waits.")
+	fl.BoolVar(&o.NoCapacityCheck, "no-capacity-check", false, "Scale without checking that the cluster's GPUs can hold N ranks.")
+	o.PrintFlags.AddFlags(cmd)
+	cmd.ValidArgsFunction = cmdutil.CompleteJobNames(f)
+	return cmd
+}
+
+// Complete resolves the Job name and the namespace.
+func (o *Options) Complete(_ *cobra.Command, args []string) error {
+	var err error
+	if o.printer, err = o.PrintFlags.ToPrinter(); err != nil {
+		return exitcode.WithCode(exitcode.Usage, err)
+	}
+	o.namespace, o.name, err = cmdutil.CompleteJob(o.factory, args)
+	return err
+}
+
+// Validate checks the flags that need no cluster.
+func (o *Options) Validate() error {
+	if o.Nodes < 1 {
+		return exitcode.Usagef("--nodes N is required, and N must be 1 or more (got %d)", o.Nodes)
+	}
+	if o.Timeout <= 0 {
+		return exitcode.Usagef("invalid --timeout %s: must be more than 0", o.Timeout)
+	}
+	return nil
+}
+
+// Run checks the size against the job and the cluster, patches the Job, and with --wait waits.
+func (o *Options) Run(ctx context.Context) error {
+	client, err := o.factory.KubernetesClient()
+	if err != nil {
+		return err
+	}
+	job, err := jobdelete.GetJob(ctx, client, o.namespace, o.name)
+	if err != nil {
+		return err
+	}
+	size, err := jobscale.Check(job, nil, o.Nodes)
+	if err != nil {
+		return err
+	}
+	rng := jobspec.FormatNodesRange(size.Min, size.Max)
+	if o.Nodes > size.Ranks && !o.NoCapacityCheck {
+		warning, err := jobscale.CheckCapacity(ctx, client, job, o.Nodes)
+		if err != nil {
+			return err
+		}
+		if warning != "" {
+			fmt.Fprintf(o.ErrOut, "Warning: %s\n", warning)
+		}
+	}
+	if o.Nodes == size.Ranks {
+		fmt.Fprintf(o.ErrOut, "job.batch/%s already has %d ranks (%s)\n", o.name, o.Nodes, rng)
+	} else {
+		if job, err = jobscale.Scale(ctx, client, job, o.Nodes); err != nil {
+			return err
+		}
+		fmt.Fprintf(o.ErrOut, "job.batch/%s: from %d to %d ranks (%s)\n", o.name, size.Ranks, o.Nodes, rng)
+	}
+	if err := o.printer.PrintObj(job, o.Out); err != nil {
+		return err
+	}
+	if !o.Wait {
+		return nil
+	}
+	wctx, cancel := context.WithTimeout(ctx, o.Timeout)
+	defer cancel()
+	last, err := jobscale.WaitRunning(wctx, client, job, o.Nodes, pollInterval)
+	switch {
+	case err == nil:
+		fmt.Fprintf(o.ErrOut, "job.batch/%s runs %d ranks\n", o.name, o.Nodes)
+		return nil
+	case errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil:
+		ready := int32(0)
+		if last.Status.Ready != nil {
+			ready = *last.Status.Ready
+		}
+		return exitcode.WithCode(exitcode.Timeout, fmt.Errorf("job.batch/%s: %d of %d ranks ready, %d active, after %s; `kubectl tao status %s -n %s` shows why",
+			o.name, ready, o.Nodes, last.Status.Active, o.Timeout, o.name, o.namespace))
+	default:
+		return err
+	}
+}
