@@ -1,7 +1,6 @@
 package list
 
 import (
-	"fmt"
 	"strings"
 	"time"
 
@@ -50,7 +49,7 @@ func Row(job *batchv1.Job, wl *jobstatus.Workload, now time.Time) metav1.TableRo
 	return metav1.TableRow{
 		Cells: []any{
 			job.Name, r.Shown(), jobstatus.GPUShape(job),
-			fmt.Sprintf("%d/%d", r.Running, r.Nodes),
+			r.Ranks(),
 			age, image, command,
 		},
 		Object: runtime.RawExtension{Object: job},

@@ -93,7 +93,7 @@ func TestStatusJSONHasExactlyTheContractKeys(t *testing.T) {
 	if err := json.Unmarshal([]byte(r.Stdout), &m); err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"name", "namespace", "uid", "status", "reason", "message", "gpus", "nodes", "active", "ready", "succeeded", "failed", "startTime", "completionTime", "workdirSHA256", "queue"}
+	want := []string{"name", "namespace", "uid", "status", "reason", "message", "gpus", "nodes", "nodesRange", "active", "ready", "succeeded", "failed", "startTime", "completionTime", "workdirSHA256", "queue"}
 	if len(m) != len(want) {
 		t.Errorf("keys = %v, want exactly %v", m, want)
 	}

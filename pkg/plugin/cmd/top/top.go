@@ -313,6 +313,9 @@ func (o *Options) printJob(w io.Writer, j jobtop.Job, now time.Time) error {
 // jobLine is the line above the ranks: status, progress, ETA, KPIs, where GPU numbers came from.
 func jobLine(j jobtop.Job) string {
 	parts := []string{fmt.Sprintf("job.batch/%s", j.Job), j.Status}
+	if j.NodesRange != nil {
+		parts = append(parts, fmt.Sprintf("%d ranks (elastic %s)", j.Nodes, *j.NodesRange))
+	}
 	if p := j.Progress; p != nil {
 		parts = append(parts, p.String())
 		if eta := p.ETAString(); eta != "" {

@@ -8,6 +8,8 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/job/jobspec"
 )
 
 // Status is one of the SDK's job statuses.
@@ -53,6 +55,16 @@ type Result struct {
 	Nodes int32
 	// Running counts pods in phase Running, when pods were given; else the Job's ready count.
 	Running int32
+	// Range is an elastic job's MIN:MAX (--nodes MIN:MAX), "" for a job of fixed size.
+	Range string
+}
+
+// Ranks is "RUNNING/NODES", with an elastic job's range after it: "2/3 (1:4)".
+func (r Result) Ranks() string {
+	if r.Range != "" {
+		return fmt.Sprintf("%d/%d (%s)", r.Running, r.Nodes, r.Range)
+	}
+	return fmt.Sprintf("%d/%d", r.Running, r.Nodes)
 }
 
 // Of computes the status of job. pods are the Job's pods when the caller has them (nil is
@@ -66,6 +78,13 @@ func Of(job *batchv1.Job, pods []corev1.Pod) Result {
 		return Result{Status: Unknown, Message: "the Job does not exist"}
 	}
 	r := Result{Nodes: wanted(job), Running: job.Status.Active}
+	if minN, maxN, ok := jobspec.NodesRange(job); ok {
+		r.Range = jobspec.FormatNodesRange(minN, maxN)
+	}
+	elastic := ""
+	if r.Range != "" {
+		elastic = " (elastic " + r.Range + ")"
+	}
 	if pods != nil {
 		r.Running = 0
 		for i := range pods {
@@ -108,7 +127,7 @@ func Of(job *batchv1.Job, pods []corev1.Pod) Result {
 		return r
 	}
 	if r.Running > 0 {
-		r.Status, r.Message = Running, fmt.Sprintf("%d/%d ranks running", r.Running, r.Nodes)+replaced
+		r.Status, r.Message = Running, fmt.Sprintf("%d/%d ranks running", r.Running, r.Nodes)+elastic+replaced
 		return r
 	}
 	// Between the last pod's success and the Job's Complete no rank runs; a server without
@@ -118,7 +137,7 @@ func Of(job *batchv1.Job, pods []corev1.Pod) Result {
 		r.Status, r.Message = Running, fmt.Sprintf("0/%d ranks running, %d succeeded", r.Nodes, n)+replaced
 		return r
 	}
-	r.Status, r.Message = Pending, fmt.Sprintf("0/%d ranks running", r.Nodes)+replaced
+	r.Status, r.Message = Pending, fmt.Sprintf("0/%d ranks running", r.Nodes)+elastic+replaced
 	return r
 }
 

@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/job/jobspec"
 	"github.com/kubectl-tao/kubectl-tao/test/testutil/fixture"
 )
 
@@ -69,5 +70,21 @@ func TestOf(t *testing.T) {
 				t.Fatalf("message %q, want it to contain %q", r.Message, tc.wantMsg)
 			}
 		})
+	}
+}
+
+func TestElasticJobShowsItsRange(t *testing.T) {
+	job := fixture.Job("ddp").Nodes(3).Annotation(jobspec.NodesRangeAnnotation, "1:4").Obj()
+	pods := []corev1.Pod{fixture.Pod("").Phase(corev1.PodRunning).Val(), fixture.Pod("").Phase(corev1.PodRunning).Val(), fixture.Pod("").Phase(corev1.PodPending).Val()}
+	r := Of(job, pods)
+	if r.Status != Running || r.Message != "2/3 ranks running (elastic 1:4)" || r.Ranks() != "2/3 (1:4)" {
+		t.Errorf("elastic: %+v, ranks %q", r, r.Ranks())
+	}
+	if s := Summarize("ml", "ddp", job, pods, nil, time.Time{}); s.NodesRange == nil || *s.NodesRange != "1:4" || s.Nodes != 3 {
+		t.Errorf("summary: nodes %d, range %v", s.Nodes, s.NodesRange)
+	}
+	fixed := Of(fixture.Job("train").Nodes(2).Obj(), pods[:2])
+	if fixed.Range != "" || fixed.Ranks() != "2/2" || fixed.Message != "2/2 ranks running" {
+		t.Errorf("fixed size: %+v", fixed)
 	}
 }

@@ -15,14 +15,17 @@ import (
 // end (cmdutil.PrintSummary prints it). Its keys are a contract with users' scripts: every key
 // is always present (null or 0 when unknown), in this order; add none without a reason.
 type Summary struct {
-	Name           string       `json:"name"`
-	Namespace      string       `json:"namespace"`
-	UID            string       `json:"uid"`
-	Status         Status       `json:"status"`
-	Reason         Reason       `json:"reason"`
-	Message        string       `json:"message"`
-	GPUs           int64        `json:"gpus"`
-	Nodes          int32        `json:"nodes"`
+	Name      string `json:"name"`
+	Namespace string `json:"namespace"`
+	UID       string `json:"uid"`
+	Status    Status `json:"status"`
+	Reason    Reason `json:"reason"`
+	Message   string `json:"message"`
+	GPUs      int64  `json:"gpus"`
+	Nodes     int32  `json:"nodes"`
+	// NodesRange is an elastic job's MIN:MAX (--nodes MIN:MAX), which `scale` resizes it within;
+	// null for a job of fixed size.
+	NodesRange     *string      `json:"nodesRange"`
 	Active         int32        `json:"active"`
 	Ready          int32        `json:"ready"`
 	Succeeded      int32        `json:"succeeded"`
@@ -74,6 +77,9 @@ func Summarize(namespace, name string, job *batchv1.Job, pods []corev1.Pod, wl *
 	}
 	s.Name, s.Namespace, s.UID = job.Name, job.Namespace, string(job.UID)
 	s.GPUs, s.Nodes = GPUsPerNode(job), Nodes(job)
+	if r.Range != "" {
+		s.NodesRange = &r.Range
+	}
 	s.Active, s.Succeeded, s.Failed = job.Status.Active, job.Status.Succeeded, job.Status.Failed
 	// "ready" is what is really up: pods in phase Running when they were listed, otherwise the
 	// Job's own ready counter.

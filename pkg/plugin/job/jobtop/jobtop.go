@@ -72,6 +72,10 @@ type Job struct {
 	Namespace string `json:"namespace"`
 	// Status is the job's status word, as `kubectl tao status` says it.
 	Status string `json:"status"`
+	// Nodes is the number of ranks the job wants now; NodesRange an elastic job's MIN:MAX, which
+	// `scale` resizes it within (nil for a job of fixed size).
+	Nodes      int32   `json:"nodes"`
+	NodesRange *string `json:"nodesRange"`
 	// GPUs is the number of GPUs the job asks for (all ranks), in GPUResource.
 	GPUs int `json:"gpus"`
 	// GPUResource is the resource GPUs counts: whole GPUs, a MIG profile's slices or shared GPUs.
@@ -174,7 +178,7 @@ func (r *Reader) skeleton(t Target, now time.Time) Job {
 	s := jobstatus.Summarize(t.Job.Namespace, t.Job.Name, t.Job, t.Pods, nil, now)
 	resource := jobspec.GPUResourceOf(t.Job)
 	j := Job{Job: t.Job.Name, Namespace: t.Job.Namespace, Status: string(s.Status), Time: now, Findings: []triage.NodeEvent{}, Ranks: []Rank{},
-		GPUResource: string(resource), SharedGPU: jobspec.IsSharedGPUResource(resource)}
+		GPUResource: string(resource), SharedGPU: jobspec.IsSharedGPUResource(resource), Nodes: s.Nodes, NodesRange: s.NodesRange}
 	byName := map[string]*corev1.Pod{}
 	for i := range t.Pods {
 		byName[t.Pods[i].Name] = &t.Pods[i]
