@@ -37,7 +37,7 @@ func elastic(n int32) *batchv1.Job {
 func gpuNodes(n int) []runtime.Object {
 	var out []runtime.Object
 	for i := range n {
-		out = append(out, fixture.Node("gpu-"+string(rune('a'+i))).GPUs(8).Obj())
+		out = append(out, fixture.Node("gpu-"+itoa(int32(i))).GPUs(8).Obj())
 	}
 	return out
 }
@@ -150,3 +150,29 @@ func TestScaleWait(t *testing.T) {
 }
 
 func itoa(n int32) string { return resource.NewQuantity(int64(n), resource.DecimalSI).String() }
+
+// TestScaleRequestsDoNotGrowWithRanks: scaling a 100-rank job up or down reads the Job and the
+// nodes (one page) and sends one patch, whatever the number of ranks: no request per pod.
+func TestScaleRequestsDoNotGrowWithRanks(t *testing.T) {
+	for _, tc := range []struct {
+		from, to int32
+		want     []string
+	}{
+		{100, 20, []string{"get jobs", "patch jobs"}},
+		{20, 100, []string{"get jobs", "list nodes", "patch jobs"}},
+	} {
+		job := fixture.Job("ddp").Namespace("default").DefaultSelector().Indexed().Nodes(tc.from).Active(tc.from).
+			Annotation(jobspec.NodesRangeAnnotation, "1:100").Container(gpuContainer(8)).Obj()
+		c := fake.NewClientset(append(gpuNodes(100), job)...)
+		if r := run(c, "ddp", "--nodes", itoa(tc.to)); r.Code != 0 {
+			t.Fatalf("%d -> %d: exit %d: %s", tc.from, tc.to, r.Code, r.Stderr)
+		}
+		var got []string
+		for _, a := range c.Actions() {
+			got = append(got, a.GetVerb()+" "+a.GetResource().Resource)
+		}
+		if strings.Join(got, ",") != strings.Join(tc.want, ",") {
+			t.Errorf("%d -> %d ranks: requests %v, want %v", tc.from, tc.to, got, tc.want)
+		}
+	}
+}
