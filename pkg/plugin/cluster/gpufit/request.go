@@ -23,9 +23,19 @@ func RequestFor(s *jobspec.Spec) Request {
 // template as the scheduler reads it: `scale` judges a new size by it, as submit judges a spec.
 func RequestForJob(job *batchv1.Job, pods int) Request {
 	tmpl := &job.Spec.Template.Spec
+	perPod := PodRequests(&corev1.Pod{Spec: *tmpl})
+	for _, v := range tmpl.Volumes {
+		// A memory-backed /dev/shm is memory the pod may take: counted as jobspec.PodRequest
+		// counts it for submit, so that scale judges the job as submit did.
+		if ed := v.EmptyDir; ed != nil && ed.Medium == corev1.StorageMediumMemory && ed.SizeLimit != nil {
+			if mem, ok := perPod[corev1.ResourceMemory]; !ok || mem.Cmp(*ed.SizeLimit) < 0 {
+				perPod[corev1.ResourceMemory] = ed.SizeLimit.DeepCopy()
+			}
+		}
+	}
 	return Request{
 		Pods:        int64(pods),
-		PerPod:      PodRequests(&corev1.Pod{Spec: *tmpl}),
+		PerPod:      perPod,
 		Selector:    labels.SelectorFromSet(tmpl.NodeSelector),
 		Tolerations: tmpl.Tolerations,
 		GPU:         jobspec.GPUResourceOf(job),
