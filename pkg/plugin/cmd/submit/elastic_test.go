@@ -35,7 +35,7 @@ func TestSubmitElasticStartsWithWhatFits(t *testing.T) {
 	if r.Code != 0 || r.Stdout != "job.batch/ddp created\nservice/ddp created\n" {
 		t.Fatalf("got %+v", r)
 	}
-	if !strings.Contains(r.Stderr, "starting with 3 ranks of 1:4: 3 fit on the free GPUs now") {
+	if !strings.Contains(r.Stderr, "starting with 3 ranks of 1:4: 3 fit in what is free now; `kubectl tao scale ddp --nodes 4` grows it when there is room\n") {
 		t.Errorf("stderr does not say the size and why: %q", r.Stderr)
 	}
 	job, err := c.BatchV1().Jobs("ml").Get(context.Background(), "ddp", metav1.GetOptions{})
@@ -52,7 +52,7 @@ func TestSubmitElasticStartsWithWhatFits(t *testing.T) {
 func TestSubmitElasticWaitsForMIN(t *testing.T) {
 	c := newClient(fixture.GPUNode("a", 8).Obj(), fixture.GPUNode("b", 8).Obj(), busy("hog", "a"), busy("hog2", "b"))
 	r := run(t, cmdtest.Cmd{NS: "ml", Client: c}, elasticArgs("2:2")...)
-	if r.Code != 0 || !strings.Contains(r.Stderr, "only 0 fit on the free GPUs now, so the job waits for 2") {
+	if r.Code != 0 || !strings.Contains(r.Stderr, "only 0 fit in what is free now, so the job waits for 2") {
 		t.Fatalf("got %+v", r)
 	}
 }
@@ -94,5 +94,18 @@ func TestSubmitElasticDryRunShowsMAX(t *testing.T) {
 	r := run(t, cmdtest.Cmd{NS: "ml", Client: newClient()}, elasticArgs("1:3", "--dry-run=client", "-o", "name")...)
 	if r.Code != 0 || !strings.Contains(r.Stderr, "shown at 3 ranks, the most of 1:3") {
 		t.Fatalf("got %+v", r)
+	}
+}
+
+func TestSubmitElasticSaysWhatRunsOut(t *testing.T) {
+	// Two nodes of 8 GPUs and 40Gi: the 16Gi /dev/shm of each rank, not the GPUs, bounds it.
+	small := func(name string) *corev1.Node {
+		return fixture.Node(name).Allocatable(corev1.ResourceCPU, "96").Allocatable(corev1.ResourceMemory, "40Gi").GPUs(8).Obj()
+	}
+	c := newClient(small("a"), small("b"))
+	r := run(t, cmdtest.Cmd{NS: "ml", Client: c}, elasticArgs("1:8", "--gpus", "1")...)
+	want := "starting with 4 ranks of 1:8: 4 fit in what is free now (memory runs out first, on 2 of the nodes, the memory-backed /dev/shm counted)"
+	if r.Code != 0 || !strings.Contains(r.Stderr, want) {
+		t.Fatalf("got %+v, want %q", r, want)
 	}
 }

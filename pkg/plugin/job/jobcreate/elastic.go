@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/util/version"
 	"k8s.io/client-go/discovery"
@@ -61,17 +62,37 @@ func ElasticStart(ctx context.Context, client kubernetes.Interface, s jobspec.Sp
 		return 0, "", fmt.Errorf("listing pods for the free GPUs (skip it with --no-capacity-check): %w", err)
 	}
 	req := gpufit.RequestFor(&s)
-	fit := gpufit.SummarizeFree(nodes, nodeusage.Requested(usage), req).PodsThatFit
+	free := gpufit.SummarizeFree(nodes, nodeusage.Requested(usage), req)
+	fit := free.PodsThatFit
 	n = jobspec.ElasticSize(s.NodesMin, s.NodesMax, fit)
 	var reason strings.Builder
 	reason.WriteString("starting with " + strconv.Itoa(n) + " ranks of " + rng + ": ")
 	switch {
 	case fit >= int64(s.NodesMax):
-		reason.WriteString("all fit on the free GPUs now")
+		reason.WriteString("all fit in what is free now")
 	case fit >= int64(s.NodesMin):
-		fmt.Fprintf(&reason, "%d fit on the free GPUs now; `kubectl tao scale %s --nodes %d` grows it when there is room", fit, s.Name, s.NodesMax)
+		fmt.Fprintf(&reason, "%d fit in what is free now%s; `kubectl tao scale %s --nodes %d` grows it when there is room", fit, boundBy(free, req, s.ShmQuantity() != nil), s.Name, s.NodesMax)
 	default:
-		fmt.Fprintf(&reason, "only %d fit on the free GPUs now, so the job waits for %d", fit, s.NodesMin)
+		fmt.Fprintf(&reason, "only %d fit in what is free now%s, so the job waits for %d", fit, boundBy(free, req, s.ShmQuantity() != nil), s.NodesMin)
 	}
 	return n, reason.String(), nil
+}
+
+// boundBy names what bounds the fit where it is not the GPUs: " (memory is what runs out
+// first, on 1 node)", or "".
+func boundBy(free gpufit.Summary, req gpufit.Request, shm bool) string {
+	var worst corev1.ResourceName
+	for name, nodes := range free.Bound {
+		if name != req.GPUName() && (worst == "" || nodes > free.Bound[worst] || (nodes == free.Bound[worst] && name < worst)) {
+			worst = name
+		}
+	}
+	if worst == "" || free.Bound[worst] <= free.Bound[req.GPUName()] {
+		return ""
+	}
+	extra := ""
+	if worst == corev1.ResourceMemory && shm {
+		extra = ", the memory-backed /dev/shm counted"
+	}
+	return fmt.Sprintf(" (%s runs out first, on %d of the nodes%s)", worst, free.Bound[worst], extra)
 }
