@@ -222,6 +222,8 @@ type follower struct {
 	stopStreams func()
 	// attempts numbers the attempts of the pods followed, for all of the follow.
 	attempts attempts
+	// size is an elastic job's number of ranks when last seen (0 before, or for a fixed size).
+	size int32
 }
 
 // writer is where tl's followed lines go: Out, shared by every stream one write at a time, or
@@ -248,6 +250,13 @@ func (f *follower) jobState() (jobstatus.Result, bool, error) {
 		f.uid, f.seen = job.UID, true
 	}
 	res := jobstatus.Of(job, nil)
+	if res.Range != "" {
+		// An elastic job's size changes while it is followed (scale): one line per change.
+		if f.size != 0 && res.Nodes != f.size && f.e.ErrOut != nil {
+			fmt.Fprintf(f.e.ErrOut, "job.batch/%s: from %d to %d ranks (elastic %s)\n", job.Name, f.size, res.Nodes, res.Range)
+		}
+		f.size = res.Nodes
+	}
 	return res, res.Status.Terminal(), nil
 }
 
