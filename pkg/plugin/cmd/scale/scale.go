@@ -120,12 +120,12 @@ func (o *Options) Run(ctx context.Context) error {
 		}
 	}
 	if o.Nodes == size.Ranks {
-		fmt.Fprintf(o.ErrOut, "job.batch/%s already has %d ranks (%s)\n", o.name, o.Nodes, rng)
+		fmt.Fprintf(o.ErrOut, "job.batch/%s already has %d ranks (elastic %s)\n", o.name, o.Nodes, rng)
 	} else {
 		if job, err = jobscale.Scale(ctx, client, job, o.Nodes); err != nil {
 			return err
 		}
-		fmt.Fprintf(o.ErrOut, "job.batch/%s: from %d to %d ranks (%s)\n", o.name, size.Ranks, o.Nodes, rng)
+		fmt.Fprintf(o.ErrOut, "job.batch/%s: from %d to %d ranks (elastic %s)\n", o.name, size.Ranks, o.Nodes, rng)
 	}
 	if err := o.printer.PrintObj(job, o.Out); err != nil {
 		return err

@@ -68,7 +68,7 @@ func TestScaleGrowsAndShrinksInOnePatch(t *testing.T) {
 		if r.Stdout != "job.batch/ddp scaled\n" {
 			t.Errorf("stdout %q, want kubectl scale's line", r.Stdout)
 		}
-		if want := "from " + itoa(tc.from) + " to " + itoa(tc.to) + " ranks (1:4)"; !strings.Contains(r.Stderr, want) {
+		if want := "from " + itoa(tc.from) + " to " + itoa(tc.to) + " ranks (elastic 1:4)"; !strings.Contains(r.Stderr, want) {
 			t.Errorf("stderr %q lacks %q", r.Stderr, want)
 		}
 		got, err := c.BatchV1().Jobs("default").Get(context.Background(), "ddp", metav1.GetOptions{})
