@@ -154,6 +154,7 @@ func TestCompat(t *testing.T) {
 		{"submit single-rank", compatSingleRank},
 		{"submit multi-node", compatMultiNode},
 		{"--retries per index", compatRetries},
+		{"--nodes MIN:MAX, scale", compatElastic},
 		{"status", compatStatus},
 		{"list", compatList},
 		{"wait", compatWait},
@@ -346,6 +347,55 @@ func compatRetries(c *compat) {
 	if job.Status.Failed != 1 || job.Status.Succeeded != 2 || perRank["0"] != 1 || perRank["1"] != 2 {
 		c.fatalf("failed %d, succeeded %d, pods per rank %v; want 1, 2 and rank 1 tried twice", job.Status.Failed, job.Status.Succeeded, perRank)
 	}
+}
+
+// compatElastic submits an elastic job (1:3) on the simulated nodes, scales it to 2 and to 3 and
+// checks the pods and status at each size; below Kubernetes 1.31 submit must refuse it, with the
+// reason, and create nothing (the row is n/a then, saying so).
+func compatElastic(c *compat) {
+	ns := namespace(c.t)
+	v, err := client.Discovery().ServerVersion()
+	if err != nil {
+		c.fatalf("server version: %v", err)
+	}
+	minor, _ := strconv.Atoi(strings.TrimRight(v.Minor, "+"))
+	args := []string{"submit", "el", "-n", ns, "--image", "busybox", "--gpus", "1", "--nodes", "1:3", "--stager-image", "stager:dev",
+		"--annotation", sim + "fate=run-forever", "--", "python", "train.py"}
+	r := c.tao(args...)
+	if minor < 31 {
+		c.want("submit --nodes 1:3", r, 2)
+		if !strings.Contains(r.stderr, "needs Kubernetes 1.31 or newer") {
+			c.fatalf("submit --nodes 1:3 on %s: %q, want the reason", v.GitVersion, lastLine(r))
+		}
+		if jobs, err := client.BatchV1().Jobs(ns).List(context.Background(), metav1.ListOptions{}); err != nil || len(jobs.Items) != 0 {
+			c.fatalf("a refused elastic submit left %d Jobs (%v)", len(jobs.Items), err)
+		}
+		c.na = "refused, as it must be: " + lastLine(r)
+		return
+	}
+	c.want("submit --nodes 1:3", r, 0)
+	m := regexp.MustCompile(`starting with (\d) ranks of 1:3`).FindStringSubmatch(r.stderr)
+	if m == nil {
+		c.fatalf("submit did not say the size it chose: %q", r.stderr)
+	}
+	size, _ := strconv.Atoi(m[1])
+	compatRunning(c, ns, "el", size)
+	for _, n := range []int{2, 3} {
+		r := c.tao("scale", "el", "-n", ns, "--nodes", strconv.Itoa(n), "--wait", "--timeout", "90s")
+		c.want(fmt.Sprintf("scale --nodes %d", n), r, 0)
+		running := compatRunning(c, ns, "el", n)
+		if _, ok := running["0"]; !ok {
+			c.fatalf("at %d ranks, rank 0 is not running: %v", n, running)
+		}
+		r = c.tao("status", "el", "-n", ns, "-o", "jsonpath={.nodes} {.nodesRange}")
+		c.want("status", r, 0)
+		if want := strconv.Itoa(n) + " 1:3"; r.stdout != want {
+			c.fatalf("status at %d ranks: %q, want %q", n, r.stdout, want)
+		}
+	}
+	// The simulated kubelet never ends a deleted pod that the Job controller still tracks: the
+	// job is canceled, as a user would, rather than left to the namespace's deletion.
+	c.want("cancel", c.tao("cancel", "el", "-n", ns, "--timeout", "60s"), 0)
 }
 
 func compatStatus(c *compat) {
