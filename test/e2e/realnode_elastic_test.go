@@ -212,7 +212,12 @@ func TestRealNodeElastic(t *testing.T) {
 	}
 	waitComplete(t, ns, job)
 	t.Logf("logs -f stderr:\n%s", follow.errOut.String())
-	follow.waitStderr(t, time.Minute, "job.batch/elastic: from 3 to 2 ranks (elastic 1:3)\n", "job.batch/elastic: from 2 to 3 ranks (elastic 1:3)\n")
+	follow.waitStderr(t, time.Minute, "job.batch/elastic: from 3 to 2 ranks (elastic 1:3)\n", "job.batch/elastic: from 2 to 3 ranks (elastic 1:3)\n",
+		"job.batch/elastic: rank 2 lost its pod "+lost+" (deleted): the other ranks go on without it until it is placed again\n")
+	// The rank a shrink removed was not lost: one such line, for the deleted pod.
+	if n := strings.Count(follow.errOut.String(), "lost its pod"); n != 1 {
+		t.Errorf("logs -f said %d lost pods, want 1:\n%s", n, follow.errOut.String())
+	}
 	checkElasticSegments(t, ns, job, segs)
 }
 

@@ -168,6 +168,7 @@ func (f *follower) step(streamCtx context.Context) (jobstatus.Result, bool, erro
 		f.stopStreams()
 		return res, false, err
 	}
+	f.sayLost()
 	return res, false, f.reconcile(streamCtx)
 }
 
@@ -224,6 +225,8 @@ type follower struct {
 	attempts attempts
 	// size is an elastic job's number of ranks when last seen (0 before, or for a fixed size).
 	size int32
+	// lost are the pods of an elastic job's ranks already said to be lost (see sayLost).
+	lost map[types.UID]bool
 }
 
 // writer is where tl's followed lines go: Out, shared by every stream one write at a time, or
@@ -258,6 +261,48 @@ func (f *follower) jobState() (jobstatus.Result, bool, error) {
 		f.size = res.Nodes
 	}
 	return res, res.Status.Terminal(), nil
+}
+
+// sayLost says, once per pod, that a rank of a running elastic job lost its pod: the others go
+// on at a smaller world size meanwhile, which is news in a log that otherwise only goes quiet.
+// Ranks a shrink removed (index past the size) are not lost.
+func (f *follower) sayLost() {
+	if f.size == 0 || f.e.ErrOut == nil {
+		return
+	}
+	for _, p := range f.st.Pods {
+		if !jobpods.Owned(p, f.uid) || f.lost[p.UID] {
+			continue
+		}
+		rank := jobpods.Rank(p)
+		why := lostReason(p)
+		if rank < 0 || int32(rank) >= f.size || why == "" {
+			continue
+		}
+		if f.lost == nil {
+			f.lost = map[types.UID]bool{}
+		}
+		f.lost[p.UID] = true
+		fmt.Fprintf(f.e.ErrOut, "job.batch/%s: rank %d lost its pod %s (%s): the other ranks go on without it until it is placed again\n",
+			f.cfg.Job, rank, p.Name, why)
+	}
+}
+
+// lostReason is why a rank's pod stopped running: its disruption (eviction, preemption, node
+// loss), a deletion, a failure; "" while it runs or after it succeeded.
+func lostReason(p *corev1.Pod) string {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.DisruptionTarget && c.Status == corev1.ConditionTrue && c.Reason != "" {
+			return c.Reason
+		}
+	}
+	switch {
+	case p.DeletionTimestamp != nil:
+		return "deleted"
+	case p.Status.Phase == corev1.PodFailed:
+		return "failed"
+	}
+	return ""
 }
 
 // reconcile starts a tailer for each selected pod whose container has started, and stops those

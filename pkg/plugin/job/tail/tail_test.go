@@ -711,3 +711,23 @@ func TestFollowStuck(t *testing.T) {
 		t.Errorf("stdout = %q: the running rank was not followed", out.String())
 	}
 }
+
+func TestLostReason(t *testing.T) {
+	now := metav1.Now()
+	for _, tc := range []struct {
+		name string
+		pod  corev1.Pod
+		want string
+	}{
+		{"running", corev1.Pod{Status: corev1.PodStatus{Phase: corev1.PodRunning}}, ""},
+		{"succeeded", corev1.Pod{Status: corev1.PodStatus{Phase: corev1.PodSucceeded}}, ""},
+		{"failed", corev1.Pod{Status: corev1.PodStatus{Phase: corev1.PodFailed}}, "failed"},
+		{"deleted", corev1.Pod{ObjectMeta: metav1.ObjectMeta{DeletionTimestamp: &now}, Status: corev1.PodStatus{Phase: corev1.PodRunning}}, "deleted"},
+		{"evicted", corev1.Pod{ObjectMeta: metav1.ObjectMeta{DeletionTimestamp: &now}, Status: corev1.PodStatus{Phase: corev1.PodRunning,
+			Conditions: []corev1.PodCondition{{Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue, Reason: "EvictionByEvictionAPI"}}}}, "EvictionByEvictionAPI"},
+	} {
+		if got := lostReason(&tc.pod); got != tc.want {
+			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
+		}
+	}
+}
