@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"regexp"
 	"slices"
 	"sort"
@@ -162,7 +163,7 @@ func TestRealNodeElastic(t *testing.T) {
 	scale := func(n int) {
 		t.Helper()
 		r := tao(t, nil, "scale", job, "-n", ns, "--nodes", strconv.Itoa(n), "--wait", "--timeout", "4m")
-		contains(t, r, 0, "job.batch/elastic scaled")
+		contains(t, r, 0, "job.batch/elastic scaled", fmt.Sprintf("job.batch/elastic trains at %d ranks (torchrun's rendezvous in rank 0: group_world_size=%d)", n, n))
 		t.Logf("scale --nodes %d --wait: %s", n, r)
 	}
 	if size != 3 {
@@ -212,6 +213,18 @@ func TestRealNodeElastic(t *testing.T) {
 	}
 	waitComplete(t, ns, job)
 	t.Logf("logs -f stderr:\n%s", follow.errOut.String())
+	// torchrun's own rendezvous lines in rank 0's log, what scale --wait reads.
+	var rdzv []string
+	keep := 0
+	for _, l := range strings.Split(tao(t, nil, "logs", job, "-n", ns, "--rank", "0").stdout, "\n") {
+		if strings.Contains(l, "Rendezvous complete for workers") {
+			keep = 11
+		}
+		if keep > 0 {
+			rdzv, keep = append(rdzv, l), keep-1
+		}
+	}
+	t.Logf("rank 0's rendezvous lines:\n%s", strings.Join(rdzv, "\n"))
 	follow.waitStderr(t, time.Minute, "job.batch/elastic: from 3 to 2 ranks (elastic 1:3)\n", "job.batch/elastic: from 2 to 3 ranks (elastic 1:3)\n",
 		"job.batch/elastic: rank 2 lost its pod "+lost+" (deleted): the other ranks go on without it until it is placed again\n")
 	// The rank a shrink removed was not lost: one such line, for the deleted pod.

@@ -8,9 +8,12 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	batchv1 "k8s.io/api/batch/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/cli-runtime/pkg/printers"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 
 	cmdutil "github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmd/util"
@@ -66,7 +69,7 @@ such job, 7 the cluster can never hold N ranks, 8 --wait ran out of time.`,
 	}
 	fl := cmd.Flags()
 	fl.IntVar(&o.Nodes, "nodes", 0, "The number of ranks (pods) the job should run, within its MIN:MAX (required).")
-	fl.BoolVar(&o.Wait, "wait", false, "Wait until N ranks run and are ready, and no removed rank is left.")
+	fl.BoolVar(&o.Wait, "wait", false, "Wait until N ranks run and are ready, no removed rank is left, and torchrun's agents have started their workers at the new world size (the rendezvous line in rank 0's log).")
 	fl.DurationVar(&o.Timeout, "timeout", o.Timeout, "How long --wait waits.")
 	fl.BoolVar(&o.NoCapacityCheck, "no-capacity-check", false, "Scale without checking that the cluster's GPUs can hold N ranks.")
 	o.PrintFlags.AddFlags(cmd)
@@ -110,6 +113,7 @@ func (o *Options) Run(ctx context.Context) error {
 		return err
 	}
 	rng := jobspec.FormatNodesRange(size.Min, size.Max)
+	since := metav1.Time{}
 	if o.Nodes > size.Ranks && !o.NoCapacityCheck {
 		warning, err := jobscale.CheckCapacity(ctx, client, job, o.Nodes)
 		if err != nil {
@@ -122,6 +126,9 @@ func (o *Options) Run(ctx context.Context) error {
 	if o.Nodes == size.Ranks {
 		fmt.Fprintf(o.ErrOut, "job.batch/%s already has %d ranks (elastic %s)\n", o.name, o.Nodes, rng)
 	} else {
+		// Rank 0's log is read from here on, less a second (the log's timestamps are whole
+		// seconds): a rendezvous at the new size comes after the patch.
+		since = metav1.NewTime(time.Now().Add(-time.Second))
 		if job, err = jobscale.Scale(ctx, client, job, o.Nodes); err != nil {
 			return err
 		}
@@ -139,7 +146,7 @@ func (o *Options) Run(ctx context.Context) error {
 	switch {
 	case err == nil:
 		fmt.Fprintf(o.ErrOut, "job.batch/%s runs %d ranks\n", o.name, o.Nodes)
-		return nil
+		return o.waitTrained(ctx, wctx, client, last, since)
 	case errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil:
 		ready := int32(0)
 		if last.Status.Ready != nil {
@@ -147,6 +154,26 @@ func (o *Options) Run(ctx context.Context) error {
 		}
 		return exitcode.WithCode(exitcode.Timeout, fmt.Errorf("job.batch/%s: %d of %d ranks ready, %d active, after %s; `kubectl tao status %s -n %s` shows why",
 			o.name, ready, o.Nodes, last.Status.Active, o.Timeout, o.name, o.namespace))
+	default:
+		return err
+	}
+}
+
+// waitTrained waits, after the ranks run, until torchrun's agents have started their workers at
+// the new world size: the rendezvous line in rank 0's log.
+func (o *Options) waitTrained(ctx, wctx context.Context, client kubernetes.Interface, job *batchv1.Job, since metav1.Time) error {
+	seen, err := jobscale.WaitTrained(wctx, client, job, o.Nodes, since, pollInterval)
+	switch {
+	case err == nil:
+		fmt.Fprintf(o.ErrOut, "job.batch/%s trains at %d ranks (torchrun's rendezvous in rank 0: group_world_size=%d)\n", o.name, o.Nodes, o.Nodes)
+		return nil
+	case errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil:
+		said := "no rendezvous since the change"
+		if seen >= 0 {
+			said = fmt.Sprintf("the last at group_world_size=%d", seen)
+		}
+		return exitcode.WithCode(exitcode.Timeout, fmt.Errorf("job.batch/%s: %d ranks run, but rank 0's torchrun logged %s within %s (does the command run torchrun? `kubectl tao logs %s -n %s --rank 0`)",
+			o.name, o.Nodes, said, o.Timeout, o.name, o.namespace))
 	default:
 		return err
 	}

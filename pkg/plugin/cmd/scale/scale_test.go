@@ -137,8 +137,15 @@ func TestScaleWait(t *testing.T) {
 		j.Status.Active, j.Status.Ready = n, &n
 		return true, j, nil
 	})
-	r := run(c, "ddp", "--nodes", "3", "--wait", "--timeout", "5s")
-	if r.Code != 0 || !strings.Contains(r.Stderr, "runs 3 ranks") {
+	// Rank 0 runs, but its log (the fake's "fake logs") holds no torchrun rendezvous: the ranks
+	// run, and the wait for the new world size runs out (jobscale tests the rendezvous line).
+	rank0 := fixture.RankPod(elastic(2), 0).Name("ddp-0").Phase(corev1.PodRunning).Obj()
+	if _, err := c.CoreV1().Pods("default").Create(context.Background(), rank0, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	r := run(c, "ddp", "--nodes", "3", "--wait", "--timeout", "3s")
+	if exitcode.Code(r.Code) != exitcode.Timeout || !strings.Contains(r.Stderr, "runs 3 ranks") ||
+		!strings.Contains(r.Stderr, "3 ranks run, but rank 0's torchrun logged no rendezvous since the change within 3s") {
 		t.Fatalf("exit %d: %s", r.Code, r.Stderr)
 	}
 

@@ -1,12 +1,15 @@
 // Package jobscale resizes an elastic job (`kubectl tao scale`): it checks the new size against
 // the job's MIN:MAX and the cluster, sets completions and parallelism together in one patch
-// bound to the Job's UID, and can wait until the job runs at that size. It never prints.
+// bound to the Job's UID, and can wait until the job runs and trains at that size. It never
+// prints.
 package jobscale
 
 import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"regexp"
+	"strconv"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -18,6 +21,7 @@ import (
 
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cluster/gpufit"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/job/jobcreate"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/job/jobpods"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/job/jobspec"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/job/jobstatus"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/util/exitcode"
@@ -92,6 +96,52 @@ func WaitRunning(ctx context.Context, client kubernetes.Interface, job *batchv1.
 			return false, fmt.Errorf("job.batch/%s finished (%s) before it ran at %d ranks", job.Name, st.Status, n)
 		}
 		return int(ptrOr(got.Status.Ready)) == n && int(got.Status.Active) == n, nil
+	})
+	return last, err
+}
+
+// worldSize matches what torchrun's elastic agent logs each time its workers start: the number
+// of agents (ranks' pods) in the world, "group_world_size=3" in its rendezvous result.
+var worldSize = regexp.MustCompile(`\bgroup_world_size=(\d+)`)
+
+// LastWorldSize is the world size of the last rendezvous in log, -1 when it has none.
+func LastWorldSize(log string) int {
+	m := worldSize.FindAllStringSubmatch(log, -1)
+	if len(m) == 0 {
+		return -1
+	}
+	n, err := strconv.Atoi(m[len(m)-1][1])
+	if err != nil {
+		return -1
+	}
+	return n
+}
+
+// WaitTrained waits until torchrun's agent in rank 0's pod, which never leaves, has logged a
+// rendezvous at world size n since since: its workers then train at that size. It reads rank
+// 0's log from since (one list of the job's pods and one log request per poll).
+func WaitTrained(ctx context.Context, client kubernetes.Interface, job *batchv1.Job, n int, since metav1.Time, interval time.Duration) (last int, err error) {
+	last = -1
+	err = wait.PollUntilContextCancel(ctx, interval, true, func(ctx context.Context) (bool, error) {
+		pods, err := client.CoreV1().Pods(job.Namespace).List(ctx, metav1.ListOptions{LabelSelector: jobpods.UIDSelector(job.UID)})
+		if err != nil {
+			return false, nil
+		}
+		for i := range pods.Items {
+			p := &pods.Items[i]
+			if jobpods.Rank(p) != 0 || p.Status.Phase != corev1.PodRunning || p.DeletionTimestamp != nil {
+				continue
+			}
+			raw, err := client.CoreV1().Pods(job.Namespace).GetLogs(p.Name, &corev1.PodLogOptions{Container: jobspec.ContainerName, SinceTime: &since}).DoRaw(ctx)
+			if err != nil {
+				return false, nil
+			}
+			if w := LastWorldSize(string(raw)); w >= 0 {
+				last = w
+			}
+			return last == n, nil
+		}
+		return false, nil
 	})
 	return last, err
 }

@@ -39,6 +39,11 @@ const (
 	// worker failed (a lost peer is one): --retries, and at least defaultMaxRestarts, since
 	// every change of membership that breaks a collective costs one.
 	EnvPETMaxRestarts = "PET_MAX_RESTARTS"
+	// EnvTorchLogLevel is the level of torch.distributed.elastic's loggers (WARNING unless set).
+	// An elastic job sets INFO unless the user sets it: the agents then log each rendezvous and
+	// its world size ("group_world_size=3"), which is news in an elastic job's log and what
+	// `scale --wait` reads.
+	EnvTorchLogLevel = "LOGLEVEL"
 	// ElasticRdzvBackend is the rendezvous backend of elastic jobs (PET_RDZV_BACKEND).
 	ElasticRdzvBackend  = "c10d"
 	controllerUIDLabel  = "batch.kubernetes.io/controller-uid"
@@ -152,7 +157,7 @@ func applyElastic(s Spec, job *batchv1.Job) {
 func elasticEnv(s Spec) []corev1.EnvVar {
 	nnodes := FormatNodesRange(s.NodesMin, s.NodesMax)
 	host := s.Name + "-0." + s.Name
-	return []corev1.EnvVar{
+	env := []corev1.EnvVar{
 		{Name: EnvNumGPUPerNode, Value: strconv.Itoa(s.GPUs)},
 		{Name: EnvNNodes, Value: nnodes},
 		{Name: EnvNProcPerNode, Value: strconv.Itoa(s.GPUs)},
@@ -168,6 +173,14 @@ func elasticEnv(s Spec) []corev1.EnvVar {
 		{Name: EnvPETRdzvID, Value: "$(" + EnvRdzvID + ")"},
 		{Name: EnvPETMaxRestarts, Value: strconv.Itoa(max(s.Retries, defaultMaxRestarts))},
 	}
+	for _, kvs := range [][]KeyValue{s.Env, s.SecretEnv} {
+		for _, kv := range kvs {
+			if kv.Key == EnvTorchLogLevel {
+				return env
+			}
+		}
+	}
+	return append(env, corev1.EnvVar{Name: EnvTorchLogLevel, Value: "INFO"})
 }
 
 // RdzvHostConf is what the supervisor puts in PET_RDZV_CONF for the rank of a pod's completion

@@ -103,3 +103,28 @@ func TestNodesRangeAndScale(t *testing.T) {
 		t.Error("RdzvHostConf")
 	}
 }
+
+func TestElasticLogLevel(t *testing.T) {
+	level := func(s Spec) []string {
+		var out []string
+		for _, e := range Build(s).Job.Spec.Template.Spec.Containers[0].Env {
+			if e.Name == EnvTorchLogLevel {
+				out = append(out, e.Value)
+			}
+		}
+		return out
+	}
+	if got := level(elasticSpec()); len(got) != 1 || got[0] != "INFO" {
+		t.Errorf("elastic job's LOGLEVEL: %v, want INFO once", got)
+	}
+	s := elasticSpec()
+	s.Env = []KeyValue{{Key: EnvTorchLogLevel, Value: "WARNING"}}
+	if got := level(s); len(got) != 1 || got[0] != "WARNING" {
+		t.Errorf("the user's LOGLEVEL: %v, want only theirs", got)
+	}
+	fixed := validSpec()
+	fixed.Nodes = 2
+	if got := level(fixed); len(got) != 0 {
+		t.Errorf("a job of fixed size sets LOGLEVEL: %v", got)
+	}
+}
