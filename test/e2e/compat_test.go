@@ -370,7 +370,13 @@ func compatElastic(c *compat) {
 		if jobs, err := client.BatchV1().Jobs(ns).List(context.Background(), metav1.ListOptions{}); err != nil || len(jobs.Items) != 0 {
 			c.fatalf("a refused elastic submit left %d Jobs (%v)", len(jobs.Items), err)
 		}
-		c.na = "refused, as it must be: " + lastLine(r)
+		said := lastLine(r)
+		for _, l := range strings.Split(r.stderr, "\n") {
+			if strings.Contains(l, "needs Kubernetes 1.31 or newer") {
+				said = strings.TrimPrefix(strings.TrimSpace(l), "error: ")
+			}
+		}
+		c.na = "refused, as it must be: " + said
 		return
 	}
 	c.want("submit --nodes 1:3", r, 0)
