@@ -5,8 +5,9 @@ import (
 	"testing"
 )
 
-// testdata/torchrun-rendezvous.log is what torchrun's agent printed, Debian's torch 1.13 with
-// LOGLEVEL=INFO, in an elastic run of 3 agents (--nnodes 1:3, c10d), up to its first workers.
+// testdata/torchrun-rendezvous.log is rank 0's rendezvous lines in TestRealNodeElastic on the
+// real node (Debian's torch 1.13, torchrun with the job's env and LOGLEVEL=INFO): the start at
+// 3 ranks, then the one after `scale --nodes 2`.
 func TestLastWorldSize(t *testing.T) {
 	raw, err := os.ReadFile("testdata/torchrun-rendezvous.log")
 	if err != nil {
@@ -16,7 +17,7 @@ func TestLastWorldSize(t *testing.T) {
 		log  string
 		want int
 	}{
-		{string(raw), 3},
+		{string(raw), 2},
 		{"", -1},
 		{"step 3 world 2\n", -1},
 		{"  group_world_size=3\n  group_world_size=12\n", 12},
