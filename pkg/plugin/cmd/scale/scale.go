@@ -62,7 +62,7 @@ such job, 7 the cluster can never hold N ranks, 8 --wait ran out of time.`,
 		Example: `  # Grow an elastic job (submitted with --nodes 1:4) to 4 ranks
   kubectl tao scale ddp --nodes 4
 
-  # Shrink it to 2 and wait until 2 ranks run
+  # Shrink it to 2, and wait until torchrun trains at 2 ranks
   kubectl tao scale ddp --nodes 2 --wait`,
 		Args: cmdutil.ExactlyOneJob,
 		RunE: cmdutil.RunE(o),

@@ -44,10 +44,6 @@ const example = `  # One node, 8 GPUs, a bash command string (run as /bin/bash -
     'torchrun --nnodes $NNODES --nproc-per-node $NPROC_PER_NODE --node-rank $NODE_RANK \
        --master-addr $MASTER_ADDR --master-port $MASTER_PORT train.py'
 
-  # An elastic job: 2 to 4 nodes, as many as fit now; torchrun reads the rendezvous from the env
-  kubectl tao submit big --image pytorch/pytorch:latest --gpus 8 --nodes 2:4 --checkpoint-dir /ckpt -- torchrun train.py
-  kubectl tao scale big --nodes 4
-
   # Inputs from S3 before the command, /results to S3 after it (credentials from this shell)
   kubectl tao submit dino --image IMAGE --gpus 8 --input /data=s3://datasets/coco/ --output-path /results -- 'train.sh'
 
