@@ -214,7 +214,7 @@ func Check(f *File, flags *pflag.FlagSet) error {
 			return fmt.Errorf("%s:%d: submit: --%s takes one value, not a list", f.Path, s.Line, s.Flag)
 		}
 		for _, v := range s.Values {
-			if err := checkValue(fl.Value.Type(), v); err != nil {
+			if err := checkValue(fl, v); err != nil {
 				return fmt.Errorf("%s:%d: submit: --%s %q: %w", f.Path, s.Line, s.Flag, v, err)
 			}
 		}
@@ -222,10 +222,13 @@ func Check(f *File, flags *pflag.FlagSet) error {
 	return nil
 }
 
-// checkValue parses v as a flag of pflag type typ would: integers in base 0 (0x10, 0o7, 1_000;
-// a leading 0 is octal, so 08 is refused) and with the type's own size.
-func checkValue(typ, v string) error {
+// checkValue parses v as the flag would: pflag's own types as pflag does (integers in base 0:
+// 0x10, 0o7, 1_000; a leading 0 is octal, so 08 is refused; each type's own size), and a
+// flag of the plugin's own type (--nodes N|MIN:MAX) by setting it, which judges it. fl is of
+// the flag set Check was given, made for the check.
+func checkValue(fl *pflag.Flag, v string) error {
 	var err error
+	typ := fl.Value.Type()
 	switch strings.TrimSuffix(strings.TrimSuffix(typ, "Slice"), "Array") {
 	case "int", "int64":
 		_, err = strconv.ParseInt(v, 0, 64)
@@ -243,6 +246,11 @@ func checkValue(typ, v string) error {
 		_, err = strconv.ParseFloat(v, 32)
 	case "float64":
 		_, err = strconv.ParseFloat(v, 64)
+	case "string", "stringArray", "stringSlice", "":
+	default:
+		if err := fl.Value.Set(v); err != nil {
+			return err
+		}
 	}
 	if err != nil {
 		return fmt.Errorf("not a valid %s", typ)

@@ -75,16 +75,15 @@ func settings(f *File) []Setting {
 // (numbers, booleans, durations, strings), Check accepts a value exactly when setting the flag
 // to it succeeds.
 func FuzzCheckValue(f *testing.F) {
-	for _, s := range []string{"8", "08", "0x10", "1_000", "-1", "+2", "true", "1", "T", "1h", "90m", "1.5s", "5", "", "9223372036854775808", "1e3"} {
+	for _, s := range []string{"8", "08", "0x10", "1_000", "-1", "+2", "true", "1", "T", "1h", "90m", "1.5s", "5", "", "9223372036854775808", "1e3", "1:3", "3:2", "A"} {
 		f.Add(uint8(0), s)
 	}
 	var names []string
 	jobflags.FlagSet().VisitAll(func(fl *pflag.Flag) { names = append(names, fl.Name) })
 	f.Fuzz(func(t *testing.T, which uint8, v string) {
 		name := names[int(which)%len(names)]
-		fl := jobflags.FlagSet().Lookup(name)
-		checked := checkValue(fl.Value.Type(), v)
-		set := fl.Value.Set(v)
+		checked := checkValue(jobflags.FlagSet().Lookup(name), v)
+		set := jobflags.FlagSet().Lookup(name).Value.Set(v)
 		if (checked == nil) != (set == nil) {
 			t.Fatalf("--%s %q: Check says %v, the flag says %v", name, v, checked, set)
 		}
