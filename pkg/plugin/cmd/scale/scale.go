@@ -15,6 +15,7 @@ import (
 	"k8s.io/cli-runtime/pkg/printers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/utils/ptr"
 
 	cmdutil "github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmd/util"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/job/jobdelete"
@@ -108,7 +109,7 @@ func (o *Options) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	size, err := jobscale.Check(job, nil, o.Nodes)
+	size, err := jobscale.Check(job, o.Nodes)
 	if err != nil {
 		return err
 	}
@@ -148,10 +149,7 @@ func (o *Options) Run(ctx context.Context) error {
 		fmt.Fprintf(o.ErrOut, "job.batch/%s runs %d ranks\n", o.name, o.Nodes)
 		return o.waitTrained(ctx, wctx, client, last, since)
 	case errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil:
-		ready := int32(0)
-		if last.Status.Ready != nil {
-			ready = *last.Status.Ready
-		}
+		ready := ptr.Deref(last.Status.Ready, 0)
 		return exitcode.WithCode(exitcode.Timeout, fmt.Errorf("job.batch/%s: %d of %d ranks ready, %d active, after %s; `kubectl tao status %s -n %s` shows why",
 			o.name, ready, o.Nodes, last.Status.Active, o.Timeout, o.name, o.namespace))
 	default:

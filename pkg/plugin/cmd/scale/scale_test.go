@@ -101,6 +101,8 @@ func TestScaleRefusesWithoutChangingAnything(t *testing.T) {
 		{"not elastic", []string{"fixed", "--nodes", "3"}, exitcode.Usage, "is not elastic"},
 		{"above MAX", []string{"ddp", "--nodes", "5"}, exitcode.Usage, "from 1 to 4 ranks"},
 		{"zero", []string{"ddp", "--nodes", "0"}, exitcode.Usage, "must be 1 or more"},
+		{"not a number", []string{"ddp", "--nodes", "two"}, exitcode.Usage, "invalid argument"},
+		{"zero --timeout", []string{"ddp", "--nodes", "3", "--wait", "--timeout", "0s"}, exitcode.Usage, "invalid --timeout 0s"},
 		{"no --nodes", []string{"ddp"}, exitcode.Usage, "nodes"},
 		{"finished", []string{"done", "--nodes", "3"}, exitcode.Usage, "has finished"},
 		{"missing", []string{"nope", "--nodes", "3"}, exitcode.NotFound, "not found"},

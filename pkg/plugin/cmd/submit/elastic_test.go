@@ -38,6 +38,15 @@ func TestSubmitElasticStartsWithWhatFits(t *testing.T) {
 	if !strings.Contains(r.Stderr, "starting with 3 ranks of 1:4: 3 fit in what is free now; `kubectl tao scale ddp --nodes 4` grows it when there is room\n") {
 		t.Errorf("stderr does not say the size and why: %q", r.Stderr)
 	}
+	lists := 0
+	for _, a := range c.Actions() {
+		if a.GetVerb() == "list" && a.GetResource().Resource == "nodes" {
+			lists++
+		}
+	}
+	if lists != 1 {
+		t.Errorf("%d lists of the nodes, want 1: the guard and the free count share it", lists)
+	}
 	job, err := c.BatchV1().Jobs("ml").Get(context.Background(), "ddp", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)

@@ -42,17 +42,14 @@ func CheckElasticServer(ctx context.Context, client kubernetes.Interface) error 
 func ElasticStart(ctx context.Context, client kubernetes.Interface, s jobspec.Spec) (n int, why string, err error) {
 	atMin := s
 	atMin.Nodes = s.NodesMin
-	warning, err := CheckCapacity(ctx, client, atMin)
+	// One list of the nodes serves the guard and the count of what is free.
+	nodes, warning, err := checkNodes(ctx, client, gpufit.RequestFor(&atMin))
 	if err != nil {
 		return 0, "", err
 	}
 	rng := jobspec.FormatNodesRange(s.NodesMin, s.NodesMax)
 	if warning != "" {
 		return s.NodesMax, fmt.Sprintf("starting with %d ranks, the most of %s: %s", s.NodesMax, rng, warning), nil
-	}
-	nodes, err := nodeusage.ListNodes(ctx, client, "")
-	if err != nil {
-		return 0, "", err
 	}
 	usage, err := nodeusage.Usages(ctx, client)
 	if apierrors.IsForbidden(err) {

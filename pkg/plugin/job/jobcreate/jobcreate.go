@@ -42,17 +42,24 @@ func CheckCapacity(ctx context.Context, client kubernetes.Interface, s jobspec.S
 
 // CheckRequest is CheckCapacity of a request: a spec's, or a Job's at a new size (scale).
 func CheckRequest(ctx context.Context, client kubernetes.Interface, req gpufit.Request) (warning string, err error) {
+	_, warning, err = checkNodes(ctx, client, req)
+	return warning, err
+}
+
+// checkNodes is CheckRequest, returning the nodes it listed (nil when it may not list them) for
+// a caller that reads them again (ElasticStart).
+func checkNodes(ctx context.Context, client kubernetes.Interface, req gpufit.Request) ([]corev1.Node, string, error) {
 	nodes, err := nodeusage.ListNodes(ctx, client, "")
 	if apierrors.IsForbidden(err) {
-		return fmt.Sprintf("capacity check skipped: you may not list nodes (%v)", apierrors.ReasonForError(err)), nil
+		return nil, fmt.Sprintf("capacity check skipped: you may not list nodes (%v)", apierrors.ReasonForError(err)), nil
 	}
 	if err != nil {
-		return "", fmt.Errorf("listing nodes for the capacity check (skip it with --no-capacity-check): %w", err)
+		return nil, "", fmt.Errorf("listing nodes for the capacity check (skip it with --no-capacity-check): %w", err)
 	}
 	if err := gpufit.Check(gpufit.Summarize(nodes, req), req); err != nil {
-		return "", exitcode.WithCode(exitcode.NoCapacity, err)
+		return nil, "", exitcode.WithCode(exitcode.NoCapacity, err)
 	}
-	return "", nil
+	return nodes, "", nil
 }
 
 // Create makes the objects atomically: the Job suspended (so no pod starts before its

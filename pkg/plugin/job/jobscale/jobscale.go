@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
 
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cluster/gpufit"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/job/jobcreate"
@@ -34,13 +35,13 @@ type Size struct {
 
 // Check refuses a size n the job cannot take: a job of fixed size, a finished one, or n outside
 // its MIN:MAX. All are usage errors: nothing was changed.
-func Check(job *batchv1.Job, pods []corev1.Pod, n int) (Size, error) {
+func Check(job *batchv1.Job, n int) (Size, error) {
 	minN, maxN, ok := jobspec.NodesRange(job)
 	if !ok {
 		return Size{}, exitcode.Usagef("job.batch/%s is not elastic: it was submitted with --nodes N, and only a job submitted with --nodes MIN:MAX can be scaled", job.Name)
 	}
-	size := Size{Ranks: int(ptrOr(job.Spec.Completions)), Min: minN, Max: maxN}
-	if st := jobstatus.Of(job, pods); st.Status == jobstatus.Complete || st.Status == jobstatus.Error {
+	size := Size{Ranks: int(ptr.Deref(job.Spec.Completions, 0)), Min: minN, Max: maxN}
+	if st := jobstatus.Of(job, nil); st.Status == jobstatus.Complete || st.Status == jobstatus.Error {
 		return size, exitcode.Usagef("job.batch/%s has finished (%s): there is nothing to scale", job.Name, st.Status)
 	}
 	if err := jobspec.ValidateScale(n, minN, maxN); err != nil {
@@ -95,7 +96,7 @@ func WaitRunning(ctx context.Context, client kubernetes.Interface, job *batchv1.
 		if st := jobstatus.Of(got, nil); st.Status == jobstatus.Complete || st.Status == jobstatus.Error {
 			return false, fmt.Errorf("job.batch/%s finished (%s) before it ran at %d ranks", job.Name, st.Status, n)
 		}
-		return int(ptrOr(got.Status.Ready)) == n && int(got.Status.Active) == n, nil
+		return int(ptr.Deref(got.Status.Ready, 0)) == n && int(got.Status.Active) == n, nil
 	})
 	return last, err
 }
@@ -144,11 +145,4 @@ func WaitTrained(ctx context.Context, client kubernetes.Interface, job *batchv1.
 		return false, nil
 	})
 	return last, err
-}
-
-func ptrOr(p *int32) int32 {
-	if p == nil {
-		return 0
-	}
-	return *p
 }
