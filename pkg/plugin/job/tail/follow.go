@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -265,27 +266,41 @@ func (f *follower) jobState() (jobstatus.Result, bool, error) {
 
 // sayLost says, once per pod, that a rank of a running elastic job lost its pod: the others go
 // on at a smaller world size meanwhile, which is news in a log that otherwise only goes quiet.
-// Ranks a shrink removed (index past the size) are not lost.
 func (f *follower) sayLost() {
 	if f.size == 0 || f.e.ErrOut == nil {
 		return
 	}
-	for _, p := range f.st.Pods {
-		if !jobpods.Owned(p, f.uid) || f.lost[p.UID] {
-			continue
-		}
-		rank := jobpods.Rank(p)
-		why := lostReason(p)
-		if rank < 0 || int32(rank) >= f.size || why == "" {
-			continue
-		}
+	for _, p := range lostPods(f.st.Pods, f.uid, f.size, f.lost) {
 		if f.lost == nil {
 			f.lost = map[types.UID]bool{}
 		}
 		f.lost[p.UID] = true
 		fmt.Fprintf(f.e.ErrOut, "job.batch/%s: rank %d lost its pod %s (%s): the other ranks go on without it until it is placed again\n",
-			f.cfg.Job, rank, p.Name, why)
+			f.cfg.Job, jobpods.Rank(p), p.Name, lostReason(p))
 	}
+}
+
+// lostPods are the pods of job uid's ranks, below size and not in said, that stopped running
+// before they succeeded. Ranks a shrink removed (index past the size) are not lost, nor are
+// any once rank 0 succeeded: an elastic job completes with rank 0, and the Job controller then
+// deletes the other ranks' pods, possibly before its status says the job is complete.
+func lostPods(pods map[types.UID]*corev1.Pod, uid types.UID, size int32, said map[types.UID]bool) []*corev1.Pod {
+	var lost []*corev1.Pod
+	for _, p := range pods {
+		if !jobpods.Owned(p, uid) {
+			continue
+		}
+		rank := jobpods.Rank(p)
+		if rank == 0 && p.Status.Phase == corev1.PodSucceeded {
+			return nil
+		}
+		if said[p.UID] || rank < 0 || int32(rank) >= size || lostReason(p) == "" {
+			continue
+		}
+		lost = append(lost, p)
+	}
+	sort.Slice(lost, func(i, j int) bool { return jobpods.Rank(lost[i]) < jobpods.Rank(lost[j]) })
+	return lost
 }
 
 // lostReason is why a rank's pod stopped running: its disruption (eviction, preemption, node

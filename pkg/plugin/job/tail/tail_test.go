@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -16,6 +17,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
@@ -729,5 +731,48 @@ func TestLostReason(t *testing.T) {
 		if got := lostReason(&tc.pod); got != tc.want {
 			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
 		}
+	}
+}
+
+func TestLostPods(t *testing.T) {
+	at := time.Unix(1700000000, 0)
+	job := fixture.Job("train").Namespace("ns").UID("job-uid").Completions(3).Container(corev1.Container{Name: "main"}).Obj()
+	other := fixture.Job("other").Namespace("ns").UID("other-uid").Completions(3).Container(corev1.Container{Name: "main"}).Obj()
+	pod := func(rank int) *fixture.PodWrapper { return fixture.RankPod(job, rank).Running(at) }
+	pods := func(ps ...*fixture.PodWrapper) map[types.UID]*corev1.Pod {
+		m := map[types.UID]*corev1.Pod{}
+		for _, p := range ps {
+			m[p.Obj().UID] = p.Obj()
+		}
+		return m
+	}
+	names := func(ps []*corev1.Pod) []string {
+		var out []string
+		for _, p := range ps {
+			out = append(out, p.Name)
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name string
+		pods map[types.UID]*corev1.Pod
+		size int32
+		said map[types.UID]bool
+		want []string
+	}{
+		{"all running", pods(pod(0), pod(1), pod(2)), 3, nil, nil},
+		{"two deleted, in rank order", pods(pod(0), pod(2).Deleting(at), pod(1).Phase(corev1.PodFailed)), 3, nil,
+			[]string{"train-1-abcde", "train-2-abcde"}},
+		{"already said", pods(pod(0), pod(1).Deleting(at)), 3, map[types.UID]bool{"uid-train-1-abcde": true}, nil},
+		{"removed by a shrink", pods(pod(0), pod(1), pod(2).Deleting(at)), 2, nil, nil},
+		{"another job's pod", pods(pod(0), pod(1).Deleting(at), fixture.RankPod(other, 2).Deleting(at)), 3, nil, []string{"train-1-abcde"}},
+		// The Job controller deletes the other ranks once rank 0 succeeded: the job completes.
+		{"rank 0 succeeded", pods(fixture.RankPod(job, 0).Succeeded(at), pod(1).Deleting(at), pod(2).Deleting(at)), 3, nil, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := names(lostPods(tc.pods, job.UID, tc.size, tc.said)); !slices.Equal(got, tc.want) {
+				t.Errorf("lostPods = %v, want %v", got, tc.want)
+			}
+		})
 	}
 }
