@@ -219,7 +219,7 @@ func containerEnv(s Spec) []corev1.EnvVar {
 			corev1.EnvVar{Name: EnvNumGPUPerNode, Value: strconv.Itoa(s.GPUs)},
 			corev1.EnvVar{Name: EnvNNodes, Value: strconv.Itoa(s.Nodes)},
 			corev1.EnvVar{Name: EnvNProcPerNode, Value: strconv.Itoa(s.GPUs)},
-			corev1.EnvVar{Name: EnvMasterAddr, Value: s.Name + "-0." + s.Name},
+			corev1.EnvVar{Name: EnvMasterAddr, Value: PodHost(s.Name, 0)},
 			corev1.EnvVar{Name: EnvMasterPort, Value: strconv.Itoa(s.MasterPort)},
 		)
 	}

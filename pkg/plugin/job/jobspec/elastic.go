@@ -156,7 +156,7 @@ func applyElastic(s Spec, job *batchv1.Job) {
 // WORLD_SIZE (torchrun sets it for its workers at each size) and NNODES as MIN:MAX.
 func elasticEnv(s Spec) []corev1.EnvVar {
 	nnodes := FormatNodesRange(s.NodesMin, s.NodesMax)
-	host := s.Name + "-0." + s.Name
+	host := PodHost(s.Name, 0)
 	env := []corev1.EnvVar{
 		{Name: EnvNumGPUPerNode, Value: strconv.Itoa(s.GPUs)},
 		{Name: EnvNNodes, Value: nnodes},

@@ -40,7 +40,7 @@ func hangEnv(s Spec) []corev1.EnvVar {
 		{Name: EnvNodeName, ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "spec.nodeName"}}},
 	}
 	if s.MultiNode() {
-		env = append(env, corev1.EnvVar{Name: EnvSupervisorAddr, Value: s.Name + "-0." + s.Name + ":" + strconv.Itoa(s.SupervisorPort())})
+		env = append(env, corev1.EnvVar{Name: EnvSupervisorAddr, Value: PodHost(s.Name, 0) + ":" + strconv.Itoa(s.SupervisorPort())})
 	}
 	return env
 }
