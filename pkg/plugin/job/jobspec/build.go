@@ -122,6 +122,7 @@ func Build(s Spec) Objects {
 		// Before the other children: the Secret is what the pod needs first.
 		addStaging(s, &objs)
 	}
+	applyMPI(s, &objs)
 	if len(s.SecretEnv) > 0 {
 		objs.Children = append(objs.Children, envSecret(s))
 	}
@@ -152,7 +153,7 @@ func Build(s Spec) Objects {
 }
 
 func rendezvousService(s Spec) *corev1.Service {
-	return &corev1.Service{
+	svc := &corev1.Service{
 		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
 		ObjectMeta: metav1.ObjectMeta{
 			Name:      s.Name,
@@ -172,6 +173,13 @@ func rendezvousService(s Spec) *corev1.Service {
 			}},
 		},
 	}
+	if s.MPI() {
+		port := int32(s.MPIAgentPort())
+		svc.Spec.Ports = append(svc.Spec.Ports, corev1.ServicePort{
+			Name: "mpi-agent", Protocol: corev1.ProtocolTCP, Port: port, TargetPort: intstr.FromInt32(port),
+		})
+	}
+	return svc
 }
 
 // Queued reports the LocalQueue a built Job is submitted to, "" when none.
@@ -226,6 +234,7 @@ func containerEnv(s Spec) []corev1.EnvVar {
 	if s.Staging != nil {
 		env = append(env, stagingEnvVars(s)...)
 	}
+	env = append(env, mpiEnvVars(s)...)
 	env = append(env, hangEnv(s)...)
 	for _, kv := range s.Env {
 		env = append(env, corev1.EnvVar{Name: kv.Key, Value: EscapeKubelet(kv.Value)})

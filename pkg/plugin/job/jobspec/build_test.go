@@ -143,6 +143,7 @@ func TestBuildGolden(t *testing.T) {
 		}(),
 		"no-gpu-toleration": func() Spec { s := validSpec(); s.NoGPUToleration = true; s.ShmSize = "1Gi"; return s }(),
 		"workdir-configmap": workdirSpec(),
+		"mpi":               mpiSpec(),
 		"workdir-s3": func() Spec {
 			s := stagedSpec()
 			s.Staging.Inputs = nil

@@ -106,6 +106,10 @@ var stagingEnv = []string{
 	s3layout.EnvAccessKey, s3layout.EnvSecretKey, s3layout.EnvBucket, s3layout.EnvEndpoint,
 }
 
+// supervisorOnly reports whether the job needs the supervisor for something other than S3: the
+// hang watchdog, an elastic job's rendezvous host, an MPI job's agent.
+func (s *Spec) supervisorOnly() bool { return s.HangTimeout > 0 || s.Elastic() || s.MPI() }
+
 // under reports whether p is dir or inside it.
 func under(p, dir string) bool {
 	return p == dir || strings.HasPrefix(p, strings.TrimSuffix(dir, "/")+"/")
@@ -144,7 +148,7 @@ func (s *Spec) validateStaging() []error {
 			add("invalid --env %q: --checkpoint-dir sets it", kv.Key)
 		}
 	}
-	if len(st.Inputs) == 0 && len(st.Outputs) == 0 && st.Checkpoints == nil && (s.Workdir == nil || !s.Workdir.InS3()) && s.HangTimeout == 0 && !s.Elastic() {
+	if len(st.Inputs) == 0 && len(st.Outputs) == 0 && st.Checkpoints == nil && (s.Workdir == nil || !s.Workdir.InS3()) && !s.supervisorOnly() {
 		add("S3 staging needs at least one --input, --output-path or --checkpoint-dir")
 	}
 	if st.Checkpoints != nil {
@@ -210,7 +214,7 @@ func (s *Spec) validateStaging() []error {
 	}
 
 	switch {
-	case st.NoS3 && (len(st.Inputs) > 0 || len(st.Outputs) > 0 || (st.Checkpoints == nil && s.HangTimeout == 0 && !s.Elastic()) ||
+	case st.NoS3 && (len(st.Inputs) > 0 || len(st.Outputs) > 0 || (st.Checkpoints == nil && !s.supervisorOnly()) ||
 		(st.Checkpoints != nil && !OnVolume(st.Checkpoints.Dir, s.Volumes))):
 		add("internal error: staging without S3 has something to move through S3")
 	case st.NoS3 && (st.ExistingSecret != "" || st.Credentials != nil):

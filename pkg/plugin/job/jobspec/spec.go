@@ -160,6 +160,13 @@ type Spec struct {
 	SecretEnv []KeyValue
 	// EnvAllow are --env names that only look like credentials (see credentials.LooksSecret).
 	EnvAllow []string
+	// Launcher is --launcher; "" is LauncherTorchrun.
+	Launcher Launcher
+	// SlotsPerNode is --slots-per-node of an MPI job; 0 is one per GPU (see Slots).
+	SlotsPerNode int
+	// MPIKey is an MPI job's agent key, made by submit: it goes into the Secret
+	// MPISecretName(job), and the pods read it by secretKeyRef.
+	MPIKey []byte
 }
 
 // Volume is one --volume CLAIM:MOUNT_PATH[:ro].
@@ -178,8 +185,9 @@ type File struct {
 }
 
 // MultiNode reports whether the spec needs an Indexed Job and a rendezvous Service.
-// An elastic job is one even at one rank: it may grow.
-func (s *Spec) MultiNode() bool { return s.Nodes > 1 || s.Elastic() }
+// An elastic job is one even at one rank: it may grow; so is an MPI job, whose hostfile names
+// its pods by the Service.
+func (s *Spec) MultiNode() bool { return s.Nodes > 1 || s.Elastic() || s.MPI() }
 
 // GPUName is the GPU resource the job's GPUs count: --gpu-resource, else whole GPUs.
 func (s *Spec) GPUName() corev1.ResourceName { return GPUResourceOr(s.GPUResourceName) }

@@ -73,6 +73,7 @@ func (s *Spec) Validate() error {
 	}
 	errs = append(errs, s.validateCounts()...)
 	errs = append(errs, s.validateElastic()...)
+	errs = append(errs, s.validateMPI()...)
 	if s.Retries < 0 || s.Retries > MaxRetries {
 		add("invalid --retries %d: must be between 0 and %d (evictions and preemptions do not count against it)", s.Retries, MaxRetries)
 	}
@@ -164,6 +165,9 @@ func (s *Spec) validateEnvName(flag, key string) []error {
 	}
 	if s.MultiNode() && slices.Contains(reservedEnv, key) {
 		errs = append(errs, fmt.Errorf("invalid --%s %q: multi-node jobs set it themselves (use --nodes, --gpus or --master-port)", flag, key))
+	}
+	if s.MPI() && slices.Contains(mpiEnv, key) {
+		errs = append(errs, fmt.Errorf("invalid --%s %q: --launcher mpi sets it (use --slots-per-node or --master-port)", flag, key))
 	}
 	return errs
 }
