@@ -4,6 +4,8 @@ package submit
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -184,6 +186,8 @@ func (o *Options) complete(cmd *cobra.Command, args []string) error {
 		ServiceAccount: o.ServiceAccount,
 		OneRankPerNode: o.OneRankPerNode,
 		Retries:        o.Retries,
+		Launcher:       o.Launcher,
+		SlotsPerNode:   o.SlotsPerNode,
 	}
 	if err := o.Shape.Complete(&o.spec); err != nil {
 		return exitcode.WithCode(exitcode.Usage, err)
@@ -197,6 +201,12 @@ func (o *Options) complete(cmd *cobra.Command, args []string) error {
 	if cmd.Flags().Changed("termination-grace-period") {
 		o.spec.TerminationGracePeriod = &o.TerminationGracePeriod
 	}
+	if o.spec.MPI() {
+		if o.spec.MPIKey, err = newMPIKey(); err != nil {
+			return err
+		}
+	}
+	o.warn(jobspec.SlotsWarning(o.spec))
 	if o.spec.Elastic() && !cmd.Flags().Changed("retries") {
 		// A lost rank's pod is started again instead of failing the job: what elastic is for.
 		o.spec.Retries = jobspec.DefaultElasticRetries
@@ -288,15 +298,15 @@ func (o *Options) completeStaging(cmd *cobra.Command) (*jobspec.Staging, error) 
 			switch {
 			case flag == "s3-secret" && cmd.Flags().Changed(flag):
 				return nil, fmt.Errorf("--s3-secret only applies with --input, --output-path, --checkpoint-dir or --workdir")
-			case cmd.Flags().Changed(flag) && o.Workdir == "" && o.HangTimeout == 0 && o.NodesMax == 0:
-				return nil, fmt.Errorf("--%s only applies with --input, --output-path, --checkpoint-dir, --hang-timeout, --nodes MIN:MAX or --workdir", flag)
+			case cmd.Flags().Changed(flag) && o.Workdir == "" && o.HangTimeout == 0 && o.NodesMax == 0 && o.Launcher != jobspec.LauncherMPI:
+				return nil, fmt.Errorf("--%s only applies with --input, --output-path, --checkpoint-dir, --hang-timeout, --nodes MIN:MAX, --launcher mpi or --workdir", flag)
 			}
 		}
-		if o.HangTimeout == 0 && o.NodesMax == 0 {
+		if o.HangTimeout == 0 && o.NodesMax == 0 && o.Launcher != jobspec.LauncherMPI {
 			return nil, nil
 		}
-		// The watchdog and an elastic job's rendezvous host are the supervisor's: it runs the
-		// command, with nothing to move through S3.
+		// The watchdog, an elastic job's rendezvous host and an MPI job's agent are the
+		// supervisor's: it runs the command, with nothing to move through S3.
 		image, err := o.stagerImage(cmd)
 		if err != nil {
 			return nil, err
@@ -522,6 +532,9 @@ func (o *Options) workloadReader(client kubernetes.Interface) jobwait.WorkloadRe
 // secretValues are the credentials submit holds, to be scrubbed from any error.
 func (o *Options) secretValues() []string {
 	var out []string
+	if len(o.spec.MPIKey) > 0 {
+		out = append(out, string(o.spec.MPIKey))
+	}
 	for _, kv := range o.spec.SecretEnv {
 		out = append(out, kv.Value)
 	}
@@ -557,6 +570,16 @@ func (o *Options) print(objs jobspec.Objects) error {
 		}
 	}
 	return nil
+}
+
+// newMPIKey makes an MPI job's agent key: random, so that only the job's own pods hold it, and
+// in hex, as the pods read it into an environment variable, which cannot hold every byte.
+func newMPIKey() ([]byte, error) {
+	raw := make([]byte, jobspec.MinMPIKeyBytes)
+	if _, err := rand.Read(raw); err != nil {
+		return nil, fmt.Errorf("making the MPI job's agent key: %w", err)
+	}
+	return []byte(hex.EncodeToString(raw)), nil
 }
 
 // readFiles reads every --file. Directories, unreadable files and anything over the ConfigMap

@@ -78,6 +78,22 @@ func (v *nodesValue) String() string {
 
 func (v *nodesValue) Type() string { return "N|MIN:MAX" }
 
+// launcherValue is --launcher: an unknown launcher is refused as the flag is read.
+type launcherValue jobspec.Launcher
+
+func (v *launcherValue) Set(raw string) error {
+	l, err := jobspec.ParseLauncher(raw)
+	if err != nil {
+		return err
+	}
+	*v = launcherValue(l)
+	return nil
+}
+
+func (v *launcherValue) String() string { return string(*v) }
+
+func (v *launcherValue) Type() string { return "torchrun|mpi" }
+
 // Complete sets the shape's fields of spec, parsing the repeatable flags. Its errors name the
 // flag; callers report them as usage errors.
 func (s *Shape) Complete(spec *jobspec.Spec) error {
@@ -141,11 +157,14 @@ type Job struct {
 	TerminationGracePeriod time.Duration
 	HangTimeout            time.Duration
 	StatusFile             string
+	// Launcher is --launcher; SlotsPerNode --slots-per-node (0: one per GPU).
+	Launcher     jobspec.Launcher
+	SlotsPerNode int
 }
 
 // NewJob returns the job flags' defaults.
 func NewJob() Job {
-	return Job{Shape: NewShape(), MasterPort: jobspec.DefaultMasterPort, WorkdirMount: jobspec.DefaultWorkdirMount, WorkdirMaxSize: DefaultWorkdirMaxSize,
+	return Job{Shape: NewShape(), Launcher: jobspec.LauncherTorchrun, MasterPort: jobspec.DefaultMasterPort, WorkdirMount: jobspec.DefaultWorkdirMount, WorkdirMaxSize: DefaultWorkdirMaxSize,
 		CheckpointKeep: s3layout.DefaultCheckpointKeep, CheckpointPatterns: slices.Clone(s3layout.DefaultCheckpointPatterns), TerminationGracePeriod: jobspec.DefaultTerminationGracePeriod}
 }
 
@@ -185,6 +204,8 @@ func (j *Job) AddFlags(fl *pflag.FlagSet) {
 	fl.DurationVar(&j.TerminationGracePeriod, "termination-grace-period", j.TerminationGracePeriod, "Time between SIGTERM and SIGKILL when a pod is stopped (cancel, eviction, preemption), for the command's last checkpoint and its upload, then the log archive and outputs.")
 	fl.DurationVar(&j.HangTimeout, "hang-timeout", j.HangTimeout, "End and retry (with --retries) an attempt in which no rank has printed a line, written a checkpoint file or kept a GPU busy for this long, at least "+jobspec.MinHangTimeout.String()+", after dumping every rank's Python stacks into its log; off when unset. Use it with --checkpoint-dir, so that the new attempt resumes.")
 	fl.StringVar(&j.StatusFile, "status-file", j.StatusFile, "The progress file the training writes (TAO's status.json: epoch, ETA, KPIs), read by top in rank 0 (default: the newest status.json in the first --output-path or one level below it, else under /results; \"\" turns it off).")
+	fl.Var((*launcherValue)(&j.Launcher), "launcher", "How the processes start: torchrun (every pod runs the command, its ranks meet at a rendezvous) or mpi (rank 0's pod runs the command, mpirun or deepspeed over $TAO_HOSTFILE, which starts the processes on every pod; see docs/training.md).")
+	fl.IntVar(&j.SlotsPerNode, "slots-per-node", j.SlotsPerNode, "With --launcher mpi, how many processes the hostfile lets mpirun start on each pod (default: --gpus, at least 1).")
 	fl.BoolVar(&j.NoCapacityCheck, "no-capacity-check", j.NoCapacityCheck, "Skip the check that the cluster's allocatable GPUs can hold the job.")
 }
 

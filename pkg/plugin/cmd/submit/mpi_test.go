@@ -1,0 +1,97 @@
+package submit_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/job/jobspec"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/util/exitcode"
+	"github.com/kubectl-tao/kubectl-tao/test/testutil/cmdtest"
+	"github.com/kubectl-tao/kubectl-tao/test/testutil/fixture"
+)
+
+func mpiArgs(nodes string, extra ...string) []string {
+	return append(append([]string{"allreduce", "--image", "img", "--gpus", "4", "--nodes", nodes, "--launcher", "mpi", "--stager-image", "stager:1"}, extra...),
+		"--", "mpirun python3 allreduce.py")
+}
+
+func TestSubmitMPI(t *testing.T) {
+	c := newClient(fixture.GPUNode("a", 8).Obj())
+	r := run(t, cmdtest.Cmd{NS: "ml", Client: c}, mpiArgs("2")...)
+	want := "job.batch/allreduce created\nconfigmap/allreduce-mpi created\nsecret/allreduce-mpi created\nservice/allreduce created\n"
+	if r.Code != 0 || r.Stdout != want || r.Stderr != "" {
+		t.Fatalf("got %+v, want stdout %q", r, want)
+	}
+	secret, err := c.CoreV1().Secrets("ml").Get(context.Background(), "allreduce-mpi", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := secret.Data[jobspec.MPIKeyKey]
+	if len(key) < jobspec.MinMPIKeyBytes {
+		t.Fatalf("agent key of %d bytes, want at least %d", len(key), jobspec.MinMPIKeyBytes)
+	}
+	requestsHoldNone(t, c, string(key))
+	// Each job has a key of its own.
+	r = run(t, cmdtest.Cmd{NS: "ml", Client: c}, append([]string{"other"}, mpiArgs("2")[1:]...)...)
+	if r.Code != 0 {
+		t.Fatalf("second job: %+v", r)
+	}
+	other, err := c.CoreV1().Secrets("ml").Get(context.Background(), "other-mpi", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(other.Data[jobspec.MPIKeyKey]) == string(key) {
+		t.Error("two MPI jobs share one agent key")
+	}
+}
+
+func TestSubmitMPIDryRunShowsNoKey(t *testing.T) {
+	for _, format := range []string{"yaml", "json"} {
+		r := run(t, cmdtest.Cmd{ClientErr: errors.New("no cluster for a client dry run")}, mpiArgs("1", "--dry-run=client", "-o", format)...)
+		if r.Code != 0 || !strings.Contains(r.Stdout, "REDACTED") || !strings.Contains(r.Stdout, "allreduce-0.allreduce slots=4") {
+			t.Fatalf("-o %s: got %+v, want the redacted key and the hostfile", format, r)
+		}
+		// The key is hex: no run of 64 hex digits may appear anywhere.
+		for _, word := range strings.FieldsFunc(r.Stdout, func(c rune) bool { return !strings.ContainsRune("0123456789abcdef", c) }) {
+			if len(word) >= 2*jobspec.MinMPIKeyBytes {
+				t.Errorf("-o %s prints %q, which looks like the agent key", format, word)
+			}
+		}
+	}
+}
+
+func TestSubmitMPIBadInput(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"unknown launcher", []string{"j", "--image", "img", "--launcher", "slurm", "--", "true"},
+			`invalid argument "slurm" for "--launcher" flag: "slurm" is not a launcher: torchrun`},
+		{"elastic", mpiArgs("1:3"), "--launcher mpi cannot go with --nodes MIN:MAX"},
+		{"slots without mpi", []string{"j", "--image", "img", "--slots-per-node", "2", "--", "true"},
+			"--slots-per-node only applies with --launcher mpi"},
+		{"retries", mpiArgs("2", "--retries", "1"), "--launcher mpi cannot go with --retries yet"},
+	} {
+		c := newClient(fixture.GPUNode("a", 8).Obj())
+		r := run(t, cmdtest.Cmd{NS: "ml", Client: c}, tc.args...)
+		if r.Code != int(exitcode.Usage) || !strings.Contains(r.Stderr, tc.want) {
+			t.Errorf("%s: got %+v, want exit 2 and %q", tc.name, r, tc.want)
+		}
+		if m := mutations(c); len(m) > 0 {
+			t.Errorf("%s: sent %v", tc.name, m)
+		}
+	}
+}
+
+func TestSubmitMPISlotsAboveGPUsWarns(t *testing.T) {
+	r := run(t, cmdtest.Cmd{ClientErr: errors.New("no cluster for a client dry run")}, mpiArgs("1", "--slots-per-node", "6", "--dry-run=client", "-o", "yaml")...)
+	if r.Code != 0 || !strings.Contains(r.Stdout, "allreduce-0.allreduce slots=6") ||
+		!strings.Contains(r.Stderr, "Warning: --slots-per-node 6 is more than the 4 GPUs per node") {
+		t.Fatalf("got %+v", r)
+	}
+}
