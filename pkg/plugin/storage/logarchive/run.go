@@ -11,6 +11,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/util/procgroup"
 )
 
 // Defaults of a Runner.
@@ -128,7 +130,7 @@ func (r *Runner) Run(ctx context.Context) (int, error) {
 	cmd.Stdout = tee{out: r.Stdout, archive: archiveStream(arch), output: r.Output}
 	cmd.Stderr = tee{out: r.Stderr, archive: archiveStream(arch), output: r.Output}
 	cmd.WaitDelay = drainDelay
-	ownGroup(cmd)
+	procgroup.Own(cmd)
 	if len(env) > 0 {
 		cmd.Env = append(os.Environ(), env...)
 	}
@@ -154,9 +156,9 @@ func (r *Runner) Run(ctx context.Context) (int, error) {
 			select {
 			case sig := <-r.Signals:
 				r.Signalled = sig
-				_ = signalGroup(cmd.Process, sig)
+				_ = procgroup.Signal(cmd.Process, sig)
 			case <-r.Kill:
-				_ = signalGroup(cmd.Process, os.Kill)
+				_ = procgroup.Signal(cmd.Process, os.Kill)
 				r.Kill = nil
 			case <-exited:
 				return
