@@ -4,18 +4,23 @@ import (
 	"context"
 	"errors"
 	"io"
+	"os"
 	"os/exec"
 	"slices"
 	"syscall"
 	"time"
+
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/util/procgroup"
 )
 
-// killGrace is how long a command whose client went away has between SIGKILL of its shell and
-// the end of the wait for its output.
+// killGrace is how long the output of a command whose client went away is still read after its
+// process group was killed.
 const killGrace = 5 * time.Second
 
 // ShellExec runs each request as sshd would (ShellArgv), with env as its environment and the
-// request's variables over it. A command killed by a signal exits 128+signal, as a shell says.
+// request's variables over it, in a process group of its own: a client that goes away kills
+// the shell and the daemon it started alike. A command killed by a signal exits 128+signal, as
+// a shell says.
 func ShellExec(env []string) Exec {
 	return func(ctx context.Context, req Request, stdout, stderr io.Writer) (int, error) {
 		argv := ShellArgv(req.Argv)
@@ -23,6 +28,8 @@ func ShellExec(env []string) Exec {
 		cmd.Dir = req.Dir
 		cmd.Env = append(slices.Clone(env), req.Env...)
 		cmd.Stdout, cmd.Stderr = stdout, stderr
+		procgroup.Own(cmd)
+		cmd.Cancel = func() error { return procgroup.Signal(cmd.Process, os.Kill) }
 		cmd.WaitDelay = killGrace
 		if err := cmd.Start(); err != nil {
 			return 0, err

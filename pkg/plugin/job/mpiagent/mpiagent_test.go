@@ -322,3 +322,54 @@ func TestLoopbackShell(t *testing.T) {
 		t.Errorf("Serve = %v after ctx ended, want nil", err)
 	}
 }
+
+// A client that goes away kills what its command started too, not only the shell.
+func TestLoopbackClientGoneKillsTheGroup(t *testing.T) {
+	if _, err := os.Stat("/bin/sh"); err != nil {
+		t.Skip("no /bin/sh")
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &Server{Key: jobKey, Exec: ShellExec([]string{"PATH=" + os.Getenv("PATH")})}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { _ = s.Serve(ctx, ln) }()
+	conn, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	pidFile := t.TempDir() + "/pid"
+	var stdout testbuf.Buffer
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		// A daemon in the background and the shell waiting for it, as a launch line may leave.
+		_, _ = Run(runCtx, conn, jobKey, Request{Argv: []string{"sleep", "300", "&", "echo", "$!", ">", pidFile, ";", "echo", "up;", "wait"}}, &stdout, io.Discard)
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for stdout.String() != "up\n" {
+		if time.Now().After(deadline) {
+			t.Fatalf("the command never started: %q", stdout.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	b, err := os.ReadFile(pidFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop()
+	<-done
+	proc := "/proc/" + strings.TrimSpace(string(b))
+	for time.Now().Before(deadline) {
+		st, err := os.ReadFile(proc + "/stat")
+		// Gone, or a zombie waiting for its reaper.
+		if err != nil || strings.Contains(string(st), ") Z ") {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Errorf("the background sleep %s still runs after its client went away", proc)
+}
