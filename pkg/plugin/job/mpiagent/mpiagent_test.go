@@ -263,8 +263,10 @@ func TestFrameBound(t *testing.T) {
 	}
 }
 
-// Real processes over loopback: the server runs the words as a remote shell would.
-func TestLoopbackShell(t *testing.T) {
+// loopback serves s on a loopback port, with real processes, until stop or the test's end;
+// dial connects to it.
+func loopback(t *testing.T, s *Server) (dial func() net.Conn, stop func() error) {
+	t.Helper()
 	if _, err := os.Stat("/bin/sh"); err != nil {
 		t.Skip("no /bin/sh")
 	}
@@ -272,18 +274,31 @@ func TestLoopbackShell(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var log logs
-	s := &Server{Key: jobKey, Exec: ShellExec([]string{"POD_VAR=from-pod", "PATH=" + os.Getenv("PATH")}), Logf: log.logf}
 	ctx, cancel := context.WithCancel(context.Background())
 	served := make(chan error, 1)
 	go func() { served <- s.Serve(ctx, ln) }()
+	stop = sync.OnceValue(func() error {
+		cancel()
+		return <-served
+	})
+	t.Cleanup(func() { _ = stop() })
+	return func() net.Conn {
+		conn, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return conn
+	}, stop
+}
 
+// Real processes over loopback: the server runs the words as a remote shell would.
+func TestLoopbackShell(t *testing.T) {
+	var log logs
+	dial, stop := loopback(t, &Server{Key: jobKey, Exec: ShellExec([]string{"POD_VAR=from-pod", "PATH=" + os.Getenv("PATH")}), Logf: log.logf})
+	ctx := context.Background()
 	dir := t.TempDir()
 	var stdout, stderr testbuf.Buffer
-	conn, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
+	conn := dial()
 	// The words as mpirun hands them to a remote shell.
 	words := []string{"echo", "$POD_VAR", "$SENT", "in", "$(pwd);", "echo", "oops", ">&2;", "exit", "7"}
 	code, err := Run(ctx, conn, jobKey, Request{Argv: words, Dir: dir, Env: []string{"SENT=sent"}}, &stdout, &stderr)
@@ -295,20 +310,12 @@ func TestLoopbackShell(t *testing.T) {
 	}
 
 	// A signal ends the command as a shell says it: 128+signal.
-	conn, err = net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if code, err := Run(ctx, conn, jobKey, Request{Argv: []string{"kill", "-TERM", "$$"}}, io.Discard, io.Discard); err != nil || code != 128+15 {
+	if code, err := Run(ctx, dial(), jobKey, Request{Argv: []string{"kill", "-TERM", "$$"}}, io.Discard, io.Discard); err != nil || code != 128+15 {
 		t.Errorf("killed by SIGTERM: %d, %v; want 143", code, err)
 	}
 
 	// A wrong key, over TCP.
-	conn, err = net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := Run(ctx, conn, otherKey, Request{Argv: []string{"touch", dir + "/pwned"}}, io.Discard, io.Discard); !errors.Is(err, ErrRefused) {
+	if _, err := Run(ctx, dial(), otherKey, Request{Argv: []string{"touch", dir + "/pwned"}}, io.Discard, io.Discard); !errors.Is(err, ErrRefused) {
 		t.Errorf("wrong key over TCP: %v, want ErrRefused", err)
 	}
 	if _, err := os.Stat(dir + "/pwned"); err == nil {
@@ -317,32 +324,18 @@ func TestLoopbackShell(t *testing.T) {
 	if !strings.Contains(log.String(), "refused a connection from 127.0.0.1:") {
 		t.Errorf("log %q, want the refusal with the peer's address", log.String())
 	}
-	cancel()
-	if err := <-served; err != nil {
+	if err := stop(); err != nil {
 		t.Errorf("Serve = %v after ctx ended, want nil", err)
 	}
 }
 
 // A client that goes away kills what its command started too, not only the shell.
 func TestLoopbackClientGoneKillsTheGroup(t *testing.T) {
-	if _, err := os.Stat("/bin/sh"); err != nil {
-		t.Skip("no /bin/sh")
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := &Server{Key: jobKey, Exec: ShellExec([]string{"PATH=" + os.Getenv("PATH")})}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() { _ = s.Serve(ctx, ln) }()
-	conn, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
+	dial, _ := loopback(t, &Server{Key: jobKey, Exec: ShellExec([]string{"PATH=" + os.Getenv("PATH")})})
+	conn := dial()
 	pidFile := t.TempDir() + "/pid"
 	var stdout testbuf.Buffer
-	runCtx, stop := context.WithCancel(ctx)
+	runCtx, stop := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
 		defer close(done)

@@ -1,0 +1,104 @@
+package mpiagent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Dialer opens a connection to the agent of a host of the hostfile.
+type Dialer func(ctx context.Context, host string) (net.Conn, error)
+
+// UnreachableError names the hosts whose agents never answered, in the hostfile's order, each
+// with its last error.
+type UnreachableError struct {
+	Hosts []string
+	Last  map[string]error
+}
+
+func (e *UnreachableError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "the MPI agent of %d of the job's pods never answered: ", len(e.Hosts))
+	for i, h := range e.Hosts {
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		fmt.Fprintf(&b, "%s (%v)", h, e.Last[h])
+	}
+	return b.String()
+}
+
+// WaitReachable pings the agent of every host, again every interval, until each has answered
+// with the job's key, and returns nil then. It gives up when ctx ends (the caller bounds the
+// wait), with an *UnreachableError naming every host that never answered; an agent that
+// refuses the key ends the wait at once, as waiting cannot mend it.
+func WaitReachable(ctx context.Context, dial Dialer, key []byte, hosts []string, interval time.Duration) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var (
+		mu      sync.Mutex
+		last    = map[string]error{}
+		refused error
+		wg      sync.WaitGroup
+	)
+	for _, h := range hosts {
+		last[h] = errors.New("not tried yet")
+	}
+	for _, h := range hosts {
+		wg.Go(func() {
+			for {
+				err := ping(ctx, dial, key, h)
+				mu.Lock()
+				switch {
+				case err == nil:
+					delete(last, h)
+				case errors.Is(err, ErrRefused):
+					refused = fmt.Errorf("%s: %w", h, err)
+					cancel()
+				case ctx.Err() == nil:
+					last[h] = err
+				}
+				mu.Unlock()
+				if err == nil || errors.Is(err, ErrRefused) {
+					return
+				}
+				select {
+				case <-ctx.Done():
+					return
+				case <-time.After(interval):
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if refused != nil {
+		return refused
+	}
+	if len(last) == 0 {
+		return nil
+	}
+	e := &UnreachableError{Last: last}
+	for _, h := range hosts {
+		if _, ok := last[h]; ok {
+			e.Hosts = append(e.Hosts, h)
+		}
+	}
+	return e
+}
+
+func ping(ctx context.Context, dial Dialer, key []byte, host string) error {
+	conn, err := dial(ctx, host)
+	if err != nil {
+		return err
+	}
+	code, err := Run(ctx, conn, key, Request{Ping: true}, io.Discard, io.Discard)
+	if err == nil && code != 0 {
+		err = fmt.Errorf("the ping exited %d", code)
+	}
+	return err
+}

@@ -1,0 +1,83 @@
+package mpiagent
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// fakePods are the agents of a job's pods: each host answers once it is up (after its number
+// of failed dials), with its key.
+type fakePods struct {
+	mu       sync.Mutex
+	failures map[string]int
+	keys     map[string][]byte
+}
+
+func (p *fakePods) dial(_ context.Context, host string) (net.Conn, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if n, ok := p.failures[host]; !ok || n > 0 {
+		if ok {
+			p.failures[host] = n - 1
+		}
+		return nil, errors.New("dial tcp " + host + ":29502: connect: connection refused")
+	}
+	client, server := net.Pipe()
+	s := &Server{Key: p.keys[host], Exec: func(context.Context, Request, io.Writer, io.Writer) (int, error) { return 0, nil }}
+	go s.ServeConn(context.Background(), server)
+	return client, nil
+}
+
+func TestWaitReachable(t *testing.T) {
+	hosts := []string{"j-0.j", "j-1.j", "j-2.j", "j-10.j"}
+	keys := map[string][]byte{}
+	for _, h := range hosts {
+		keys[h] = jobKey
+	}
+	for _, tc := range []struct {
+		name     string
+		failures map[string]int
+		keys     map[string][]byte
+		want     string
+		// refusedKey: the wait must end at once.
+		refusedKey bool
+	}{
+		{name: "every agent up", failures: map[string]int{"j-0.j": 0, "j-1.j": 0, "j-2.j": 0, "j-10.j": 0}},
+		{name: "agents that come up late", failures: map[string]int{"j-0.j": 0, "j-1.j": 3, "j-2.j": 1, "j-10.j": 5}},
+		{name: "agents that never come up", failures: map[string]int{"j-0.j": 0, "j-2.j": 1},
+			want: "the MPI agent of 2 of the job's pods never answered: j-1.j (dial tcp j-1.j:29502: connect: connection refused); j-10.j (dial tcp j-10.j:29502: connect: connection refused)"},
+		{name: "an agent of another key", failures: map[string]int{"j-0.j": 0, "j-1.j": 0, "j-2.j": 0, "j-10.j": 0},
+			keys: map[string][]byte{"j-0.j": jobKey, "j-1.j": jobKey, "j-2.j": otherKey, "j-10.j": jobKey},
+			want: "j-2.j: the MPI agent refused the connection: wrong key", refusedKey: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pods := &fakePods{failures: tc.failures, keys: keys}
+			if tc.keys != nil {
+				pods.keys = tc.keys
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer cancel()
+			start := time.Now()
+			err := WaitReachable(ctx, pods.dial, jobKey, hosts, time.Millisecond)
+			switch {
+			case tc.want == "" && err != nil:
+				t.Fatalf("WaitReachable = %v, want nil", err)
+			case tc.want != "" && (err == nil || err.Error() != tc.want):
+				t.Fatalf("WaitReachable = %v,\nwant %s", err, tc.want)
+			}
+			var unreachable *UnreachableError
+			if errors.As(err, &unreachable) != strings.Contains(tc.want, "never answered") {
+				t.Errorf("error %T: want an *UnreachableError exactly when agents never answered", err)
+			}
+			if tc.refusedKey && time.Since(start) > time.Second {
+				t.Errorf("a refused key took %s: want the wait ended at once", time.Since(start))
+			}
+		})
+	}
+}
