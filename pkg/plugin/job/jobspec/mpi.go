@@ -87,6 +87,12 @@ const (
 	EnvPRTEHostfile = "PRTE_MCA_prte_default_hostfile"
 	// EnvHydraHostfile is MPICH hydra's default hostfile, in its own HOST:K form.
 	EnvHydraHostfile = "HYDRA_HOST_FILE"
+	// EnvOMPIKeepFQDN and EnvPRTEKeepFQDN keep the hostfile's names whole in OpenMPI 4 and 5
+	// (orte_keep_fqdn_hostnames, prte_keep_fqdn_hostnames; both strip the domain by default):
+	// NAME-1 alone resolves nowhere, NAME-1.NAME does. MPI Operator v2 sets the first for the
+	// same reason.
+	EnvOMPIKeepFQDN = "OMPI_MCA_orte_keep_fqdn_hostnames"
+	EnvPRTEKeepFQDN = "PRTE_MCA_prte_keep_fqdn_hostnames"
 )
 
 // How mpirun starts its daemon on another pod: it runs a remote-shell program as `AGENT HOST
@@ -140,7 +146,7 @@ const (
 // mpiEnv are the variables kubectl-tao sets in an MPI job; --env and --secret-env may not set
 // them.
 var mpiEnv = []string{
-	EnvHostfile, EnvOMPIHostfile, EnvPRTEHostfile, EnvHydraHostfile, EnvLauncher, EnvMPISlots,
+	EnvHostfile, EnvOMPIHostfile, EnvPRTEHostfile, EnvHydraHostfile, EnvOMPIKeepFQDN, EnvPRTEKeepFQDN, EnvLauncher, EnvMPISlots,
 	EnvMPIAgentPort, EnvMPIKey, EnvOMPIRshAgent, EnvPRTERshAgent, EnvPRTESshAgent, EnvHydraLauncher,
 	EnvHydraLauncherExec,
 }
@@ -258,6 +264,8 @@ func mpiEnvVars(s Spec) []corev1.EnvVar {
 		{Name: EnvOMPIHostfile, Value: hostfile},
 		{Name: EnvPRTEHostfile, Value: hostfile},
 		{Name: EnvHydraHostfile, Value: path.Join(MPIDir, HydraHostfileKey)},
+		{Name: EnvOMPIKeepFQDN, Value: "true"},
+		{Name: EnvPRTEKeepFQDN, Value: "true"},
 		{Name: EnvMPISlots, Value: strconv.Itoa(s.Slots())},
 		{Name: EnvMPIAgentPort, Value: strconv.Itoa(s.MPIAgentPort())},
 		{Name: EnvOMPIRshAgent, Value: MPIAgent},
