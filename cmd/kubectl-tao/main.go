@@ -19,7 +19,7 @@ func main() {
 		Streams:    genericiooptions.IOStreams{In: os.Stdin, Out: os.Stdout, ErrOut: os.Stderr},
 		Getenv:     os.Getenv,
 		RandomName: func() string { return rand.String(5) },
-	}, os.Args[1:])
+	}, plugin.Args(os.Args))
 	stop()
 	os.Exit(code)
 }

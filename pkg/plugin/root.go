@@ -5,6 +5,7 @@ import (
 	"context"
 	goflag "flag"
 	"fmt"
+	"path/filepath"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -45,6 +46,7 @@ import (
 	cmdutil "github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmd/util"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmd/version"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmd/wait"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/job/jobspec"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/util/exitcode"
 )
 
@@ -149,6 +151,19 @@ func usageArgs(cmd *cobra.Command) {
 	for _, c := range cmd.Commands() {
 		usageArgs(c)
 	}
+}
+
+// Args is the command line the process runs for its argv: mpirun calls the binary through the
+// MPI agent's link (jobspec.MPIAgent) with a remote shell's arguments, which are then those of
+// `stage mpi-agent`; otherwise it is argv without the program's name.
+func Args(argv []string) []string {
+	if len(argv) == 0 {
+		return nil
+	}
+	if filepath.Base(argv[0]) == filepath.Base(jobspec.MPIAgent) {
+		return append([]string{"stage", "mpi-agent"}, argv[1:]...)
+	}
+	return argv[1:]
 }
 
 // Execute runs the command line args and returns the process exit code. Errors are printed the

@@ -67,3 +67,22 @@ func TestWrongArgumentCountIsAUsageErrorEverywhere(t *testing.T) {
 		}
 	}
 }
+
+func TestArgs(t *testing.T) {
+	for _, tc := range []struct{ argv, want []string }{
+		{[]string{"kubectl-tao", "submit", "x"}, []string{"submit", "x"}},
+		{[]string{"/tao-stager/kubectl-tao", "stage", "run", "--", "true"}, []string{"stage", "run", "--", "true"}},
+		// mpirun's remote shell: its arguments are never the plugin's flags.
+		{[]string{"/tao-stager/tao-mpi-agent", "-x", "job-1.job", "orted", "--help"}, []string{"stage", "mpi-agent", "-x", "job-1.job", "orted", "--help"}},
+		{nil, nil},
+	} {
+		if got := Args(tc.argv); strings.Join(got, " ") != strings.Join(tc.want, " ") || len(got) != len(tc.want) {
+			t.Errorf("Args(%q) = %q, want %q", tc.argv, got, tc.want)
+		}
+	}
+	// Through the whole tree: the agent's own usage error, not the plugin's help.
+	code, _, errOut := execute(Args([]string{"tao-mpi-agent", "--help"})...)
+	if code != 255 || !strings.Contains(errOut, "tao-mpi-agent: want `[OPTIONS] HOST COMMAND...`: no host") {
+		t.Errorf("tao-mpi-agent --help: exit %d, stderr %q", code, errOut)
+	}
+}

@@ -19,6 +19,7 @@ import (
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 
 	cmdutil "github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmd/util"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/job/jobspec"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/storage/s3"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/storage/s3layout"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/storage/workdir"
@@ -43,6 +44,7 @@ func NewCmd(streams genericiooptions.IOStreams, getenv func(string) string) *cob
 		newWorkdirCmd(streams, getenv),
 		newRunCmd(streams, getenv),
 		newStacksCmd(streams),
+		newMPIAgentCmd(streams, getenv),
 	)
 	return cmd
 }
@@ -193,7 +195,25 @@ func newInstallCmd(streams genericiooptions.IOStreams, executable func() (string
 	}
 }
 
-// Install copies the file self into dir as kubectl-tao (mode 0755), atomically.
+// linkMPIAgent makes dir's tao-mpi-agent a link to the binary, which runs `stage mpi-agent`
+// when called by that name (plugin.Args): hydra takes its remote shell as one path, with no
+// arguments. Made under a temporary name and renamed, as the binary is.
+func linkMPIAgent(dir string) error {
+	name := filepath.Base(jobspec.MPIAgent)
+	tmp := filepath.Join(dir, "."+name+".tmp")
+	_ = os.Remove(tmp)
+	if err := os.Symlink(filepath.Base(s3layout.StagerBinary), tmp); err != nil {
+		return fmt.Errorf("linking %s: %w", name, err)
+	}
+	if err := os.Rename(tmp, filepath.Join(dir, name)); err != nil {
+		_ = os.Remove(tmp)
+		return fmt.Errorf("linking %s: %w", name, err)
+	}
+	return nil
+}
+
+// Install copies the file self into dir as kubectl-tao (mode 0755), atomically, and links the
+// MPI agent's name to it.
 func Install(self, dir string) (string, error) {
 	dest := filepath.Join(dir, filepath.Base(s3layout.StagerBinary))
 	src, err := os.Open(self)
@@ -228,6 +248,9 @@ func Install(self, dir string) (string, error) {
 	}
 	if err := os.Rename(tmp.Name(), dest); err != nil {
 		return "", fmt.Errorf("installing %s: %w", dest, err)
+	}
+	if err := linkMPIAgent(dir); err != nil {
+		return "", err
 	}
 	done = true
 	return dest, nil

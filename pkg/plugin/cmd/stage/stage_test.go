@@ -64,8 +64,19 @@ func TestInstallIsAtomicAndExecutable(t *testing.T) {
 		t.Errorf("content %q", b)
 	}
 	entries, _ := os.ReadDir(dir)
-	if len(entries) != 1 {
-		t.Errorf("left %d entries; want only kubectl-tao", len(entries))
+	if len(entries) != 2 {
+		t.Errorf("left %d entries; want only kubectl-tao and tao-mpi-agent", len(entries))
+	}
+	// The MPI agent's name is the binary, by a link relative to the directory.
+	if target, err := os.Readlink(filepath.Join(dir, "tao-mpi-agent")); err != nil || target != "kubectl-tao" {
+		t.Errorf("tao-mpi-agent links to %q, %v; want kubectl-tao", target, err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "tao-mpi-agent")); string(b) != "#!/bin/sh\necho staged\n" {
+		t.Errorf("tao-mpi-agent reads %q, want the binary", b)
+	}
+	// Installed again, as a restarted init container does.
+	if _, err := Install(src, dir); err != nil {
+		t.Errorf("installing again: %v", err)
 	}
 	if _, err := Install(src, filepath.Join(dir, "missing")); err == nil {
 		t.Error("installing into a missing directory succeeded")
