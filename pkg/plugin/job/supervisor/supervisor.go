@@ -5,7 +5,11 @@
 // an attempt goes:
 //
 //  1. stage in: every input is downloaded. A stop during it ends the attempt 128+signal and
-//     the command never runs; a failure ends it s3layout.ExitStageIn.
+//     the command never runs; a failure ends it s3layout.ExitStageIn. Then, in an MPI job
+//     (submit --launcher mpi), every pod serves the MPI agent; a pod other than rank 0's runs
+//     nothing of its own and waits to be stopped, and rank 0 goes on to run the command
+//     (mpirun) once every other pod's agent answers (s3layout.ExitStageRun, naming them, when
+//     they do not within MPIReach).
 //  2. the command runs under the logarchive runner: its output passes through as it comes and
 //     is kept in the rank's log archive; with --checkpoint-dir the checkpoints of every rank are
 //     restored first (s3layout.ExitStageIn when they cannot be), kept while it runs and
@@ -34,6 +38,7 @@ import (
 	"time"
 
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/job/jobspec"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/job/mpiagent"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/storage/checkpoint"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/storage/logarchive"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/storage/s3"
@@ -62,8 +67,13 @@ type Supervisor struct {
 	// TerminationLog is where a hang's summary is left for diagnose (the kubelet's
 	// terminationMessagePath); "" leaves none.
 	TerminationLog string
+	// MPIReach bounds rank 0's wait for the other pods' MPI agents; 0 is DefaultMPIReach.
+	MPIReach time.Duration
+	// DialAgent connects to a host's MPI agent; nil is TCP to the job's agent port.
+	DialAgent mpiagent.Dialer
 
-	stop stops
+	stop  stops
+	sayMu sync.Mutex
 	// hang is set when the watchdog ended the command.
 	hang *Hang
 }
@@ -78,6 +88,7 @@ type plan struct {
 	budget      Phases
 	s3          s3.Config
 	watchdog    *hangConfig
+	mpi         *mpiPlan
 }
 
 // Run runs the attempt and returns the container's exit code.
@@ -100,6 +111,35 @@ func (s *Supervisor) Run(ctx context.Context) int {
 		if err != nil {
 			s.sayf("stage in failed: %v: the command was not run", err)
 			return s3layout.ExitStageIn
+		}
+	}
+
+	// 1b. an MPI job: every pod serves the agent, once its inputs are in place; the other pods
+	// run nothing of their own until stopped (the Job ends them when rank 0 succeeds), and
+	// rank 0 starts the command (mpirun) only once every other pod's agent answers.
+	if p.mpi != nil {
+		stopAgent, err := s.serveAgent(ctx, p.mpi)
+		if err != nil {
+			s.sayf("%v", err)
+			return s3layout.ExitStageRun
+		}
+		defer stopAgent()
+		if p.rank != 0 {
+			s.sayf("rank %d serves the MPI agent for rank 0's launcher until the job ends", p.rank)
+			select {
+			case <-s.stop.stopped:
+				return 128 + int(s.stop.signal())
+			case <-ctx.Done():
+				return s3layout.ExitStageRun
+			}
+		}
+		if err := s.waitWorkers(ctx, p.mpi); err != nil {
+			if sig := s.stop.signal(); sig != 0 {
+				s.sayf("signalled while waiting for the other pods' MPI agents: the command was not run")
+				return 128 + int(sig)
+			}
+			s.sayf("%v: the command was not run", err)
+			return s3layout.ExitStageRun
 		}
 	}
 
@@ -176,6 +216,9 @@ func (s *Supervisor) plan() (*plan, error) {
 	if p.watchdog, err = hangFromEnv(s.Getenv, rank); err != nil {
 		return nil, exitcode.WithCode(s3layout.ExitStageRun, err)
 	}
+	if p.mpi, err = mpiFromEnv(s.Getenv, rank); err != nil {
+		return nil, exitcode.WithCode(s3layout.ExitStageRun, err)
+	}
 	grace, err := gracePeriod(s.Getenv)
 	if err != nil {
 		return nil, exitcode.WithCode(s3layout.ExitStageRun, err)
@@ -226,8 +269,15 @@ func (s *Supervisor) stageIn(ctx context.Context, p *plan) error {
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithCancel(ctx)
+	ctx, cancel := s.untilStopped(ctx)
 	defer cancel()
+	st := &s3.Stager{Client: client, Log: s.Stderr}
+	return st.Download(ctx, p.inputs)
+}
+
+// untilStopped is ctx, ended also by the pod's first stop.
+func (s *Supervisor) untilStopped(ctx context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(ctx)
 	go func() {
 		select {
 		case <-s.stop.stopped:
@@ -235,8 +285,7 @@ func (s *Supervisor) stageIn(ctx context.Context, p *plan) error {
 		case <-ctx.Done():
 		}
 	}()
-	st := &s3.Stager{Client: client, Log: s.Stderr}
-	return st.Download(ctx, p.inputs)
+	return ctx, cancel
 }
 
 // stageOut uploads every output below the run's results prefix. A stop during it lets it go on
@@ -430,6 +479,9 @@ func (s *Supervisor) stopped(sig syscall.Signal, code int, prepareErr, finished 
 }
 
 func (s *Supervisor) sayf(format string, args ...any) {
+	// The watchdog and the MPI agent say things from goroutines of their own.
+	s.sayMu.Lock()
+	defer s.sayMu.Unlock()
 	fmt.Fprintf(s.Stderr, "kubectl-tao: "+format+"\n", args...)
 }
 

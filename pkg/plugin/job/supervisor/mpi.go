@@ -1,0 +1,103 @@
+package supervisor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/job/jobspec"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/job/mpiagent"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/storage/s3layout"
+)
+
+// DefaultMPIReach bounds rank 0's wait for every other pod's MPI agent before the command
+// (mpirun) starts: the pods of one Job start together, unless one waits for a node or an image.
+const DefaultMPIReach = 10 * time.Minute
+
+// mpiReachInterval is how often rank 0 asks again an agent that did not answer.
+const mpiReachInterval = time.Second
+
+// mpiPlan is an MPI job's part of a pod's attempt (submit --launcher mpi): every pod serves
+// the agent, and rank 0 runs the command once every other pod's agent answers.
+type mpiPlan struct {
+	key  []byte
+	port string
+	// workers are the other pods' hosts, on rank 0.
+	workers []string
+}
+
+// mpiFromEnv reads an MPI job's settings; nil for any other job.
+func mpiFromEnv(getenv func(string) string, rank int) (*mpiPlan, error) {
+	if getenv(jobspec.EnvLauncher) != string(jobspec.LauncherMPI) {
+		return nil, nil
+	}
+	p := &mpiPlan{key: []byte(getenv(jobspec.EnvMPIKey)), port: getenv(jobspec.EnvMPIAgentPort)}
+	if len(p.key) == 0 || p.port == "" {
+		return nil, fmt.Errorf("an MPI job's pod without $%s or $%s", jobspec.EnvMPIKey, jobspec.EnvMPIAgentPort)
+	}
+	if rank != 0 {
+		return p, nil
+	}
+	job := getenv(s3layout.EnvJobID)
+	nodes, err := strconv.Atoi(getenv(jobspec.EnvNNodes))
+	if err != nil || nodes < 1 || job == "" {
+		return nil, fmt.Errorf("an MPI job's pod without the job's name ($%s) and size ($%s)", s3layout.EnvJobID, jobspec.EnvNNodes)
+	}
+	for i := 1; i < nodes; i++ {
+		p.workers = append(p.workers, jobspec.PodHost(job, i))
+	}
+	return p, nil
+}
+
+// serveAgent serves the MPI agent on the job's agent port until the returned stop: commands run
+// in the pod's own environment, and a connection with another key is refused and said in the
+// pod's log.
+func (s *Supervisor) serveAgent(ctx context.Context, m *mpiPlan) (stop func(), err error) {
+	ln, err := net.Listen("tcp", ":"+m.port)
+	if err != nil {
+		return nil, fmt.Errorf("serving the MPI agent: %w", err)
+	}
+	srv := &mpiagent.Server{Key: m.key, Exec: mpiagent.ShellExec(os.Environ()), Logf: s.sayf}
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := srv.Serve(ctx, ln); err != nil {
+			s.sayf("the MPI agent stopped serving: %v", err)
+		}
+	}()
+	return func() { cancel(); <-done }, nil
+}
+
+// waitWorkers waits, bounded, until every other pod's agent answers with the job's key; a
+// stop ends the wait.
+func (s *Supervisor) waitWorkers(ctx context.Context, m *mpiPlan) error {
+	if len(m.workers) == 0 {
+		return nil
+	}
+	bound := s.MPIReach
+	if bound == 0 {
+		bound = DefaultMPIReach
+	}
+	ctx, cancel := context.WithTimeout(ctx, bound)
+	defer cancel()
+	ctx, stop := s.untilStopped(ctx)
+	defer stop()
+	dial := s.DialAgent
+	if dial == nil {
+		d := net.Dialer{Timeout: mpiReachInterval * 5}
+		dial = func(ctx context.Context, host string) (net.Conn, error) {
+			return d.DialContext(ctx, "tcp", net.JoinHostPort(host, m.port))
+		}
+	}
+	err := mpiagent.WaitReachable(ctx, dial, m.key, m.workers, mpiReachInterval)
+	var unreachable *mpiagent.UnreachableError
+	if errors.As(err, &unreachable) && s.stop.signal() == 0 {
+		return fmt.Errorf("waited %s for every pod's MPI agent: %w", bound, err)
+	}
+	return err
+}

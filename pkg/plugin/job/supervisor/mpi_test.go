@@ -1,0 +1,165 @@
+package supervisor
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/job/jobspec"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/job/mpiagent"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/storage/s3layout"
+)
+
+const mpiKey = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+
+func TestMPIFromEnv(t *testing.T) {
+	mpi := map[string]string{jobspec.EnvLauncher: "mpi", jobspec.EnvMPIKey: mpiKey, jobspec.EnvMPIAgentPort: "29502",
+		s3layout.EnvJobID: "j", jobspec.EnvNNodes: "3"}
+	without := func(k string) map[string]string {
+		m := map[string]string{}
+		for key, v := range mpi {
+			if key != k {
+				m[key] = v
+			}
+		}
+		return m
+	}
+	for _, tc := range []struct {
+		name    string
+		env     map[string]string
+		rank    int
+		want    *mpiPlan
+		wantErr string
+	}{
+		{name: "a torchrun job", env: map[string]string{jobspec.EnvNNodes: "3"}},
+		{name: "rank 0", env: mpi, want: &mpiPlan{key: []byte(mpiKey), port: "29502", workers: []string{"j-1.j", "j-2.j"}}},
+		{name: "another rank", env: mpi, rank: 2, want: &mpiPlan{key: []byte(mpiKey), port: "29502"}},
+		{name: "one pod", env: func() map[string]string { m := without(jobspec.EnvNNodes); m[jobspec.EnvNNodes] = "1"; return m }(),
+			want: &mpiPlan{key: []byte(mpiKey), port: "29502"}},
+		{name: "no key", env: without(jobspec.EnvMPIKey), wantErr: "without $TAO_MPI_KEY or $TAO_MPI_AGENT_PORT"},
+		{name: "no size on rank 0", env: without(jobspec.EnvNNodes), wantErr: "without the job's name ($TAO_JOB_ID) and size ($NNODES)"},
+	} {
+		got, err := mpiFromEnv(func(k string) string { return tc.env[k] }, tc.rank)
+		switch {
+		case tc.wantErr != "":
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Errorf("%s: %v, want %q", tc.name, err, tc.wantErr)
+			}
+		case err != nil:
+			t.Errorf("%s: %v", tc.name, err)
+		case !cmp.Equal(got, tc.want, cmp.AllowUnexported(mpiPlan{})):
+			t.Errorf("%s: %+v, want %+v", tc.name, got, tc.want)
+		}
+	}
+}
+
+// freePort is a loopback port nothing listens on now.
+func freePort(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, port, _ := net.SplitHostPort(ln.Addr().String())
+	_ = ln.Close()
+	return port
+}
+
+func mpiEnv(rank int, port string) map[string]string {
+	return map[string]string{jobspec.EnvLauncher: "mpi", jobspec.EnvMPIKey: mpiKey, jobspec.EnvMPIAgentPort: port,
+		s3layout.EnvJobID: "j", jobspec.EnvNNodes: "2", jobspec.EnvNodeRank: strconv.Itoa(rank)}
+}
+
+// dialAgent connects to the agent on port, trying until it is up.
+func dialAgent(t *testing.T, port string) net.Conn {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		conn, err := net.Dial("tcp", "127.0.0.1:"+port)
+		if err == nil {
+			return conn
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the MPI agent never listened: %v", err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// A pod other than rank 0's runs nothing of its own: it serves the agent until it is stopped.
+func TestMPIWorkerServesTheAgent(t *testing.T) {
+	port, dir := freePort(t), t.TempDir()
+	ran := filepath.Join(dir, "ran")
+	a := supervise(t, mpiEnv(1, port), "touch "+ran, func(sigs chan<- os.Signal) {
+		var out bytes.Buffer
+		code, err := mpiagent.Run(context.Background(), dialAgent(t, port), []byte(mpiKey),
+			mpiagent.Request{Argv: []string{"echo", "started", "by", "rank", "0"}}, &out, io.Discard)
+		if err != nil || code != 0 || out.String() != "started by rank 0\n" {
+			t.Errorf("through the agent: %d, %v, %q", code, err, out.String())
+		}
+		if _, err := mpiagent.Run(context.Background(), dialAgent(t, port), []byte(strings.Repeat("f", 64)),
+			mpiagent.Request{Argv: []string{"touch", ran}}, io.Discard, io.Discard); !errors.Is(err, mpiagent.ErrRefused) {
+			t.Errorf("another key: %v, want refused", err)
+		}
+		sigs <- syscall.SIGTERM
+	})
+	if a.code != 128+int(syscall.SIGTERM) {
+		t.Errorf("exit %d, want 143; stderr:\n%s", a.code, a.stderr)
+	}
+	if _, err := os.Stat(ran); err == nil {
+		t.Error("a pod other than rank 0's ran the command, or a wrong key ran one")
+	}
+	if !strings.Contains(a.stderr, "rank 1 serves the MPI agent") || !strings.Contains(a.stderr, "MPI agent: refused a connection from 127.0.0.1:") {
+		t.Errorf("stderr does not say the agent and the refusal:\n%s", a.stderr)
+	}
+}
+
+// Rank 0 runs the command once every other pod's agent answers.
+func TestMPIRank0WaitsForTheWorkers(t *testing.T) {
+	dir := t.TempDir()
+	var dials atomic.Int32
+	a := superviseWith(t, mpiEnv(0, freePort(t)), "touch "+filepath.Join(dir, "ran"), nil, func(s *Supervisor) {
+		s.DialAgent = func(_ context.Context, host string) (net.Conn, error) {
+			// The worker's agent is up at the third try.
+			if host != "j-1.j" || dials.Add(1) < 3 {
+				return nil, errors.New("connection refused")
+			}
+			client, server := net.Pipe()
+			go (&mpiagent.Server{Key: []byte(mpiKey)}).ServeConn(context.Background(), server)
+			return client, nil
+		}
+	})
+	if a.code != 0 || dials.Load() != 3 {
+		t.Errorf("exit %d after %d dials, want 0 after 3; stderr:\n%s", a.code, dials.Load(), a.stderr)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "ran")); err != nil {
+		t.Error("rank 0 did not run the command")
+	}
+}
+
+// A worker that never answers is named, and the command never runs.
+func TestMPIRank0GivesUpNamingTheWorker(t *testing.T) {
+	dir := t.TempDir()
+	a := superviseWith(t, mpiEnv(0, freePort(t)), "touch "+filepath.Join(dir, "ran"), nil, func(s *Supervisor) {
+		s.MPIReach = 300 * time.Millisecond
+		s.DialAgent = func(context.Context, string) (net.Conn, error) { return nil, errors.New("no such host") }
+	})
+	if a.code != s3layout.ExitStageRun || !strings.Contains(a.stderr, "waited 300ms for every pod's MPI agent: the MPI agent of 1 of the job's pods never answered: j-1.j (no such host): the command was not run") {
+		t.Errorf("exit %d, stderr:\n%s", a.code, a.stderr)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "ran")); err == nil {
+		t.Error("rank 0 ran the command without its workers")
+	}
+}
