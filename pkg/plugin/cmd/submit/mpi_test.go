@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/version"
+	fakediscovery "k8s.io/client-go/discovery/fake"
 
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/job/jobspec"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/util/exitcode"
@@ -85,6 +87,20 @@ func TestSubmitMPIBadInput(t *testing.T) {
 		if m := mutations(c); len(m) > 0 {
 			t.Errorf("%s: sent %v", tc.name, m)
 		}
+	}
+}
+
+// Without Job success policies, rank 0's success would never end the pods that wait to be
+// stopped.
+func TestSubmitMPIRefusesAnOldServer(t *testing.T) {
+	c := newClient(fixture.GPUNode("a", 8).Obj())
+	c.Discovery().(*fakediscovery.FakeDiscovery).FakedServerVersion = &version.Info{GitVersion: "v1.30.4"}
+	r := run(t, cmdtest.Cmd{NS: "ml", Client: c}, mpiArgs("2")...)
+	if r.Code != int(exitcode.Usage) || !strings.Contains(r.Stderr, "--launcher mpi needs Kubernetes 1.31 or newer (Job success policies); this cluster runs v1.30.4") {
+		t.Errorf("got %+v", r)
+	}
+	if m := mutations(c); len(m) > 0 {
+		t.Errorf("sent %v", m)
 	}
 }
 

@@ -420,6 +420,11 @@ func (o *Options) Run(ctx context.Context) error {
 	if err := o.sizeElastic(ctx, client); err != nil {
 		return err
 	}
+	if o.spec.MPI() {
+		if err := jobcreate.CheckMPIServer(ctx, client); err != nil {
+			return err
+		}
+	}
 	objs := jobspec.Build(o.spec)
 	o.reportWorkdir(o.ErrOut)
 	if st := o.spec.Staging; st != nil && st.ExistingSecret != "" {

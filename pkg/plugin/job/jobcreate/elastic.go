@@ -21,17 +21,29 @@ import (
 // CheckElasticServer refuses an elastic job on a server older than jobspec.ElasticMinMinor,
 // which would keep its completions fixed or drop its success policy without a word.
 func CheckElasticServer(ctx context.Context, client kubernetes.Interface) error {
+	return checkServerMinor(ctx, client, "--nodes MIN:MAX", "elastic Indexed Jobs and Job success policies", "give --nodes N")
+}
+
+// CheckMPIServer refuses an MPI job on a server older than jobspec.ElasticMinMinor, which would
+// drop its success policy without a word: rank 0's success would then never end the other pods,
+// which wait to be stopped.
+func CheckMPIServer(ctx context.Context, client kubernetes.Interface) error {
+	return checkServerMinor(ctx, client, "--launcher mpi", "Job success policies", "leave out --launcher mpi")
+}
+
+// checkServerMinor refuses flag on a server older than 1.ElasticMinMinor, which lacks what.
+func checkServerMinor(ctx context.Context, client kubernetes.Interface, flag, what, instead string) error {
 	info, err := discovery.ToDiscoveryInterfaceWithContext(client.Discovery()).ServerVersionWithContext(ctx)
 	if err != nil {
-		return fmt.Errorf("reading the server's version for --nodes MIN:MAX: %w", err)
+		return fmt.Errorf("reading the server's version for %s: %w", flag, err)
 	}
 	v, err := version.ParseGeneric(info.GitVersion)
 	if err != nil {
-		return fmt.Errorf("reading the server's version %q for --nodes MIN:MAX: %w", info.GitVersion, err)
+		return fmt.Errorf("reading the server's version %q for %s: %w", info.GitVersion, flag, err)
 	}
 	if v.Major() == 1 && v.Minor() < jobspec.ElasticMinMinor {
-		return exitcode.Usagef("--nodes MIN:MAX needs Kubernetes 1.%d or newer (elastic Indexed Jobs and Job success policies); this cluster runs %s: give --nodes N",
-			jobspec.ElasticMinMinor, info.GitVersion)
+		return exitcode.Usagef("%s needs Kubernetes 1.%d or newer (%s); this cluster runs %s: %s",
+			flag, jobspec.ElasticMinMinor, what, info.GitVersion, instead)
 	}
 	return nil
 }
