@@ -14,24 +14,27 @@ import (
 func TestTorchUnavailable(t *testing.T) {
 	root := t.TempDir()
 	why := TorchUnavailable(root)
-	if !strings.Contains(why, "python3-torch is not installed") || !strings.Contains(why, "apt-get install") || !strings.Contains(why, torchPython) {
+	if !strings.Contains(why, "python3-torch is not installed") || !strings.Contains(why, "apt-get install") || !strings.Contains(why, hostPython) {
 		t.Errorf("no python: %q, want the package, the python path and how to install it", why)
 	}
-	write := func(p string) {
-		if err := os.MkdirAll(filepath.Dir(filepath.Join(root, p)), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(root, p), nil, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	write(torchPython)
+	touchUnder(t, root, hostPython)
 	if why := TorchUnavailable(root); !strings.Contains(why, "dist-packages/torch/__init__.py") {
 		t.Errorf("python without torch: %q, want the missing torch package named", why)
 	}
-	write(filepath.Join(torchDistPackages, "torch", "__init__.py"))
+	touchUnder(t, root, filepath.Join(distPackages, "torch", "__init__.py"))
 	if why := TorchUnavailable(root); why != "" {
 		t.Errorf("python3-torch present: %q, want none", why)
+	}
+}
+
+// touchUnder makes an empty executable file at the absolute path p below root.
+func touchUnder(t *testing.T, root, p string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(filepath.Join(root, p)), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(root, p), nil, 0o755); err != nil {
+		t.Fatal(err)
 	}
 }
 
