@@ -51,14 +51,15 @@ type NodeImage struct {
 	Ref     string
 	Archive string
 	// Unavailable, when set, says why the image was not built (Archive is empty): the torch
-	// image needs python3-torch on the host.
+	// and OpenMPI images need their Debian packages on the host.
 	Unavailable string
 }
 
 // BuildNodeImages writes the node's images into outDir: the test image (with /bin/nvidia-smi,
 // the stand-in of cmd/nvidiasmi, and /bin/trainer built from ./test/trainer when that package
 // exists), the sh-only image, the pause image, the dcgm-exporter stand-in's image, the
-// torch image where python3-torch is installed (else an entry saying why it is not), and it
+// torch image where python3-torch is installed and the OpenMPI image where openmpi-bin and
+// python3-mpi4py are (else an entry saying why not), and it
 // adds the stager archive of `make stager-image` when present. Building needs the Go
 // toolchain and the repository (sourceDir) for the Go programs.
 func BuildNodeImages(ctx context.Context, sourceDir, outDir string, progress io.Writer) (map[string]NodeImage, error) {
@@ -96,27 +97,35 @@ func BuildNodeImages(ctx context.Context, sourceDir, outDir string, progress io.
 	}
 	pauseData := progs["pause"]
 	specs := []imageSpec{
-		{ImageTest, TestImageRef, testEntries, nil, []string{"/bin/bash"}},
-		{ImageShOnly, ShOnlyImageRef, mergeEntries(minimalEntries(), sh), nil, []string{"/bin/sh"}},
-		{ImagePause, PauseImageRef, []release.LayerEntry{{Path: "pause", Mode: 0o755, Data: pauseData}}, []string{"/pause"}, nil},
-		{ImageDCGM, DCGMImageRef, append(minimalEntries(), release.LayerEntry{Path: "bin/dcgm-exporter", Mode: 0o755, Data: progs["dcgmstandin"]}), []string{"/bin/dcgm-exporter"}, nil},
+		{ImageTest, TestImageRef, testEntries, nil, []string{"/bin/bash"}, 0},
+		{ImageShOnly, ShOnlyImageRef, mergeEntries(minimalEntries(), sh), nil, []string{"/bin/sh"}, 0},
+		{ImagePause, PauseImageRef, []release.LayerEntry{{Path: "pause", Mode: 0o755, Data: pauseData}}, []string{"/pause"}, nil, 0},
+		{ImageDCGM, DCGMImageRef, append(minimalEntries(), release.LayerEntry{Path: "bin/dcgm-exporter", Mode: 0o755, Data: progs["dcgmstandin"]}), []string{"/bin/dcgm-exporter"}, nil, 0},
 	}
 	out := map[string]NodeImage{}
-	if why := TorchUnavailable("/"); why != "" {
-		fmt.Fprintf(progress, "localcluster: no %s image: %s\n", shortRef(TorchImageRef), why)
-		out[ImageTorch] = NodeImage{Ref: TorchImageRef, Unavailable: why}
-	} else {
-		torchStart := time.Now()
-		entries, err := torchImageEntries()
+	// The images of the host's Debian packages, each only where its packages are installed.
+	for _, h := range []struct {
+		role, ref   string
+		unavailable func(root string) string
+		entries     func() ([]release.LayerEntry, error)
+	}{
+		{ImageTorch, TorchImageRef, TorchUnavailable, torchImageEntries},
+		{ImageOpenMPI, OpenMPIImageRef, OpenMPIUnavailable, openMPIImageEntries},
+	} {
+		if why := h.unavailable("/"); why != "" {
+			fmt.Fprintf(progress, "localcluster: no %s image: %s\n", shortRef(h.ref), why)
+			out[h.role] = NodeImage{Ref: h.ref, Unavailable: why}
+			continue
+		}
+		collect := time.Now()
+		entries, err := h.entries()
 		if err != nil {
 			return nil, err
 		}
-		specs = append(specs, imageSpec{ImageTorch, TorchImageRef, entries, nil, []string{"/bin/bash"}})
-		defer func() {
-			fmt.Fprintf(progress, "localcluster: built %s (%d files) in %s\n", shortRef(TorchImageRef), len(entries), time.Since(torchStart).Round(10*time.Millisecond))
-		}()
+		specs = append(specs, imageSpec{h.role, h.ref, entries, nil, []string{"/bin/bash"}, time.Since(collect)})
 	}
 	for _, s := range specs {
+		written := time.Now()
 		path := filepath.Join(outDir, s.role+".oci.tar")
 		if err := writeImage(path, s.entries, release.RootfsImageOptions{
 			Ref: s.ref, OS: "linux", Arch: runtime.GOARCH, Env: []string{"PATH=/bin:/usr/bin"},
@@ -125,6 +134,9 @@ func BuildNodeImages(ctx context.Context, sourceDir, outDir string, progress io.
 			return nil, err
 		}
 		out[s.role] = NodeImage{Ref: s.ref, Archive: path}
+		if s.collect > 0 {
+			fmt.Fprintf(progress, "localcluster: built %s (%d files) in %s\n", shortRef(s.ref), len(s.entries), (s.collect + time.Since(written)).Round(10*time.Millisecond))
+		}
 	}
 	stager := filepath.Join(sourceDir, StagerArchive)
 	if f, err := os.Open(stager); err == nil {
@@ -144,6 +156,8 @@ type imageSpec struct {
 	role, ref  string
 	entries    []release.LayerEntry
 	entry, cmd []string
+	// collect is how long finding a host image's files took, for its build time; 0 for the others.
+	collect time.Duration
 }
 
 // writeImage writes an image archive straight to its file (the torch image is hundreds of MB).

@@ -282,6 +282,7 @@ func TestWriteRealNodeEnv(t *testing.T) {
 	}
 	info, _ := PlanRealNode(dir, nil)
 	info.Images[ImageTest] = TestImageRef
+	info.Images[ImageOpenMPI] = OpenMPIImageRef
 	info.ImagesUnavailable = map[string]string{ImageTorch: "python3-torch is not installed on this host (no `x`)"}
 	if err := writeRealNodeEnv(dir, &info, ""); err != nil {
 		t.Fatal(err)
@@ -289,6 +290,18 @@ func TestWriteRealNodeEnv(t *testing.T) {
 	data, _ = os.ReadFile(filepath.Join(dir, RealNodeEnvFile))
 	if envValue(string(data), "TAO_TORCH_IMAGE") != "" || envValue(string(data), "TAO_TORCH_IMAGE_SKIP") != info.ImagesUnavailable[ImageTorch] {
 		t.Errorf("an unavailable torch image must leave TAO_TORCH_IMAGE empty and say why in TAO_TORCH_IMAGE_SKIP:\n%s", data)
+	}
+	if envValue(string(data), "TAO_OPENMPI_IMAGE") != "local/openmpi:1" || envValue(string(data), "TAO_OPENMPI_IMAGE_SKIP") != "" {
+		t.Errorf("an imported OpenMPI image must be in TAO_OPENMPI_IMAGE, with no TAO_OPENMPI_IMAGE_SKIP:\n%s", data)
+	}
+	delete(info.Images, ImageOpenMPI)
+	info.ImagesUnavailable[ImageOpenMPI] = "openmpi-bin python3-mpi4py is not installed on this host (no `y`)"
+	if err := writeRealNodeEnv(dir, &info, ""); err != nil {
+		t.Fatal(err)
+	}
+	data, _ = os.ReadFile(filepath.Join(dir, RealNodeEnvFile))
+	if envValue(string(data), "TAO_OPENMPI_IMAGE") != "" || envValue(string(data), "TAO_OPENMPI_IMAGE_SKIP") != info.ImagesUnavailable[ImageOpenMPI] {
+		t.Errorf("an unavailable OpenMPI image must leave TAO_OPENMPI_IMAGE empty and say why in TAO_OPENMPI_IMAGE_SKIP:\n%s", data)
 	}
 	if envValue(string(data), "TAO_REAL_NODE") != info.Name || envValue(string(data), "TAO_TEST_IMAGE") != "local/tao-test:1" || envValue(string(data), "TAO_REAL_NODE_IP") != info.Gateway ||
 		envValue(string(data), "TAO_REAL_NODE_MIG_SLICES") != "0" {
@@ -323,6 +336,10 @@ func TestNodeImagesAreReproducible(t *testing.T) {
 	if torchMissing == "" {
 		roles = append(roles, ImageTorch)
 	}
+	openMPIMissing := OpenMPIUnavailable("/")
+	if openMPIMissing == "" {
+		roles = append(roles, ImageOpenMPI)
+	}
 	// Digests, not the bytes: the torch image is hundreds of MB.
 	var arch [2]map[string]string
 	for i := range arch {
@@ -332,6 +349,9 @@ func TestNodeImagesAreReproducible(t *testing.T) {
 		}
 		if torchMissing != "" && imgs[ImageTorch].Unavailable != torchMissing {
 			t.Errorf("without python3-torch the torch image must say why: %+v", imgs[ImageTorch])
+		}
+		if openMPIMissing != "" && imgs[ImageOpenMPI].Unavailable != openMPIMissing {
+			t.Errorf("without OpenMPI and mpi4py the OpenMPI image must say why: %+v", imgs[ImageOpenMPI])
 		}
 		arch[i] = map[string]string{}
 		for _, role := range roles {
