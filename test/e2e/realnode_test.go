@@ -47,6 +47,9 @@ type realNodeEnv struct {
 	// TorchImage has Debian's python3-torch and torchrun, "" when the host has no python3-torch
 	// (TorchImageSkip says so).
 	TorchImage, TorchImageSkip string
+	// OpenMPIImage has Debian's OpenMPI, python3 and mpi4py, "" when the host lacks them
+	// (OpenMPIImageSkip says so).
+	OpenMPIImage, OpenMPIImageSkip string
 	// MIGSlices is how many nvidia.com/mig-1g.10gb the node's GPU in MIG mode is cut into,
 	// beside its whole GPUs; 0 when it has none.
 	MIGSlices int
@@ -60,6 +63,7 @@ func realNode(t *testing.T) realNodeEnv {
 		Name: os.Getenv("TAO_REAL_NODE"), IP: os.Getenv("TAO_REAL_NODE_IP"), Image: os.Getenv("TAO_TEST_IMAGE"),
 		ShOnlyImage: os.Getenv("TAO_SH_ONLY_IMAGE"), StagerImage: os.Getenv("TAO_STAGER_IMAGE"),
 		TorchImage: os.Getenv("TAO_TORCH_IMAGE"), TorchImageSkip: os.Getenv("TAO_TORCH_IMAGE_SKIP"),
+		OpenMPIImage: os.Getenv("TAO_OPENMPI_IMAGE"), OpenMPIImageSkip: os.Getenv("TAO_OPENMPI_IMAGE_SKIP"),
 	}
 	// Empty from a launcher older than the variable: a node of whole GPUs.
 	n.MIGSlices, _ = strconv.Atoi(os.Getenv("TAO_REAL_NODE_MIG_SLICES"))

@@ -64,17 +64,25 @@ while True:
 // reason, or fails under CI=true, where .ci/run installs python3-torch.
 func torchImage(t *testing.T, n realNodeEnv) string {
 	t.Helper()
-	if n.TorchImage != "" {
-		return n.TorchImage
+	return packageImage(t, "torch", n.TorchImage, n.TorchImageSkip,
+		"TAO_TORCH_IMAGE is not set (the launcher builds local/torch:1 where python3-torch is installed)")
+}
+
+// packageImage returns image, a real-node image made of the host's Debian packages; where the
+// host has none it skips with the launcher's reason (skip, else unset), or fails under
+// CI=true, where .ci/run installs the packages.
+func packageImage(t *testing.T, what, image, skip, unset string) string {
+	t.Helper()
+	if image != "" {
+		return image
 	}
-	reason := n.TorchImageSkip
-	if reason == "" {
-		reason = "TAO_TORCH_IMAGE is not set (the launcher builds local/torch:1 where python3-torch is installed)"
+	if skip == "" {
+		skip = unset
 	}
 	if os.Getenv("CI") == "true" {
-		t.Fatalf("no torch image on the real node under CI=true: %s", reason)
+		t.Fatalf("no %s image on the real node under CI=true: %s", what, skip)
 	}
-	t.Skipf("no torch image on the real node: %s", reason)
+	t.Skipf("no %s image on the real node: %s", what, skip)
 	return ""
 }
 

@@ -1,0 +1,162 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+)
+
+// Real mpirun: Debian's OpenMPI and mpi4py in local/openmpi:1, an image with no sshd, started on
+// every pod by `submit --launcher mpi` through the supervisors' agent.
+
+// mpiAllReduceScript all-reduces the processes' ranks (0+1+2+3 for 4) and prints the sum with the
+// host each process runs on.
+const mpiAllReduceScript = `import socket, sys
+from mpi4py import MPI
+
+comm = MPI.COMM_WORLD
+rank, size = comm.Get_rank(), comm.Get_size()
+total = comm.allreduce(rank, op=MPI.SUM)
+sys.stdout.write(f"mpi rank {rank} of {size} on {socket.gethostname()} sum {total}\n")
+sys.stdout.flush()
+`
+
+// mpiLoopScript all-reduces forever, once every 250 ms, and handles no signal itself.
+const mpiLoopScript = `import socket, sys, time
+from mpi4py import MPI
+
+comm = MPI.COMM_WORLD
+rank = comm.Get_rank()
+step = 0
+while True:
+    n = comm.allreduce(1, op=MPI.SUM)
+    sys.stdout.write(f"loop rank {rank} on {socket.gethostname()} step {step} world {n}\n")
+    sys.stdout.flush()
+    step += 1
+    time.sleep(0.25)
+`
+
+// mpirunCommand runs a script as 4 processes over the job's hostfile ($TAO_HOSTFILE, OpenMPI's
+// default through the job's environment): OpenMPI refuses to start as root unless told, and the
+// image runs as root.
+const mpirunCommand = "mpirun --allow-run-as-root -np 4 python3 "
+
+// openMPIImage returns the real node's OpenMPI image; without one it skips with the launcher's
+// reason, or fails under CI=true, where .ci/run installs openmpi-bin and python3-mpi4py.
+func openMPIImage(t *testing.T, n realNodeEnv) string {
+	t.Helper()
+	return packageImage(t, "OpenMPI", n.OpenMPIImage, n.OpenMPIImageSkip,
+		"TAO_OPENMPI_IMAGE is not set (the launcher builds local/openmpi:1 where openmpi-bin and python3-mpi4py are installed)")
+}
+
+// TestRealNodeMPI runs real mpirun over 2 pods of 2 slots each, its daemons started on the
+// other pod by the job's agent: the 4 processes all-reduce their ranks, each says its host, and
+// the job completes. In a looping job, a connection to a worker's agent with a wrong key is
+// refused and said in that worker's log, and cancel stops every process of every pod; in
+// another, a worker's MPI processes killed mid-run fail the job, mpirun saying why.
+func TestRealNodeMPI(t *testing.T) {
+	n := stagerNode(t)
+	image := openMPIImage(t, n)
+	t.Parallel()
+	ns := namespace(t)
+	flags := func(file string, extra ...string) []string {
+		return append([]string{"--image", image, "--stager-image", n.StagerImage, "--nodes", "2", "--launcher", "mpi", "--file", file}, extra...)
+	}
+
+	t.Run("all-reduce", func(t *testing.T) {
+		t.Parallel()
+		const job = "allreduce"
+		start := time.Now()
+		// Two GPUs a pod, so two slots a pod: the hostfile's default. A small /dev/shm, so that
+		// two such pods fit the node's memory.
+		submitReal(t, n, ns, job, flags(scriptFile(t, "allreduce.py", mpiAllReduceScript), "--gpus", "2", "--shm-size", "1Gi"), mpirunCommand+"/opt/scripts/allreduce.py")
+		waitComplete(t, ns, job)
+		t.Logf("submit to Complete: %s", time.Since(start).Round(time.Millisecond))
+		logs := jobLogs(t, ns, job)
+		// mpirun forwards every process's output to its own, in rank 0's pod.
+		rx := regexp.MustCompile(`^mpi rank (\d) of (\d) on (\S+) sum (\d+)$`)
+		hosts := map[int]string{}
+		for _, l := range logs[0] {
+			if m := rx.FindStringSubmatch(l); m != nil {
+				rank, _ := strconv.Atoi(m[1])
+				if m[2] != "4" || m[4] != "6" {
+					t.Errorf("%q: want a world of 4 and the sum 6", l)
+				}
+				hosts[rank] = m[3]
+				t.Logf("rank 0's log: %s", l)
+			}
+		}
+		// OpenMPI fills each host's slots in the hostfile's order.
+		want := map[int]string{0: job + "-0", 1: job + "-0", 2: job + "-1", 3: job + "-1"}
+		if fmt.Sprint(hosts) != fmt.Sprint(want) {
+			t.Errorf("the processes' hosts: %v, want %v:\n%s", hosts, want, tao(t, nil, "logs", job, "-n", ns).stdout)
+		}
+	})
+
+	t.Run("wrong-key-and-cancel", func(t *testing.T) {
+		t.Parallel()
+		const job = "loop"
+		submitReal(t, n, ns, job, flags(scriptFile(t, "loop.py", mpiLoopScript), "--slots-per-node", "2", "--shm-size", "1Gi"), mpirunCommand+"/opt/scripts/loop.py")
+		// Running means every process has started and all-reduced with the other 3.
+		follow := taoBackground(t, "logs", "-f", job, "-n", ns)
+		follow.waitOutput(t, 3*time.Minute, "[rank 0] loop rank 0 on loop-0 step 1 world 4", "[rank 0] loop rank 3 on loop-1 step 1 world 4")
+
+		// The agent client in rank 0's pod, as mpirun runs it, but with another key.
+		worker := job + "-1." + job
+		r := tao(t, nil, "exec", job, "-n", ns, "--rank", "0", "--", "/bin/bash", "-c",
+			"TAO_MPI_KEY=not-the-job-key-0123456789abcdef0123456789abcdef exec /tao-stager/tao-mpi-agent "+worker+" echo ran")
+		contains(t, r, 255, "tao-mpi-agent: "+worker+": the MPI agent refused the connection: wrong key")
+		if strings.Contains(r.stdout, "ran") {
+			t.Errorf("the command ran with a wrong key: %s", r)
+		}
+		refused := regexp.MustCompile(`kubectl-tao: MPI agent: refused a connection from [0-9.]+:\d+: wrong key`)
+		poll(t, 30*time.Second, "the refusal in rank 1's log", func(_ context.Context) (bool, error) {
+			return refused.MatchString(tao(t, nil, "logs", job, "-n", ns, "--rank", "1").stdout), nil
+		})
+		t.Logf("rank 1's log: %s", refused.FindString(tao(t, nil, "logs", job, "-n", ns, "--rank", "1").stdout))
+
+		streams := podLogStreams(t, ns, job)
+		cancelQuickly(t, ns, job, 30, "mpirun and the processes it started")
+		for rank, s := range streams {
+			t.Logf("rank %d's container log after the cancel (last lines):\n%s", rank, lastLines(s.wait(t), 8))
+		}
+		if r := follow.wait(t, 60*time.Second); r.code != 10 {
+			t.Errorf("logs -f of the canceled job: want exit 10 (Canceled), got %s", r)
+		}
+	})
+
+	t.Run("worker-lost", func(t *testing.T) {
+		t.Parallel()
+		const job = "lost"
+		submitReal(t, n, ns, job, flags(scriptFile(t, "loop.py", mpiLoopScript), "--slots-per-node", "2", "--shm-size", "1Gi"), mpirunCommand+"/opt/scripts/loop.py")
+		follow := taoBackground(t, "logs", "-f", job, "-n", ns)
+		follow.waitOutput(t, 3*time.Minute, "[rank 0] loop rank 3 on lost-1 step 1 world 4")
+		// OpenMPI's daemon on rank 1's pod dies as in a crash, its processes with it (bash
+		// builtins only: the image has no pkill).
+		r := tao(t, nil, "exec", job, "-n", ns, "--rank", "1", "--", "/bin/bash", "-c",
+			`for p in /proc/[0-9]*; do read -r c < $p/comm 2>/dev/null || continue; case $c in orted|python3) kill -9 ${p#/proc/} && echo killed $c;; esac; done`)
+		contains(t, r, 0, "killed orted")
+		if err := pollErr(2*time.Minute, jobFinished(ns, job, batchv1.JobFailed)); err != nil {
+			t.Fatalf("the job whose worker was lost: %v\n%s", err, tao(t, nil, "logs", job, "-n", ns))
+		}
+		// mpirun saw its daemon go and ended the whole MPI world: its own words in rank 0's log.
+		logs := tao(t, nil, "logs", job, "-n", ns, "--rank", "0")
+		contains(t, logs, 0, "ORTE has lost communication with a remote daemon")
+		t.Logf("rank 0's log (last lines):\n%s", lastLines(logs.stdout, 12))
+		t.Logf("diagnose:\n%s", tao(t, nil, "diagnose", job, "-n", ns).stdout)
+	})
+}
+
+// lastLines is the last n lines of out.
+func lastLines(out string, n int) string {
+	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
+}
