@@ -138,6 +138,12 @@ const (
 	EnvPRTESshAgent      = "PRTE_MCA_plm_ssh_agent"
 	EnvHydraLauncher     = "HYDRA_LAUNCHER"
 	EnvHydraLauncherExec = "HYDRA_LAUNCHER_EXEC"
+	// EnvHydraIface has hydra's proxies call mpiexec back at the address of the pod's network
+	// interface (eth0, the name the kubelet asks every CNI plugin for): by default they call the
+	// pod's bare hostname, which resolves nowhere but in the pod itself.
+	EnvHydraIface = "HYDRA_IFACE"
+	// PodInterface is the pod's own network interface.
+	PodInterface = "eth0"
 	// LauncherAnnotation is a Job's --launcher when it is not the default, for the commands that
 	// read a job (logs, cancel, diagnose) to tell an MPI job apart.
 	LauncherAnnotation = "kubectl-tao.dev/launcher"
@@ -148,7 +154,7 @@ const (
 var mpiEnv = []string{
 	EnvHostfile, EnvOMPIHostfile, EnvPRTEHostfile, EnvHydraHostfile, EnvOMPIKeepFQDN, EnvPRTEKeepFQDN, EnvLauncher, EnvMPISlots,
 	EnvMPIAgentPort, EnvMPIKey, EnvOMPIRshAgent, EnvPRTERshAgent, EnvPRTESshAgent, EnvHydraLauncher,
-	EnvHydraLauncherExec,
+	EnvHydraLauncherExec, EnvHydraIface,
 }
 
 // MPISecretName is the Secret of an MPI job's agent key; MPIConfigMapName the ConfigMap of its
@@ -273,6 +279,7 @@ func mpiEnvVars(s Spec) []corev1.EnvVar {
 		{Name: EnvPRTESshAgent, Value: MPIAgent},
 		{Name: EnvHydraLauncher, Value: "rsh"},
 		{Name: EnvHydraLauncherExec, Value: MPIAgent},
+		{Name: EnvHydraIface, Value: PodInterface},
 		{Name: EnvMPIKey, ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
 			LocalObjectReference: corev1.LocalObjectReference{Name: MPISecretName(s.Name)}, Key: MPIKeyKey,
 		}}},

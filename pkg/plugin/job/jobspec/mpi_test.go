@@ -264,7 +264,7 @@ func TestBuildMPI(t *testing.T) {
 			EnvHydraHostfile: "/tao-mpi/hostfile.hydra", EnvOMPIRshAgent: MPIAgent, EnvPRTERshAgent: MPIAgent,
 			EnvPRTESshAgent: MPIAgent, EnvHydraLauncher: "rsh", EnvHydraLauncherExec: MPIAgent, EnvLauncher: "mpi",
 			EnvMPISlots: "2", EnvMPIAgentPort: "29502", EnvMasterAddr: "allreduce-0.allreduce",
-			EnvOMPIKeepFQDN: "true", EnvPRTEKeepFQDN: "true",
+			EnvOMPIKeepFQDN: "true", EnvPRTEKeepFQDN: "true", EnvHydraIface: "eth0",
 		} {
 			if got := env[name]; got.Value != want || got.ValueFrom != nil {
 				t.Errorf("%d pods: %s = %+v, want %q", nodes, name, got, want)
