@@ -51,15 +51,15 @@ type NodeImage struct {
 	Ref     string
 	Archive string
 	// Unavailable, when set, says why the image was not built (Archive is empty): the torch
-	// and OpenMPI images need their Debian packages on the host.
+	// and MPI images need their Debian packages on the host.
 	Unavailable string
 }
 
 // BuildNodeImages writes the node's images into outDir: the test image (with /bin/nvidia-smi,
 // the stand-in of cmd/nvidiasmi, and /bin/trainer built from ./test/trainer when that package
 // exists), the sh-only image, the pause image, the dcgm-exporter stand-in's image, the
-// torch image where python3-torch is installed and the OpenMPI image where openmpi-bin and
-// python3-mpi4py are (else an entry saying why not), and it
+// torch image where python3-torch is installed, the OpenMPI image where openmpi-bin and
+// python3-mpi4py are and the MPICH image where mpich is (else an entry saying why not), and it
 // adds the stager archive of `make stager-image` when present. Building needs the Go
 // toolchain and the repository (sourceDir) for the Go programs.
 func BuildNodeImages(ctx context.Context, sourceDir, outDir string, progress io.Writer) (map[string]NodeImage, error) {
@@ -111,6 +111,7 @@ func BuildNodeImages(ctx context.Context, sourceDir, outDir string, progress io.
 	}{
 		{ImageTorch, TorchImageRef, TorchUnavailable, torchImageEntries},
 		{ImageOpenMPI, OpenMPIImageRef, OpenMPIUnavailable, openMPIImageEntries},
+		{ImageMPICH, MPICHImageRef, MPICHUnavailable, mpichImageEntries},
 	} {
 		if why := h.unavailable("/"); why != "" {
 			fmt.Fprintf(progress, "localcluster: no %s image: %s\n", shortRef(h.ref), why)

@@ -8,16 +8,19 @@ import (
 	"github.com/kubectl-tao/kubectl-tao/hack/release"
 )
 
-// The OpenMPI image, local/openmpi:1: Debian's openmpi-bin and python3-mpi4py copied from the
-// host as they lie (hostImage), so the real node runs real mpirun, orted and MPI processes for
-// `submit --launcher mpi` without a registry. It has no sshd: the job's agent is mpirun's remote
-// shell. It exists only where both packages are installed (`.ci/run` installs them); elsewhere
-// the launcher says why and the MPI test skips, or fails under CI.
+// The MPI images, local/openmpi:1 (Debian's openmpi-bin and python3-mpi4py) and local/mpich:1
+// (Debian's mpich), copied from the host as they lie (hostImage), so the real node runs real
+// mpirun, its daemons and MPI processes for `submit --launcher mpi` without a registry. They
+// have no sshd: the job's agent is mpirun's remote shell. Each exists only where its packages
+// are installed (`.ci/run` installs them); elsewhere the launcher says why and the MPI test
+// skips, or fails under CI.
 
-// Image role and reference.
+// Image roles and references.
 const (
 	ImageOpenMPI    = "openmpi"
 	OpenMPIImageRef = "docker.io/local/openmpi:1"
+	ImageMPICH      = "mpich"
+	MPICHImageRef   = "docker.io/local/mpich:1"
 )
 
 // openMPIPackages are what the image is made of, for the message that says how to install them.
@@ -66,16 +69,70 @@ func openMPIImageEntries() ([]release.LayerEntry, error) {
 			{Path: "usr/bin/mpiexec", Link: "mpiexec.openmpi"},
 		},
 	}
-	for _, pattern := range openMPIDirs {
-		m, err := filepath.Glob(pattern)
-		if err != nil {
-			return nil, err
-		}
-		h.trees = append(h.trees, m...)
-	}
-	h, err := h.withPython("mpi4py")
+	h, err := h.withTrees(openMPIDirs...).withPython("mpi4py")
 	if err != nil {
 		return nil, err
 	}
 	return h.entries()
+}
+
+// mpichPackages is what the MPICH image is made of.
+const mpichPackages = "mpich"
+
+// mpichPrograms are hydra's mpiexec (mpirun.mpich and mpiexec.mpich are links to it), the
+// proxy it starts on every host, MPICH's library (which no program links: an MPI program
+// does, here python3's ctypes, as Debian's mpi4py is built for OpenMPI only) and the shells.
+var mpichPrograms = []string{
+	"/usr/bin/mpiexec.hydra", "/usr/bin/mpirun.mpich", "/usr/bin/mpiexec.mpich", "/usr/bin/hydra_pmi_proxy", "/bin/sh", "/bin/bash",
+}
+
+// mpichLib is MPICH's library, by its soname, in the multiarch directory.
+const mpichLib = "/usr/lib/*-linux-gnu/libmpich.so.12"
+
+// mpichDirs are UCX's transport modules (MPICH's ch4 device in Debian is UCX's), dlopened from
+// a compiled-in path.
+var mpichDirs = []string{"/usr/lib/*-linux-gnu/ucx"}
+
+// MPICHUnavailable says why the MPICH image cannot be built on the host whose root is root ("/"
+// outside tests), or "" when it can.
+func MPICHUnavailable(root string) string {
+	for _, p := range append([]string{hostPython}, mpichPrograms...) {
+		if _, err := os.Stat(filepath.Join(root, p)); err != nil {
+			return fmt.Sprintf("%s is not installed on this host (no %s): `apt-get install --no-install-recommends %s` (as .ci/run does)", mpichPackages, p, mpichPackages)
+		}
+	}
+	if m, _ := filepath.Glob(filepath.Join(root, mpichLib)); len(m) == 0 {
+		return fmt.Sprintf("%s is not installed on this host (nothing at %s): `apt-get install --no-install-recommends %s` (as .ci/run does)", mpichPackages, mpichLib, mpichPackages)
+	}
+	return ""
+}
+
+// mpichImageEntries collects the MPICH image's files from this host; mpirun and mpiexec are the
+// image's own links to MPICH's, as in the OpenMPI image.
+func mpichImageEntries() ([]release.LayerEntry, error) {
+	libs, err := filepath.Glob(mpichLib)
+	if err != nil {
+		return nil, err
+	}
+	h := hostImage{
+		programs: append(append([]string(nil), mpichPrograms...), libs...),
+		extra: []release.LayerEntry{
+			{Path: "usr/bin/mpirun", Link: "mpirun.mpich"},
+			{Path: "usr/bin/mpiexec", Link: "mpiexec.mpich"},
+		},
+	}
+	if h, err = h.withTrees(mpichDirs...).withPython(); err != nil {
+		return nil, err
+	}
+	return h.entries()
+}
+
+// withTrees adds the trees the patterns match on this host (filepath.Glob's patterns, which are
+// fixed here and never malformed).
+func (h hostImage) withTrees(patterns ...string) hostImage {
+	for _, pattern := range patterns {
+		m, _ := filepath.Glob(pattern)
+		h.trees = append(h.trees, m...)
+	}
+	return h
 }

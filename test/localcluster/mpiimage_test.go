@@ -3,8 +3,11 @@ package localcluster
 import (
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/kubectl-tao/kubectl-tao/hack/release"
 )
 
 func TestOpenMPIUnavailable(t *testing.T) {
@@ -46,41 +49,70 @@ func TestOpenMPIImageEntries(t *testing.T) {
 	if why := OpenMPIUnavailable("/"); why != "" {
 		t.Skip(why)
 	}
-	entries, err := openMPIImageEntries()
-	if err != nil {
-		t.Fatal(err)
-	}
-	byPath := map[string]bool{}
-	links := map[string]string{}
-	for _, e := range entries {
-		byPath[e.Path] = true
-		if e.Link != "" {
-			links[e.Path] = e.Link
-		}
-	}
-	for _, p := range []string{"usr/bin/orterun", "usr/bin/orted", "usr/bin/python3", "usr/share/openmpi/help-mpi-runtime.txt", "etc/openmpi/openmpi-mca-params.conf", "etc/passwd"} {
-		if !byPath[p] {
-			t.Errorf("no %s in the image", p)
-		}
-	}
-	for _, pattern := range []string{"usr/lib/*-linux-gnu/openmpi/lib/openmpi3/mca_plm_rsh.so", "usr/lib/*-linux-gnu/libmpi.so.*", "usr/lib/python3/dist-packages/mpi4py/MPI.*.so", "usr/lib/python3.*/socket.py"} {
-		found := false
-		for p := range byPath {
-			if ok, _ := filepath.Match(pattern, p); ok {
-				found = true
-				break
-			}
-		}
-		if !found {
-			t.Errorf("nothing in the image matches %s", pattern)
-		}
-	}
+	links := checkImageEntries(t, openMPIImageEntries,
+		"usr/bin/orterun", "usr/bin/orted", "usr/bin/python3", "usr/share/openmpi/help-mpi-runtime.txt", "etc/openmpi/openmpi-mca-params.conf", "etc/passwd",
+		"usr/lib/*-linux-gnu/openmpi/lib/openmpi3/mca_plm_rsh.so", "usr/lib/*-linux-gnu/libmpi.so.*", "usr/lib/python3/dist-packages/mpi4py/MPI.*.so", "usr/lib/python3.*/socket.py")
 	if links["usr/bin/mpirun"] != "mpirun.openmpi" || links["usr/bin/mpirun.openmpi"] != "orterun" {
 		t.Errorf("mpirun -> %q -> %q, want mpirun.openmpi -> orterun", links["usr/bin/mpirun"], links["usr/bin/mpirun.openmpi"])
 	}
-	for p := range byPath {
-		if strings.HasSuffix(p, "/sshd") || strings.HasSuffix(p, "/ssh") {
-			t.Errorf("%s in an image that needs no ssh", p)
+}
+
+func TestMPICHUnavailable(t *testing.T) {
+	root := t.TempDir()
+	if why := MPICHUnavailable(root); !strings.Contains(why, "mpich is not installed") || !strings.Contains(why, "apt-get install --no-install-recommends mpich") {
+		t.Errorf("nothing installed: %q, want the package and how to install it", why)
+	}
+	touchUnder(t, root, hostPython)
+	for _, p := range mpichPrograms {
+		touchUnder(t, root, p)
+	}
+	if why := MPICHUnavailable(root); !strings.Contains(why, "nothing at "+mpichLib) {
+		t.Errorf("hydra without MPICH's library: %q, want the library named", why)
+	}
+	touchUnder(t, root, "/usr/lib/x86_64-linux-gnu/libmpich.so.12")
+	if why := MPICHUnavailable(root); why != "" {
+		t.Errorf("everything present: %q, want none", why)
+	}
+}
+
+// TestMPICHImageEntries: where mpich is installed, the image has hydra's mpiexec and proxy,
+// MPICH's library with its own libraries, python3 with ctypes, and mpirun naming MPICH's.
+func TestMPICHImageEntries(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("the image copies Linux host files found with ldd")
+	}
+	if why := MPICHUnavailable("/"); why != "" {
+		t.Skip(why)
+	}
+	links := checkImageEntries(t, mpichImageEntries,
+		"usr/bin/mpiexec.hydra", "usr/bin/hydra_pmi_proxy", "usr/lib/*-linux-gnu/libmpich.so.12.*", "usr/lib/*-linux-gnu/libucp.so.0*", "usr/lib/python3.*/ctypes/__init__.py", "usr/bin/python3.*")
+	if links["usr/bin/mpirun"] != "mpirun.mpich" || links["usr/bin/mpirun.mpich"] != "mpiexec.hydra" {
+		t.Errorf("mpirun -> %q -> %q, want mpirun.mpich -> mpiexec.hydra", links["usr/bin/mpirun"], links["usr/bin/mpirun.mpich"])
+	}
+}
+
+// checkImageEntries collects an image's entries and checks that each pattern (filepath.Match's)
+// matches one of them, and that none is ssh or sshd: the MPI images need no remote shell of
+// their own. It returns the image's symlinks, by path.
+func checkImageEntries(t *testing.T, collect func() ([]release.LayerEntry, error), patterns ...string) map[string]string {
+	t.Helper()
+	entries, err := collect()
+	if err != nil {
+		t.Fatal(err)
+	}
+	links := map[string]string{}
+	for _, e := range entries {
+		if e.Link != "" {
+			links[e.Path] = e.Link
+		}
+		if base := filepath.Base(e.Path); base == "ssh" || base == "sshd" {
+			t.Errorf("%s in an image that needs no ssh", e.Path)
 		}
 	}
+	for _, pattern := range patterns {
+		if !slices.ContainsFunc(entries, func(e release.LayerEntry) bool { ok, _ := filepath.Match(pattern, e.Path); return ok }) {
+			t.Errorf("nothing in the image matches %s", pattern)
+		}
+	}
+	return links
 }

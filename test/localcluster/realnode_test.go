@@ -283,6 +283,7 @@ func TestWriteRealNodeEnv(t *testing.T) {
 	info, _ := PlanRealNode(dir, nil)
 	info.Images[ImageTest] = TestImageRef
 	info.Images[ImageOpenMPI] = OpenMPIImageRef
+	info.Images[ImageMPICH] = MPICHImageRef
 	info.ImagesUnavailable = map[string]string{ImageTorch: "python3-torch is not installed on this host (no `x`)"}
 	if err := writeRealNodeEnv(dir, &info, ""); err != nil {
 		t.Fatal(err)
@@ -302,6 +303,9 @@ func TestWriteRealNodeEnv(t *testing.T) {
 	data, _ = os.ReadFile(filepath.Join(dir, RealNodeEnvFile))
 	if envValue(string(data), "TAO_OPENMPI_IMAGE") != "" || envValue(string(data), "TAO_OPENMPI_IMAGE_SKIP") != info.ImagesUnavailable[ImageOpenMPI] {
 		t.Errorf("an unavailable OpenMPI image must leave TAO_OPENMPI_IMAGE empty and say why in TAO_OPENMPI_IMAGE_SKIP:\n%s", data)
+	}
+	if envValue(string(data), "TAO_MPICH_IMAGE") != "local/mpich:1" || envValue(string(data), "TAO_MPICH_IMAGE_SKIP") != "" {
+		t.Errorf("an imported MPICH image must be in TAO_MPICH_IMAGE:\n%s", data)
 	}
 	if envValue(string(data), "TAO_REAL_NODE") != info.Name || envValue(string(data), "TAO_TEST_IMAGE") != "local/tao-test:1" || envValue(string(data), "TAO_REAL_NODE_IP") != info.Gateway ||
 		envValue(string(data), "TAO_REAL_NODE_MIG_SLICES") != "0" {
@@ -339,6 +343,9 @@ func TestNodeImagesAreReproducible(t *testing.T) {
 	openMPIMissing := OpenMPIUnavailable("/")
 	if openMPIMissing == "" {
 		roles = append(roles, ImageOpenMPI)
+	}
+	if MPICHUnavailable("/") == "" {
+		roles = append(roles, ImageMPICH)
 	}
 	// Digests, not the bytes: the torch image is hundreds of MB.
 	var arch [2]map[string]string
