@@ -50,6 +50,9 @@ type realNodeEnv struct {
 	// OpenMPIImage has Debian's OpenMPI, python3 and mpi4py, "" when the host lacks them
 	// (OpenMPIImageSkip says so).
 	OpenMPIImage, OpenMPIImageSkip string
+	// MPICHImage has Debian's MPICH and python3, "" when the host lacks them (MPICHImageSkip
+	// says so).
+	MPICHImage, MPICHImageSkip string
 	// MIGSlices is how many nvidia.com/mig-1g.10gb the node's GPU in MIG mode is cut into,
 	// beside its whole GPUs; 0 when it has none.
 	MIGSlices int
@@ -64,6 +67,7 @@ func realNode(t *testing.T) realNodeEnv {
 		ShOnlyImage: os.Getenv("TAO_SH_ONLY_IMAGE"), StagerImage: os.Getenv("TAO_STAGER_IMAGE"),
 		TorchImage: os.Getenv("TAO_TORCH_IMAGE"), TorchImageSkip: os.Getenv("TAO_TORCH_IMAGE_SKIP"),
 		OpenMPIImage: os.Getenv("TAO_OPENMPI_IMAGE"), OpenMPIImageSkip: os.Getenv("TAO_OPENMPI_IMAGE_SKIP"),
+		MPICHImage: os.Getenv("TAO_MPICH_IMAGE"), MPICHImageSkip: os.Getenv("TAO_MPICH_IMAGE_SKIP"),
 	}
 	// Empty from a launcher older than the variable: a node of whole GPUs.
 	n.MIGSlices, _ = strconv.Atoi(os.Getenv("TAO_REAL_NODE_MIG_SLICES"))
