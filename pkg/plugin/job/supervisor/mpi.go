@@ -94,10 +94,15 @@ func (s *Supervisor) waitWorkers(ctx context.Context, m *mpiPlan) error {
 			return d.DialContext(ctx, "tcp", net.JoinHostPort(host, m.port))
 		}
 	}
+	start := time.Now()
 	err := mpiagent.WaitReachable(ctx, dial, m.key, m.workers, mpiReachInterval)
 	var unreachable *mpiagent.UnreachableError
 	if errors.As(err, &unreachable) && s.stop.signal() == 0 {
 		return fmt.Errorf("waited %s for every pod's MPI agent: %w", bound, err)
+	}
+	if err == nil {
+		// How long the launcher waited for its workers, in the log where a slow start is looked for.
+		s.sayf("the MPI agent of every other pod (%d) answered after %s: running the command", len(m.workers), time.Since(start).Round(100*time.Millisecond))
 	}
 	return err
 }

@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -143,6 +144,10 @@ func TestMPIRank0WaitsForTheWorkers(t *testing.T) {
 	})
 	if a.code != 0 || dials.Load() != 3 {
 		t.Errorf("exit %d after %d dials, want 0 after 3; stderr:\n%s", a.code, dials.Load(), a.stderr)
+	}
+	// Two intervals of a second between the three tries.
+	if !regexp.MustCompile(`kubectl-tao: the MPI agent of every other pod \(1\) answered after 2(\.\d)?s: running the command\n`).MatchString(a.stderr) {
+		t.Errorf("stderr does not say how long rank 0 waited:\n%s", a.stderr)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "ran")); err != nil {
 		t.Error("rank 0 did not run the command")
