@@ -12,6 +12,11 @@ import (
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/job/jobpods"
 )
 
 // Real mpirun: Debian's OpenMPI and mpi4py in local/openmpi:1, an image with no sshd, started on
@@ -198,5 +203,58 @@ func checkAllReduce(t *testing.T, ns, job string) {
 	want := map[int]string{0: job + "-0", 1: job + "-0", 2: job + "-1", 3: job + "-1"}
 	if fmt.Sprint(hosts) != fmt.Sprint(want) {
 		t.Errorf("the processes' hosts: %v, want %v:\n%s", hosts, want, tao(t, nil, "logs", job, "-n", ns).stdout)
+	}
+}
+
+// TestRealNodeMPILateWorker: rank 1's pod cannot be created until the test lets it (a quota of
+// one pod in the namespace), so rank 0's supervisor waits for that pod's agent instead of
+// starting mpirun on a world that is not there; once the pod runs, mpirun starts and the job
+// completes, rank 0's log saying how long it waited.
+func TestRealNodeMPILateWorker(t *testing.T) {
+	n := stagerNode(t)
+	image := openMPIImage(t, n)
+	t.Parallel()
+	ns := namespace(t)
+	ctx := context.Background()
+	quota := &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Name: "one-pod", Namespace: ns},
+		Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{corev1.ResourcePods: resource.MustParse("1")}}}
+	if _, err := client.CoreV1().ResourceQuotas(ns).Create(ctx, quota, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	poll(t, time.Minute, "the quota counted", func(ctx context.Context) (bool, error) {
+		q, err := client.CoreV1().ResourceQuotas(ns).Get(ctx, quota.Name, metav1.GetOptions{})
+		return err == nil && q.Status.Hard != nil, err
+	})
+	const job = "late"
+	submitReal(t, n, ns, job, []string{"--image", image, "--stager-image", n.StagerImage, "--nodes", "2", "--launcher", "mpi",
+		"--file", scriptFile(t, "allreduce.py", mpiAllReduceScript), "--slots-per-node", "2", "--shm-size", "1Gi"},
+		mpirunCommand+"/opt/scripts/allreduce.py")
+	// The Job controller creates an Indexed Job's pods lowest index first, one in its first batch.
+	poll(t, 2*time.Minute, "rank 0 running alone", func(context.Context) (bool, error) {
+		pods := jobPods(t, ns, job)
+		if len(pods) == 1 && jobpods.Rank(&pods[0]) != 0 {
+			t.Fatalf("the quota let rank %d's pod in first, not rank 0's", jobpods.Rank(&pods[0]))
+		}
+		return len(pods) == 1 && pods[0].Status.Phase == corev1.PodRunning, nil
+	})
+	// Long enough for a launcher that did not wait to have failed by now.
+	const held = 15 * time.Second
+	time.Sleep(held)
+	r := tao(t, nil, "logs", job, "-n", ns, "--rank", "0")
+	if strings.Contains(r.stdout, "mpi rank") || strings.Contains(r.stdout, "answered after") {
+		t.Fatalf("rank 0 ran the command without rank 1's pod:\n%s", r)
+	}
+	if err := client.CoreV1().ResourceQuotas(ns).Delete(ctx, quota.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitComplete(t, ns, job)
+	checkAllReduce(t, ns, job)
+	m := regexp.MustCompile(`kubectl-tao: the MPI agent of every other pod \(1\) answered after ([0-9.]+)s: running the command`).FindStringSubmatch(tao(t, nil, "logs", job, "-n", ns, "--rank", "0").stdout)
+	if m == nil {
+		t.Fatalf("rank 0's log does not say how long it waited:\n%s", tao(t, nil, "logs", job, "-n", ns))
+	}
+	t.Logf("rank 0: %s", m[0])
+	if waited, _ := strconv.ParseFloat(m[1], 64); waited < held.Seconds() {
+		t.Errorf("rank 0 waited %ss for rank 1's agent, less than the %s its pod was held back", m[1], held)
 	}
 }
