@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/job/jobspec"
@@ -53,24 +54,45 @@ func mpiFromEnv(getenv func(string) string, rank int) (*mpiPlan, error) {
 	return p, nil
 }
 
+// DefaultMPIStopWait bounds how long a stopped pod's agent lets the commands it runs (mpirun's
+// daemons) go on before it kills them: a cancel stops every pod at once, and mpirun on rank 0
+// ends its daemons itself, where a daemon killed under it during its own teardown has crashed
+// OpenMPI 4.1's mpirun.
+const DefaultMPIStopWait = 10 * time.Second
+
 // serveAgent serves the MPI agent on the job's agent port until the returned stop: commands run
 // in the pod's own environment, and a connection with another key is refused and said in the
-// pod's log.
-func (s *Supervisor) serveAgent(ctx context.Context, m *mpiPlan) (stop func(), err error) {
+// pod's log. stop takes no new connections, lets the running commands end by themselves for up
+// to wait, then kills what is left.
+func (s *Supervisor) serveAgent(ctx context.Context, m *mpiPlan) (stop func(wait time.Duration), err error) {
 	ln, err := net.Listen("tcp", ":"+m.port)
 	if err != nil {
 		return nil, fmt.Errorf("serving the MPI agent: %w", err)
 	}
 	srv := &mpiagent.Server{Key: m.key, Exec: mpiagent.ShellExec(os.Environ()), Logf: s.sayf}
-	ctx, cancel := context.WithCancel(ctx)
+	ctx, kill := context.WithCancel(ctx)
+	var closing atomic.Bool
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		if err := srv.Serve(ctx, ln); err != nil {
+		// Serve returns once the listener is closed and every connection has ended.
+		if err := srv.Serve(ctx, ln); err != nil && !closing.Load() {
 			s.sayf("the MPI agent stopped serving: %v", err)
 		}
 	}()
-	return func() { cancel(); <-done }, nil
+	return func(wait time.Duration) {
+		closing.Store(true)
+		_ = ln.Close()
+		t := time.NewTimer(wait)
+		defer t.Stop()
+		select {
+		case <-done:
+		case <-t.C:
+			s.sayf("the commands the MPI agent runs did not end within %s of the stop: killing them", wait)
+		}
+		kill()
+		<-done
+	}, nil
 }
 
 // waitWorkers waits, bounded, until every other pod's agent answers with the job's key; a

@@ -127,6 +127,51 @@ func TestMPIWorkerServesTheAgent(t *testing.T) {
 	}
 }
 
+// A stopped worker lets the command it runs for rank 0's mpirun (a daemon) end by itself, as
+// mpirun, stopped too, ends it; a command that does not end within MPIStopWait is killed.
+func TestMPIWorkerStopLetsMpirunEndItsDaemons(t *testing.T) {
+	for _, tc := range []struct {
+		name, command string
+		wantCode      int
+		wantOut       string
+	}{
+		{"ends by itself", "sleep 0.5; echo ended", 0, "ended\n"},
+		{"killed", "sleep 60; echo ended", 128 + int(syscall.SIGKILL), ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			port := freePort(t)
+			type result struct {
+				code int
+				err  error
+				out  string
+			}
+			got := make(chan result, 1)
+			start := time.Now()
+			a := superviseWith(t, mpiEnv(1, port), "true", func(sigs chan<- os.Signal) {
+				conn := dialAgent(t, port)
+				go func() {
+					var out bytes.Buffer
+					code, err := mpiagent.Run(context.Background(), conn, []byte(mpiKey), mpiagent.Request{Argv: []string{tc.command}}, &out, io.Discard)
+					got <- result{code, err, out.String()}
+				}()
+				time.Sleep(100 * time.Millisecond)
+				sigs <- syscall.SIGTERM
+			}, func(s *Supervisor) { s.MPIStopWait = time.Second })
+			took := time.Since(start)
+			r := <-got
+			if a.code != 128+int(syscall.SIGTERM) || r.err != nil || r.code != tc.wantCode || r.out != tc.wantOut {
+				t.Errorf("supervisor exit %d, command %d %v %q; want 143, and %d %q; stderr:\n%s", a.code, r.code, r.err, r.out, tc.wantCode, tc.wantOut, a.stderr)
+			}
+			if took > 5*time.Second {
+				t.Errorf("the stopped worker took %s, want about MPIStopWait at most", took)
+			}
+			if killed := strings.Contains(a.stderr, "kubectl-tao: the commands the MPI agent runs did not end within 1s of the stop: killing them\n"); killed != (tc.wantOut == "") {
+				t.Errorf("said the kill: %v, want %v; stderr:\n%s", killed, tc.wantOut == "", a.stderr)
+			}
+		})
+	}
+}
+
 // Rank 0 runs the command once every other pod's agent answers.
 func TestMPIRank0WaitsForTheWorkers(t *testing.T) {
 	dir := t.TempDir()

@@ -7,7 +7,8 @@
 //  1. stage in: every input is downloaded. A stop during it ends the attempt 128+signal and
 //     the command never runs; a failure ends it s3layout.ExitStageIn. Then, in an MPI job
 //     (submit --launcher mpi), every pod serves the MPI agent; a pod other than rank 0's runs
-//     nothing of its own and waits to be stopped, and rank 0 goes on to run the command
+//     nothing of its own and waits to be stopped (then lets the daemons its agent runs end
+//     within MPIStopWait, as mpirun ends them), and rank 0 goes on to run the command
 //     (mpirun) once every other pod's agent answers (s3layout.ExitStageRun, naming them, when
 //     they do not within MPIReach).
 //  2. the command runs under the logarchive runner: its output passes through as it comes and
@@ -69,6 +70,9 @@ type Supervisor struct {
 	TerminationLog string
 	// MPIReach bounds rank 0's wait for the other pods' MPI agents; 0 is DefaultMPIReach.
 	MPIReach time.Duration
+	// MPIStopWait bounds how long a stopped pod's MPI agent lets its commands end by
+	// themselves; 0 is DefaultMPIStopWait.
+	MPIStopWait time.Duration
 	// DialAgent connects to a host's MPI agent; nil is TCP to the job's agent port.
 	DialAgent mpiagent.Dialer
 
@@ -123,16 +127,23 @@ func (s *Supervisor) Run(ctx context.Context) int {
 			s.sayf("%v", err)
 			return s3layout.ExitStageRun
 		}
-		defer stopAgent()
 		if p.rank != 0 {
 			s.sayf("rank %d serves the MPI agent for rank 0's launcher until the job ends", p.rank)
 			select {
 			case <-s.stop.stopped:
+				// mpirun, stopped on rank 0 at the same time, ends the daemons it started here.
+				wait := s.MPIStopWait
+				if wait == 0 {
+					wait = DefaultMPIStopWait
+				}
+				stopAgent(wait)
 				return 128 + int(s.stop.signal())
 			case <-ctx.Done():
+				stopAgent(0)
 				return s3layout.ExitStageRun
 			}
 		}
+		defer stopAgent(0)
 		if err := s.waitWorkers(ctx, p.mpi); err != nil {
 			if sig := s.stop.signal(); sig != 0 {
 				s.sayf("signalled while waiting for the other pods' MPI agents: the command was not run")
