@@ -83,12 +83,14 @@ func (s *Supervisor) serveAgent(ctx context.Context, m *mpiPlan) (stop func(wait
 	return func(wait time.Duration) {
 		closing.Store(true)
 		_ = ln.Close()
-		t := time.NewTimer(wait)
-		defer t.Stop()
-		select {
-		case <-done:
-		case <-t.C:
-			s.sayf("the commands the MPI agent runs did not end within %s of the stop: killing them", wait)
+		if wait > 0 {
+			t := time.NewTimer(wait)
+			defer t.Stop()
+			select {
+			case <-done:
+			case <-t.C:
+				s.sayf("the commands the MPI agent runs did not end within %s of the stop: killing them", wait)
+			}
 		}
 		kill()
 		<-done

@@ -190,6 +190,10 @@ func TestMPIRank0WaitsForTheWorkers(t *testing.T) {
 	if a.code != 0 || dials.Load() != 3 {
 		t.Errorf("exit %d after %d dials, want 0 after 3; stderr:\n%s", a.code, dials.Load(), a.stderr)
 	}
+	// Rank 0's agent, stopped at the end without waiting, has nothing to say about it.
+	if strings.Contains(a.stderr, "did not end") {
+		t.Errorf("rank 0 said it killed its agent's commands:\n%s", a.stderr)
+	}
 	// Two intervals of a second between the three tries.
 	if !regexp.MustCompile(`kubectl-tao: the MPI agent of every other pod \(1\) answered after 2(\.\d)?s: running the command\n`).MatchString(a.stderr) {
 		t.Errorf("stderr does not say how long rank 0 waited:\n%s", a.stderr)
