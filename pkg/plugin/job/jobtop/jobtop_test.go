@@ -69,7 +69,7 @@ func (f *fakeExec) Exec(_ context.Context, _, pod, container string, command []s
 	}
 	// /bin/sh -c progressScript sh SPEC progressPython
 	if len(command) != 6 || command[4] != "/out/" {
-		return nil, fmt.Errorf("progress read %q, want one of the first --output-path", command)
+		return nil, fmt.Errorf("progress read %q, want a read of the first --output-path", command)
 	}
 	return []byte(f.progress), nil
 }
