@@ -246,8 +246,15 @@ cluster-down: $(LOCALCLUSTER) ## Stop the local cluster and remove its state
 # cluster-up leaves the real node out unless asked; the demo shows it wherever the host allows.
 REAL_NODE_UP = $(or $(REAL_NODE),0)
 demo: REAL_NODE_UP = $(or $(REAL_NODE),auto)
-demo: build cluster-up ## Bring the local cluster up and run a multi-node GPU job through the plugin (and real containers on the real node where the host allows)
-	@PATH='$(CURDIR)/bin':"$$PATH" KUBECONFIG='$(CLUSTER_DIR)/kubeconfig' test/demo/demo.sh
+# The real node's training part needs the stager image (imported at up), versitygw and the
+# demo's S3 server.
+demo: STAGER_PLATFORMS = linux/$(shell $(GO) env GOARCH)
+demo: build $(if $(REAL_NODE_ON),stager-image $(VERSITYGW) demo-s3) cluster-up ## Bring the local cluster up and run a multi-node GPU job through the plugin (and real training on the real node where the host allows)
+	@PATH='$(CURDIR)/bin':"$$PATH" KUBECONFIG='$(CLUSTER_DIR)/kubeconfig' VERSITYGW='$(VERSITYGW)' test/demo/demo.sh
+
+.PHONY: demo-s3
+demo-s3:
+	@$(GO) build -o bin/demo-s3 ./test/demo/s3
 
 .PHONY: clean
 clean: ## Remove build output (not the cluster binary cache)

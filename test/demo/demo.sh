@@ -2,6 +2,8 @@
 # The demo `make demo` runs: a multi-node GPU job through kubectl-tao on the local cluster.
 # Each step is printed as the user would type it. Expects kubectl-tao on PATH and KUBECONFIG set.
 set -euo pipefail
+# The demo's training script, named as typed from the repository's root (where make runs).
+train=$(realpath --relative-to=. "$(dirname "$0")/train.py")
 
 bold=$'\033[1m' dim=$'\033[2m' reset=$'\033[0m'
 [ -t 1 ] || { bold='' dim='' reset=''; }
@@ -29,7 +31,7 @@ run_expect_fail() {
 }
 
 job=demo-ddp
-for j in "$job" demo-oom demo-forever demo-real demo-real-long; do
+for j in "$job" demo-oom demo-forever demo-real demo-real-long demo-train demo-hang demo-elastic; do
   kubectl delete job "$j" --ignore-not-found --wait=true >/dev/null 2>&1 || true
 done
 
@@ -82,6 +84,96 @@ run kubectl tao submit demo-forever --image img --gpus 8 --annotation sim.kubect
 run kubectl tao wait demo-forever --timeout 1s || true
 run kubectl tao cancel demo-forever
 
+# follow JOB keeps rank 0's log of JOB in $specdir/JOB.log (a `logs -f` in the background,
+# which ends with the job), for wait_line.
+declare -A followers
+follow() {
+  kubectl tao logs -f "$1" --rank 0 >"$specdir/$1.log" 2>&1 &
+  followers[$1]=$!
+}
+
+# wait_line waits up to 3 minutes for a line of rank 0 of job $1 (followed) that matches $2;
+# the demo ends there, with the job's diagnosis, if the job ends first or the line never comes.
+wait_line() {
+  for _ in $(seq 900); do
+    grep -q "$2" "$specdir/$1.log" && return 0
+    kill -0 "${followers[$1]}" 2>/dev/null || break
+    sleep 0.2
+  done
+  echo "demo: job $1 printed no line matching $2" >&2
+  kubectl tao diagnose "$1" >&2 || true
+  exit 1
+}
+
+# real_training runs Debian's torch on the real node: a job that keeps its progress through a
+# killed rank, `top` while it trains, a hung job that restarts itself, and an elastic job scaled.
+real_training() {
+  local ns state s3env s3pid began=$SECONDS
+  ns=$(kubectl config view --minify -o jsonpath='{..namespace}')
+  ns=${ns:-default}
+  state=$(dirname "$KUBECONFIG")
+  # (not shown: an S3 server for the checkpoints, versitygw on the real node's bridge, whose
+  # keys go from a file only this user reads into submit's environment, never on a command line)
+  s3env="$specdir/s3.env"
+  demo-s3 -host "$TAO_REAL_NODE_IP" -dir "$specdir/s3" -env-file "$s3env" &
+  s3pid=$!
+  # shellcheck disable=SC2064
+  trap "kill $s3pid 2>/dev/null || true; rm -rf '$specdir'" EXIT
+  for _ in $(seq 300); do [ -f "$s3env" ] && break; sleep 0.1; done
+  set -a
+  # shellcheck disable=SC1090
+  . "$s3env"
+  set +a
+
+  # PET_REDIRECTS and PET_TEE: Debian's torchrun (Python 3.11) reads their default, 0 (and
+  # 3), as no value and fails; 1 tees each worker's stdout to the pod's log, prefixed [default0]:.
+  local torch=(--image "$TAO_TORCH_IMAGE" --stager-image "$TAO_STAGER_IMAGE" --gpus 1 --memory 3Gi --shm-size 256Mi
+    --file "$train:/opt/train.py" --checkpoint-dir /ckpt --env PET_REDIRECTS=1 --env PET_TEE=1
+    --node-selector kubectl-tao.dev/real-node=true --toleration kubectl-tao.dev/real-node=true:NoSchedule)
+  step "Real training on the real node: Debian's torch, 2 ranks under torchrun, every 5 steps a checkpoint that kubectl-tao keeps in S3 (a versitygw on this machine)"
+  run kubectl tao submit demo-train "${torch[@]}" --nodes 2 --retries 2 --env STEPS=20 -- \
+    'torchrun --nnodes $NNODES --node_rank $NODE_RANK --master_addr $MASTER_ADDR --master_port $MASTER_PORT --nproc_per_node 1 /opt/train.py'
+  follow demo-train
+  step "And a job that hangs at step 7 (a batch that never comes): with --hang-timeout, kubectl-tao restarts it by itself; we come back to it"
+  run kubectl tao submit demo-hang "${torch[@]}" --retries 1 --hang-timeout 30s --env HANG_AT=7 --env STEPS=12 -- python3 /opt/train.py
+
+  step "And an elastic job of 1 to 2 ranks (--nodes 1:2), whose whole command is torchrun and the script: we scale it later"
+  run kubectl tao submit demo-elastic "${torch[@]}" --nodes 1:2 --env STEPS=1000 --env PET_RDZV_CONF=last_call_timeout=5 -- torchrun /opt/train.py
+  follow demo-elastic
+
+  # (not shown: wait for step 7 of demo-train, and tell the dcgm-exporter stand-in what its GPUs read)
+  wait_line demo-train 'step 7 loss'
+  local pod i=0
+  for pod in $(kubectl get pods -l job-name=demo-train -o name); do
+    mkdir -p "$state/gpu-metrics/$ns"
+    printf 'util=%d\nmem_used_mib=%d\nxid=0\n' $((91 - 7 * i)) $((30412 + 128 * i)) >"$state/gpu-metrics/$ns/${pod#pod/}"
+    i=$((i + 1))
+  done
+  sleep 2
+  step "top: each rank's GPU (from the dcgm-exporter stand-in) and the training's progress, read from its status.json"
+  run kubectl tao top demo-train
+
+  step "Kill rank 1's training process, as a crash would: the attempt fails, and the next one goes on after the last checkpoint"
+  run kubectl tao exec demo-train --rank 1 -- python3 -c 'import os; os.kill(int(open("/tmp/train.pid").read()), 9)'
+  run kubectl tao wait demo-train --timeout 5m
+  run kubectl tao status demo-train
+  show kubectl tao logs demo-train --rank 0 '|' grep attempt
+  kubectl tao logs demo-train --rank 0 | grep attempt
+
+  step "The hung job: no sign of life from any rank for 30 s, so each rank's stacks went into its log and the job started again"
+  run kubectl tao wait demo-hang --timeout 5m
+  show kubectl tao logs demo-hang '|' grep -E "'attempt|hang:|File \"/opt/train.py\"'"
+  kubectl tao logs demo-hang | grep -E 'attempt|hang:|File "/opt/train.py"'
+
+  step "The elastic job: scale it to 1 rank while it trains; torchrun's agents meet again at the new size"
+  wait_line demo-elastic 'step 3 loss'
+  run kubectl tao scale demo-elastic --nodes 1 --wait --timeout 3m
+  run kubectl tao status demo-elastic
+  run kubectl tao cancel demo-elastic
+  kill "$s3pid" 2>/dev/null || true
+  printf '%s(the real training above took %d s)%s\n' "$dim" $((SECONDS - began)) "$reset"
+}
+
 # The real part: real containers on the cluster's real kubelet node, when it runs. `up` writes
 # what the e2e tests get about it next to the kubeconfig (test/localcluster/README.md).
 real_env="$(dirname "$KUBECONFIG")/realnode.env"
@@ -120,6 +212,12 @@ else
   wait "$follower" || true
   show cat follow.log
   cat "$follow"
+
+  if [ -z "${TAO_TORCH_IMAGE:-}" ] || [ -z "${TAO_STAGER_IMAGE:-}" ]; then
+    step "Real training: skipped, ${TAO_TORCH_IMAGE_SKIP:-the real node has no stager image (make demo builds it; a cluster started before by make cluster-up lacks it: make cluster-down first)}"
+  else
+    real_training
+  fi
 fi
 
 cat <<EOT

@@ -22,6 +22,7 @@ import (
 	"k8s.io/kubectl/pkg/util/interrupt"
 
 	cmdutil "github.com/kubectl-tao/kubectl-tao/pkg/plugin/cmd/util"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/job/tail"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/util/exitcode"
 )
 
@@ -120,9 +121,11 @@ func (o *ExecOptions) Run(ctx context.Context) error {
 	pod := t.Pod
 	ko := &kexec.ExecOptions{
 		StreamOptions: kexec.StreamOptions{
-			Namespace:     o.namespace,
-			PodName:       pod.Name,
-			ContainerName: o.Container,
+			Namespace: o.namespace,
+			PodName:   pod.Name,
+			// The container logs reads: the job's own, picked without kubectl's "Defaulted
+			// container" line on stderr.
+			ContainerName: tail.TargetOf(pod, o.Container, false).Container,
 			Stdin:         o.Stdin,
 			TTY:           o.TTY,
 			Quiet:         o.Quiet,

@@ -34,6 +34,9 @@ func ddp() *fixture.JobWrapper {
 
 func ddpObjects() []runtime.Object {
 	p0 := fixture.RankPod(ddp().Obj(), 0).Name("ddp-0-a").Created(t0.Add(-time.Hour)).Phase(corev1.PodRunning).Obj()
+	// The stager's init container, as a staged job's pods have it: kubectl would say which
+	// container it defaulted to.
+	p0.Spec.InitContainers = []corev1.Container{{Name: "tao-stager"}}
 	p1 := fixture.RankPod(ddp().Obj(), 1).Name("ddp-1-a").Created(t0.Add(-time.Hour)).Phase(corev1.PodPending).Obj()
 	// A pod of an earlier Job of the same name: never picked (selected by controller UID).
 	stale := fixture.RankPod(ddp().UID("uid-old").Obj(), 1).Name("ddp-1-stale").Created(t0.Add(-2 * time.Hour)).Phase(corev1.PodRunning).Obj()
@@ -87,8 +90,8 @@ func TestExecRunsInTheRanksPod(t *testing.T) {
 	if err != nil {
 		t.Fatalf("exec: %v (stderr %q)", err, s.errOut.String())
 	}
-	if s.out.String() != "hello\n" || ex.stdin != "input" {
-		t.Fatalf("stdout %q, stdin seen %q", s.out.String(), ex.stdin)
+	if s.out.String() != "hello\n" || ex.stdin != "input" || s.errOut.String() != "" {
+		t.Fatalf("stdout %q, stderr %q, stdin seen %q", s.out.String(), s.errOut.String(), ex.stdin)
 	}
 	q := ex.url.Query()
 	if ex.url.Path != "/api/v1/namespaces/ml/pods/ddp-0-a/exec" || strings.Join(q["command"], " ") != "python -c print(1)" ||

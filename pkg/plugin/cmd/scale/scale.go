@@ -22,6 +22,7 @@ import (
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/job/jobscale"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/job/jobspec"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/util/exitcode"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/util/plural"
 )
 
 // pollInterval is how often --wait reads the Job.
@@ -125,7 +126,7 @@ func (o *Options) Run(ctx context.Context) error {
 		}
 	}
 	if o.Nodes == size.Ranks {
-		fmt.Fprintf(o.ErrOut, "job.batch/%s already has %d ranks (elastic %s)\n", o.name, o.Nodes, rng)
+		fmt.Fprintf(o.ErrOut, "job.batch/%s already has %s (elastic %s)\n", o.name, plural.N(o.Nodes, "rank"), rng)
 	} else {
 		// Rank 0's log is read from here on, less a second (the log's timestamps are whole
 		// seconds): a rendezvous at the new size comes after the patch.
@@ -133,7 +134,7 @@ func (o *Options) Run(ctx context.Context) error {
 		if job, err = jobscale.Scale(ctx, client, job, o.Nodes); err != nil {
 			return err
 		}
-		fmt.Fprintf(o.ErrOut, "job.batch/%s: from %d to %d ranks (elastic %s)\n", o.name, size.Ranks, o.Nodes, rng)
+		fmt.Fprintf(o.ErrOut, "job.batch/%s: from %d to %s (elastic %s)\n", o.name, size.Ranks, plural.N(o.Nodes, "rank"), rng)
 	}
 	if err := o.printer.PrintObj(job, o.Out); err != nil {
 		return err
@@ -146,7 +147,7 @@ func (o *Options) Run(ctx context.Context) error {
 	last, err := jobscale.WaitRunning(wctx, client, job, o.Nodes, pollInterval)
 	switch {
 	case err == nil:
-		fmt.Fprintf(o.ErrOut, "job.batch/%s runs %d ranks\n", o.name, o.Nodes)
+		fmt.Fprintf(o.ErrOut, "job.batch/%s runs %s\n", o.name, plural.N(o.Nodes, "rank"))
 		return o.waitTrained(ctx, wctx, client, last, since)
 	case errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil:
 		ready := ptr.Deref(last.Status.Ready, 0)
@@ -163,7 +164,7 @@ func (o *Options) waitTrained(ctx, wctx context.Context, client kubernetes.Inter
 	seen, err := jobscale.WaitTrained(wctx, client, job, o.Nodes, since, pollInterval)
 	switch {
 	case err == nil:
-		fmt.Fprintf(o.ErrOut, "job.batch/%s trains at %d ranks (torchrun's rendezvous in rank 0: group_world_size=%d)\n", o.name, o.Nodes, o.Nodes)
+		fmt.Fprintf(o.ErrOut, "job.batch/%s trains at %s (torchrun's rendezvous in rank 0: group_world_size=%d)\n", o.name, plural.N(o.Nodes, "rank"), o.Nodes)
 		return nil
 	case errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil:
 		said := "no rendezvous since the change"

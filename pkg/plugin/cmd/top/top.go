@@ -32,6 +32,7 @@ import (
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/job/tail"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/util/exitcode"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/util/outage"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/util/plural"
 )
 
 const example = `  # Each rank's GPU use, memory and last output; -w redraws with a sparkline per rank
@@ -314,7 +315,7 @@ func (o *Options) printJob(w io.Writer, j jobtop.Job, now time.Time) error {
 func jobLine(j jobtop.Job) string {
 	parts := []string{fmt.Sprintf("job.batch/%s", j.Job), j.Status}
 	if j.NodesRange != nil {
-		parts = append(parts, fmt.Sprintf("%d ranks (elastic %s)", j.Nodes, *j.NodesRange))
+		parts = append(parts, fmt.Sprintf("%s (elastic %s)", plural.N(j.Nodes, "rank"), *j.NodesRange))
 	}
 	if p := j.Progress; p != nil {
 		parts = append(parts, p.String())

@@ -26,6 +26,7 @@ import (
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/job/jobspec"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/job/jobstatus"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/util/exitcode"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/util/plural"
 )
 
 // Size is a job's current size and its range.
@@ -74,7 +75,7 @@ func Scale(ctx context.Context, client kubernetes.Interface, job *batchv1.Job, n
 	}
 	out, err := client.BatchV1().Jobs(job.Namespace).Patch(ctx, job.Name, types.JSONPatchType, patch, metav1.PatchOptions{FieldManager: "kubectl-tao"})
 	if err != nil {
-		return nil, fmt.Errorf("scaling job.batch/%s to %d ranks: %w", job.Name, n, err)
+		return nil, fmt.Errorf("scaling job.batch/%s to %s: %w", job.Name, plural.N(n, "rank"), err)
 	}
 	return out, nil
 }
@@ -94,7 +95,7 @@ func WaitRunning(ctx context.Context, client kubernetes.Interface, job *batchv1.
 		}
 		last = got
 		if st := jobstatus.Of(got, nil); st.Status == jobstatus.Complete || st.Status == jobstatus.Error {
-			return false, fmt.Errorf("job.batch/%s finished (%s) before it ran at %d ranks", job.Name, st.Status, n)
+			return false, fmt.Errorf("job.batch/%s finished (%s) before it ran at %s", job.Name, st.Status, plural.N(n, "rank"))
 		}
 		return int(ptr.Deref(got.Status.Ready, 0)) == n && int(got.Status.Active) == n, nil
 	})

@@ -107,7 +107,12 @@ func Of(job *batchv1.Job, pods []corev1.Pod) Result {
 		replaced = replacedNote(n)
 	}
 	if c := condition(job, batchv1.JobComplete, batchv1.JobSuccessCriteriaMet); c != nil {
-		r.Status, r.Message = Complete, fmt.Sprintf("%d/%d ranks succeeded", job.Status.Succeeded, r.Nodes)+replaced
+		// SuccessCriteriaMet (1.31+) may come before the Job's count has the last successes.
+		n := succeeded(job, nil)
+		if pods != nil {
+			n = max(n, succeeded(job, pods))
+		}
+		r.Status, r.Message = Complete, fmt.Sprintf("%d/%d ranks succeeded", n, r.Nodes)+replaced
 		return r
 	}
 	if job.DeletionTimestamp != nil {

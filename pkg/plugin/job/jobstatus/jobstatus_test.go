@@ -52,6 +52,13 @@ func TestOf(t *testing.T) {
 		}(), nil, Running, "0/2 ranks running, 2 succeeded", false},
 		{"one rank done, the other's replacement pending", fixture.Job("train").Nodes(2).Succeeded(1).Obj(), nil, Running, "0/2 ranks running, 1 succeeded", false},
 		{"success criteria met (1.31+, pods still terminating)", fixture.Job("train").Nodes(2).Condition(batchv1.JobSuccessCriteriaMet, "CompletionsReached", "").Obj(), []corev1.Pod{fixture.Pod("").Phase(corev1.PodRunning).Val()}, Complete, "", true},
+		{"success criteria met, the success not counted yet", func() *batchv1.Job {
+			j := fixture.Job("train").Nodes(1).Condition(batchv1.JobSuccessCriteriaMet, "CompletionsReached", "").Obj()
+			j.Status.UncountedTerminatedPods = &batchv1.UncountedTerminatedPods{Succeeded: []types.UID{"a"}}
+			return j
+		}(), nil, Complete, "1/1 ranks succeeded", true},
+		{"success criteria met, the pod seen", fixture.Job("train").Nodes(1).Condition(batchv1.JobSuccessCriteriaMet, "CompletionsReached", "").Obj(),
+			[]corev1.Pod{fixture.Pod("").Phase(corev1.PodSucceeded).Val()}, Complete, "1/1 ranks succeeded", true},
 		{"failed", fixture.Job("train").Nodes(1).Condition(batchv1.JobFailed, "BackoffLimitExceeded", "Job has reached the specified backoff limit").Obj(), nil, Error, "BackoffLimitExceeded: Job has reached", true},
 		{"failure target (1.31+)", fixture.Job("train").Nodes(2).Condition(batchv1.JobFailureTarget, "BackoffLimitExceeded", "").Obj(), []corev1.Pod{fixture.Pod("").Phase(corev1.PodRunning).Val()}, Error, "BackoffLimitExceeded", true},
 		{"deadline", fixture.Job("train").Nodes(1).Condition(batchv1.JobFailed, "DeadlineExceeded", "Job was active longer than specified deadline").Obj(), nil, Error, "DeadlineExceeded", true},

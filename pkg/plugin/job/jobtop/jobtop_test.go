@@ -67,8 +67,9 @@ func (f *fakeExec) Exec(_ context.Context, _, pod, container string, command []s
 		}
 		return []byte(f.smi[pod]), nil
 	}
-	if command[len(command)-1] != "/out/" {
-		return nil, fmt.Errorf("progress read of %q, want the first --output-path", command[len(command)-1])
+	// /bin/sh -c progressScript sh SPEC progressPython
+	if len(command) != 6 || command[4] != "/out/" {
+		return nil, fmt.Errorf("progress read %q, want a read of the first --output-path", command)
 	}
 	return []byte(f.progress), nil
 }

@@ -19,12 +19,33 @@ const progressTail = 64 << 10
 
 // progressScript prints the progress file's size, then its last progressTail bytes. A path
 // ending in / is a directory: the newest status.json in it or one level below (TAO tasks write
-// theirs in /results/train and the like). A missing file prints nothing.
+// theirs in /results/train and the like). A missing file prints nothing. An image with a shell
+// but no coreutils (a Python image built from packages) runs progressPython, given as $2.
 const progressScript = `f=$1
+if ! command -v tail >/dev/null 2>&1 || ! command -v ls >/dev/null 2>&1; then
+  command -v python3 >/dev/null 2>&1 && exec python3 -c "$2" "$f"
+  exit 0
+fi
 case $f in */) d=${f%/}; f=$(ls -t "$d/status.json" "$d"/*/status.json 2>/dev/null | head -n 1);; esac
 [ -n "$f" ] && [ -f "$f" ] || exit 0
 wc -c < "$f"
 tail -c 65536 "$f"`
+
+// progressPython is progressScript in Python.
+const progressPython = `import glob, os, sys
+f = sys.argv[1]
+if f.endswith("/"):
+    d = f[:-1]
+    found = [p for p in [d + "/status.json"] + glob.glob(d + "/*/status.json") if os.path.isfile(p)]
+    f = max(found, key=os.path.getmtime) if found else ""
+if f and os.path.isfile(f):
+    with open(f, "rb") as r:
+        n = os.fstat(r.fileno()).st_size
+        r.seek(max(0, n - 65536))
+        sys.stdout.write("%d\n" % n)
+        sys.stdout.flush()
+        sys.stdout.buffer.write(r.read())
+`
 
 // StatusFileOf is where a job's progress file is looked for: the job's --status-file (a file),
 // else a directory to search (ending in /): the first --output-path, else /results. ok is false
@@ -42,7 +63,7 @@ func StatusFileOf(job *batchv1.Job) (spec string, ok bool) {
 // readProgress reads the progress file in rank 0 with one exec; nil when there is none, or
 // the image has no shell: no progress is no error.
 func (r *Reader) readProgress(ctx context.Context, namespace string, rank0 Rank, spec string) *progress.Progress {
-	out, err := r.Exec.Exec(ctx, namespace, rank0.Pod, rank0.container, []string{"/bin/sh", "-c", progressScript, "sh", spec})
+	out, err := r.Exec.Exec(ctx, namespace, rank0.Pod, rank0.container, []string{"/bin/sh", "-c", progressScript, "sh", spec, progressPython})
 	if err != nil || len(out) == 0 {
 		return nil
 	}

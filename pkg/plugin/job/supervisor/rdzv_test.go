@@ -16,9 +16,16 @@ func TestRdzvConf(t *testing.T) {
 	if got := rdzvConf(env(elastic), 2); !slices.Equal(got, []string{"PET_RDZV_CONF=is_host=0"}) {
 		t.Errorf("index 2: %v", got)
 	}
-	// The user's own conf, and a job that is not elastic, are left alone.
-	if got := rdzvConf(env(map[string]string{jobspec.EnvPETRdzvBackend: "c10d", jobspec.EnvPETRdzvConf: "timeout=900"}), 0); got != nil {
+	// The user's own conf gets is_host added, unless it says is_host; a job that is not
+	// elastic is left alone.
+	conf := func(c string) map[string]string {
+		return map[string]string{jobspec.EnvPETRdzvBackend: jobspec.ElasticRdzvBackend, jobspec.EnvPETRdzvConf: c}
+	}
+	if got := rdzvConf(env(conf("last_call_timeout=5")), 1); !slices.Equal(got, []string{"PET_RDZV_CONF=last_call_timeout=5,is_host=0"}) {
 		t.Errorf("user's conf: %v", got)
+	}
+	if got := rdzvConf(env(conf("timeout=900, is_host=true")), 0); got != nil {
+		t.Errorf("user's conf with is_host: %v", got)
 	}
 	if got := rdzvConf(env(nil), 0); got != nil {
 		t.Errorf("fixed-size job: %v", got)

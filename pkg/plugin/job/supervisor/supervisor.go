@@ -34,6 +34,7 @@ import (
 	"io"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -647,12 +648,22 @@ func (st *stops) after(offset time.Duration) <-chan struct{} {
 }
 
 // rdzvConf tells torchrun's agent of an elastic job whether it hosts the c10d store (index 0)
-// or connects to it, unless the user set PET_RDZV_CONF: torch would otherwise decide by
-// matching the endpoint, the headless Service's name, against the pod's hostname, which never
-// matches, and no agent would host it.
+// or connects to it, added to the user's PET_RDZV_CONF unless it says is_host itself: torch
+// would otherwise decide by matching the endpoint, the headless Service's name, against the
+// pod's hostname, which never matches, and no agent would host it.
 func rdzvConf(getenv func(string) string, rank int) []string {
-	if getenv(jobspec.EnvPETRdzvBackend) != jobspec.ElasticRdzvBackend || getenv(jobspec.EnvPETRdzvConf) != "" {
+	if getenv(jobspec.EnvPETRdzvBackend) != jobspec.ElasticRdzvBackend {
 		return nil
 	}
-	return []string{jobspec.EnvPETRdzvConf + "=" + jobspec.RdzvHostConf(rank)}
+	conf := getenv(jobspec.EnvPETRdzvConf)
+	// torch reads the conf as comma-separated key=value pairs (_parse_rendezvous_config).
+	for _, kv := range strings.Split(conf, ",") {
+		if k, _, _ := strings.Cut(kv, "="); strings.TrimSpace(k) == "is_host" {
+			return nil
+		}
+	}
+	if conf != "" {
+		conf += ","
+	}
+	return []string{jobspec.EnvPETRdzvConf + "=" + conf + jobspec.RdzvHostConf(rank)}
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/job/jobstatus"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/job/jobwatch"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/util/outage"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/util/plural"
 )
 
 // tailer follows one container. Its cursor belongs to its goroutine until done is closed.
@@ -257,7 +258,7 @@ func (f *follower) jobState() (jobstatus.Result, bool, error) {
 	if res.Range != "" {
 		// An elastic job's size changes while it is followed (scale): one line per change.
 		if f.size != 0 && res.Nodes != f.size && f.e.ErrOut != nil {
-			fmt.Fprintf(f.e.ErrOut, "job.batch/%s: from %d to %d ranks (elastic %s)\n", job.Name, f.size, res.Nodes, res.Range)
+			fmt.Fprintf(f.e.ErrOut, "job.batch/%s: from %d to %s (elastic %s)\n", job.Name, f.size, plural.N(res.Nodes, "rank"), res.Range)
 		}
 		f.size = res.Nodes
 	}

@@ -162,8 +162,8 @@ func TestRunnerForwardsSIGTERMAndUploadsAfterIt(t *testing.T) {
 	up := &uploads{}
 	// The stop goes to the whole process group: a child of the shell (a sleep, in the
 	// foreground or not) would die of it and the shell would say "Terminated", now or as it
-	// exits. The loop starts no process.
-	r := start(t, ctx, sh(`trap 'echo checkpointing; exit 42' TERM; echo training; touch `+ready+`; while :; do :; done`),
+	// exits. Neither the ready file (a redirection, not touch) nor the loop starts a process.
+	r := start(t, ctx, sh(`trap 'echo checkpointing; exit 42' TERM; echo training; : >`+ready+`; while :; do :; done`),
 		time.Hour, up, func(sigs chan<- os.Signal) {
 			waitFile(t, ready)
 			cancel()

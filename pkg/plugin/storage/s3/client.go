@@ -186,7 +186,7 @@ func Describe(err error, op, what string) error {
 	if err == nil {
 		return nil
 	}
-	if exitcode.Of(err) != exitcode.Error {
+	if exitcode.Coded(err) {
 		return err // already explained
 	}
 	resp := minio.ToErrorResponse(err)
@@ -208,7 +208,8 @@ func Describe(err error, op, what string) error {
 	case resp.StatusCode != 0:
 		return fmt.Errorf("%s %s: S3 answered %d %s: %w", op, what, resp.StatusCode, orDefault(resp.Code, http.StatusText(resp.StatusCode)), err)
 	}
-	return fmt.Errorf("%s %s: %w", op, what, err)
+	// Coded, so that exitcode.Explain never takes a connection S3 refused for the API server's.
+	return exitcode.WithCode(exitcode.Error, fmt.Errorf("%s %s: %w", op, what, err))
 }
 
 func orDefault(s, def string) string {

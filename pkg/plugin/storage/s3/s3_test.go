@@ -6,13 +6,16 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -474,9 +477,12 @@ func TestDescribe(t *testing.T) {
 		{minio.ErrorResponse{StatusCode: 404, Code: "NoSuchBucket"}, exitcode.NotFound, "the bucket does not exist"},
 		{minio.ErrorResponse{StatusCode: 404}, exitcode.NotFound, "(404 NotFound)"},
 		{errors.New("dial tcp: connection refused"), exitcode.Error, "get s3://b/k: dial tcp"},
+		// An S3 server that refuses the connection is not the API server (exitcode.Explain).
+		{&url.Error{Op: "Get", URL: "http://10.0.0.1:9000/b/k", Err: &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}},
+			exitcode.Error, `get s3://b/k: Get "http://10.0.0.1:9000/b/k": dial tcp: connection refused`},
 		{exitcode.Usagef("already explained"), exitcode.Usage, "already explained"},
 	} {
-		err := Describe(tc.err, "get", "s3://b/k")
+		err := exitcode.Explain(Describe(tc.err, "get", "s3://b/k"))
 		if exitcode.Of(err) != tc.code || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("Describe(%v) = %v (code %d); want %q, code %d", tc.err, err, exitcode.Of(err), tc.want, tc.code)
 		}

@@ -108,6 +108,12 @@ func Usagef(format string, args ...any) error {
 // IsUsage reports whether err is a usage error, so callers can print a pointer to --help.
 func IsUsage(err error) bool { return Of(err) == Usage }
 
+// Coded reports whether err carries an explicit code (WithCode): it was explained already.
+func Coded(err error) bool {
+	var ce *codedError
+	return errors.As(err, &ce)
+}
+
 // Of classifies err: an explicit code wins, then API status reasons, then transport failures.
 func Of(err error) Code {
 	if err == nil {

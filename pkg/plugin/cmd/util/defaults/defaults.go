@@ -246,7 +246,7 @@ func checkValue(fl *pflag.Flag, v string) error {
 		_, err = strconv.ParseFloat(v, 32)
 	case "float64":
 		_, err = strconv.ParseFloat(v, 64)
-	case "string", "stringArray", "stringSlice", "":
+	case "string", "":
 	default:
 		if err := fl.Value.Set(v); err != nil {
 			return err
