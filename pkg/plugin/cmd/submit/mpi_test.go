@@ -77,7 +77,6 @@ func TestSubmitMPIBadInput(t *testing.T) {
 		{"elastic", mpiArgs("1:3"), "--launcher mpi cannot go with --nodes MIN:MAX"},
 		{"slots without mpi", []string{"j", "--image", "img", "--slots-per-node", "2", "--", "true"},
 			"--slots-per-node only applies with --launcher mpi"},
-		{"retries", mpiArgs("2", "--retries", "1"), "--launcher mpi cannot go with --retries yet"},
 	} {
 		c := newClient(fixture.GPUNode("a", 8).Obj())
 		r := run(t, cmdtest.Cmd{NS: "ml", Client: c}, tc.args...)

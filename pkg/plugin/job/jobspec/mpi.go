@@ -193,9 +193,6 @@ func (s *Spec) validateMPI() []error {
 	if s.Elastic() {
 		add("--launcher mpi cannot go with --nodes MIN:MAX: an MPI world is fixed when mpirun starts it, and cannot grow or shrink; give --nodes N")
 	}
-	if s.Retries > 0 {
-		add("--launcher mpi cannot go with --retries yet: an MPI job cannot replace one of its processes, and restarting the whole MPI world is not built; leave out --retries")
-	}
 	if s.Staging == nil {
 		errs = append(errs, errors.New("internal error: an MPI job without the supervisor"))
 	}
@@ -309,4 +306,20 @@ func hostLines(job string, nodes int, suffix string) string {
 		b.WriteByte('\n')
 	}
 	return b.String()
+}
+
+// MPIPod reports whether pod is one of an MPI job's (submit --launcher mpi), from its training
+// container's environment, which a pod keeps even when its Job is gone.
+func MPIPod(pod *corev1.PodSpec) bool {
+	for _, c := range pod.Containers {
+		if c.Name != ContainerName {
+			continue
+		}
+		for _, e := range c.Env {
+			if e.Name == EnvLauncher && e.Value == string(LauncherMPI) {
+				return true
+			}
+		}
+	}
+	return false
 }

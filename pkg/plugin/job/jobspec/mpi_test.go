@@ -146,6 +146,7 @@ func TestValidateMPI(t *testing.T) {
 		"slots above the GPUs":  func(s *Spec) { s.SlotsPerNode = 16 },
 		"no GPUs, four slots":   func(s *Spec) { s.GPUs, s.SlotsPerNode = 0, 4 },
 		"a user env of its own": func(s *Spec) { s.Env = []KeyValue{{"OMPI_MCA_btl", "tcp,self"}} },
+		"retries":               func(s *Spec) { s.Retries = 1 },
 	} {
 		s := mpiSpec()
 		mutate(&s)
@@ -159,7 +160,6 @@ func TestValidateMPI(t *testing.T) {
 	}{
 		"elastic": {func(s *Spec) { s.Nodes, s.NodesMin, s.NodesMax, s.Retries = 2, 1, 3, 3 },
 			"--launcher mpi cannot go with --nodes MIN:MAX: an MPI world is fixed when mpirun starts it"},
-		"retries":        {func(s *Spec) { s.Retries = 1 }, "--launcher mpi cannot go with --retries yet"},
 		"negative slots": {func(s *Spec) { s.SlotsPerNode = -1 }, "invalid --slots-per-node -1: must be 1 or more"},
 		"slots without mpi": {func(s *Spec) { s.Launcher, s.SlotsPerNode = LauncherTorchrun, 2 },
 			"--slots-per-node only applies with --launcher mpi"},
@@ -305,5 +305,21 @@ func TestBuildMPI(t *testing.T) {
 	if len(objs.Children) != 1 || objs.Job.Annotations[LauncherAnnotation] != "" || objs.Job.Spec.SuccessPolicy != nil {
 		t.Errorf("torchrun job: %d children, annotations %v, success policy %v: want the Service alone",
 			len(objs.Children), objs.Job.Annotations, objs.Job.Spec.SuccessPolicy)
+	}
+}
+
+// --retries restarts the whole MPI world: each pod is replaced as a torchrun rank is, and rank
+// 0's new pod starts mpirun again once every agent answers. The policy is the staged one, since
+// the supervisor always runs.
+func TestBuildMPIRetries(t *testing.T) {
+	s := mpiSpec()
+	s.Nodes, s.Retries = 3, 2
+	job := Build(s).Job
+	if job.Spec.BackoffLimitPerIndex == nil || *job.Spec.BackoffLimitPerIndex != 2 || *job.Spec.MaxFailedIndexes != 0 ||
+		*job.Spec.BackoffLimit != 6 || *job.Spec.PodReplacementPolicy != batchv1.Failed {
+		t.Errorf("spec %+v: want 2 retries per index, no failed index, replacement once failed", job.Spec)
+	}
+	if job.Spec.PodFailurePolicy == nil || len(job.Spec.PodFailurePolicy.Rules) != RuleStaging+1 || job.Spec.SuccessPolicy == nil {
+		t.Errorf("policy %+v, success %+v: want the staged pod failure policy and rank 0's success", job.Spec.PodFailurePolicy, job.Spec.SuccessPolicy)
 	}
 }

@@ -130,3 +130,14 @@ func (s *Supervisor) waitWorkers(ctx context.Context, m *mpiPlan) error {
 	}
 	return err
 }
+
+// launcherKilled is the exit code of rank 0 when mpirun exits 137, which OpenMPI's mpirun does
+// when any process it started, on this pod or another, was killed with SIGKILL. The pod
+// failure policy reads 137 of the training container as its own OOM kill and fails the job at
+// once; mpirun's 137 says nothing of the kind, so it becomes 1, which counts against --retries
+// and starts the MPI world again. A worker's container the kernel killed for memory fails as
+// that pod's own 137, which the policy still sees.
+func (s *Supervisor) launcherKilled(code int) int {
+	s.sayf("the launcher exited %d: a process it started, here or on another pod, was killed (SIGKILL); exiting 1, a failure --retries may retry, since %d would read as this container's own OOM kill", code, code)
+	return 1
+}

@@ -217,3 +217,52 @@ func TestMPIRank0GivesUpNamingTheWorker(t *testing.T) {
 		t.Error("rank 0 ran the command without its workers")
 	}
 }
+
+// mpirun's 137 (a process killed, on any pod) becomes 1 on rank 0, so the pod failure policy
+// retries the world instead of reading it as rank 0's own OOM kill; other codes are kept, and a
+// worker's own code is its own.
+func TestMPILauncherKilledIsRetried(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		env    map[string]string
+		script string
+		want   int
+		says   bool
+	}{
+		{"rank 0, mpirun's 137", oneHost(mpiEnv(0, "")), "exit 137", 1, true},
+		{"rank 0, another code", oneHost(mpiEnv(0, "")), "exit 3", 3, false},
+		{"not an MPI job", map[string]string{jobspec.EnvNodeRank: "0"}, "exit 137", 137, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if port, ok := tc.env[jobspec.EnvMPIAgentPort]; ok && port == "" {
+				tc.env[jobspec.EnvMPIAgentPort] = freePort(t)
+			}
+			a := superviseWith(t, tc.env, tc.script, nil, nil)
+			said := strings.Contains(a.stderr, "kubectl-tao: the launcher exited 137: a process it started, here or on another pod, was killed (SIGKILL); exiting 1")
+			if a.code != tc.want || said != tc.says {
+				t.Errorf("exit %d, want %d; said the mapping %v, want %v; stderr:\n%s", a.code, tc.want, said, tc.says, a.stderr)
+			}
+		})
+	}
+}
+
+// Rank 0 leaves the pods it never reached in its termination message, where diagnose reads them.
+func TestMPIUnreachableTerminationMessage(t *testing.T) {
+	msg := filepath.Join(t.TempDir(), "termination-log")
+	a := superviseWith(t, mpiEnv(0, freePort(t)), "true", nil, func(s *Supervisor) {
+		s.MPIReach = 300 * time.Millisecond
+		s.TerminationLog = msg
+		s.DialAgent = func(context.Context, string) (net.Conn, error) { return nil, errors.New("no such host") }
+	})
+	b, err := os.ReadFile(msg)
+	if a.code != s3layout.ExitStageRun || err != nil ||
+		string(b) != "waited 300ms for every pod's MPI agent: the MPI agent of 1 of the job's pods never answered: j-1.j (no such host)" {
+		t.Errorf("exit %d, termination message %q (%v)", a.code, b, err)
+	}
+}
+
+// oneHost makes env a one-pod MPI job's: rank 0 has no other agent to wait for.
+func oneHost(env map[string]string) map[string]string {
+	env[jobspec.EnvNNodes] = "1"
+	return env
+}

@@ -66,8 +66,8 @@ type Supervisor struct {
 	// Yield, when set, runs once the command has started: the uploads must never take the CPUs
 	// that feed the GPUs (checkpoint.Yield in the pod).
 	Yield func()
-	// TerminationLog is where a hang's summary is left for diagnose (the kubelet's
-	// terminationMessagePath); "" leaves none.
+	// TerminationLog is where a hang's summary, or the MPI agents rank 0 never reached, is
+	// left for diagnose (the kubelet's terminationMessagePath); "" leaves none.
 	TerminationLog string
 	// MPIReach bounds rank 0's wait for the other pods' MPI agents; 0 is DefaultMPIReach.
 	MPIReach time.Duration
@@ -151,6 +151,8 @@ func (s *Supervisor) Run(ctx context.Context) int {
 				return 128 + int(sig)
 			}
 			s.sayf("%v: the command was not run", err)
+			// diagnose names the pods from here without reading the log.
+			writeTerminationMessage(s.TerminationLog, err.Error())
 			return s3layout.ExitStageRun
 		}
 	}
@@ -185,6 +187,9 @@ func (s *Supervisor) Run(ctx context.Context) int {
 		}
 		s.sayf("the command was ended as hung (it exited %d): exiting %d, which --retries retries from the newest complete checkpoint", code, jobspec.ExitHang)
 		return int(jobspec.ExitHang)
+	}
+	if p.mpi != nil && p.rank == 0 && code == int(jobspec.ExitOOM) {
+		code = s.launcherKilled(code)
 	}
 	if finished != nil {
 		s.sayf("%v", finished)
