@@ -28,6 +28,9 @@ const (
 	ProgressStalled = "ProgressStalled"
 	// GPUXid: a GPU reports a hardware Xid error.
 	GPUXid = "GPUXid"
+	// MPIUnreachable: rank 0 of an MPI job gave up waiting for other pods' MPI agents, and
+	// never ran mpirun.
+	MPIUnreachable = "MPIUnreachable"
 )
 
 // Thresholds of the health findings.

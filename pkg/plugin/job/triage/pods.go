@@ -353,6 +353,16 @@ func (v podView) exited() *finding {
 		f.suggestion = "Container OOM-killed. Reduce batch size, lower max_length, or request more memory on a larger node."
 		return f
 	}
+	if code == s3layout.ExitStageRun && t.Message != "" && v.staged() && jobspec.MPIPod(&v.pod.Spec) {
+		// The supervisor leaves this message only when rank 0 gave up on the other pods'
+		// agents: the cause is on those pods, which it names.
+		f.name, f.class = MPIUnreachable, ErrInfra
+		f.message = describeExit(code) + ": mpirun never ran: " + t.Message
+		f.suggestion = fmt.Sprintf("Rank 0 waited for the MPI agent of every other pod and some never answered. See why those pods "+
+			"are not running (kubectl tao replicas %s); one that runs without answering says why in its log (kubectl tao logs %s --rank N), "+
+			"or a NetworkPolicy blocks the agent's port ($TAO_MPI_AGENT_PORT) between the job's pods.", v.jobName(), v.jobName())
+		return f
+	}
 	if what, ok := s3layout.StagingFailure(code); ok && v.staged() {
 		f.name = "StagingFailed"
 		f.message = describeExit(code) + ": " + what

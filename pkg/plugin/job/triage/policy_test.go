@@ -254,3 +254,39 @@ func TestEndedHung(t *testing.T) {
 		t.Errorf("%+v", got)
 	}
 }
+
+// Rank 0 of an MPI job that never reached the other pods' agents is named MPIUnreachable, with
+// the pods its termination message names; the same code with no message, or from a pod of
+// another job, is still a staging failure.
+func TestDiagnoseMPIUnreachable(t *testing.T) {
+	mpiPod := func(msg string) corev1.Pod {
+		p := stagedPod(podOf("t", 0).Node("gpu-node-0").Exited(203, "Error", t0.Add(time.Minute)).Val())
+		p.Spec.Containers[0].Env = append(p.Spec.Containers[0].Env, corev1.EnvVar{Name: jobspec.EnvLauncher, Value: "mpi"})
+		p.Status.ContainerStatuses[0].State.Terminated.Message = msg
+		return p
+	}
+	const unreachable = "waited 10m0s for every pod's MPI agent: the MPI agent of 1 of the job's pods never answered: t-1.t (dial tcp: lookup t-1.t: no such host)"
+	other := stagedPod(podOf("t", 0).Node("gpu-node-0").Exited(203, "Error", t0.Add(time.Minute)).Val())
+	other.Status.ContainerStatuses[0].State.Terminated.Message = unreachable
+	for _, tc := range []struct {
+		name  string
+		pod   corev1.Pod
+		first string
+		inMsg string
+	}{
+		{"MPI, agents never answered", mpiPod(unreachable), MPIUnreachable, "exit code 203: mpirun never ran: " + unreachable},
+		{"MPI, no message", mpiPod(""), "StagingFailed", "exit code 203"},
+		{"torchrun", other, "StagingFailed", "exit code 203"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			job := jobOf("t", 2).Conditions(failedCond(batchv1.JobReasonBackoffLimitExceeded, "Job has reached the specified backoff limit", t0.Add(2*time.Minute))).Obj()
+			a := Analyze(Snapshot{Job: job, Pods: []corev1.Pod{tc.pod}, Now: now})
+			if a.FirstFailure == nil || a.FirstFailure.NodeEventName != tc.first || !strings.Contains(a.FirstFailure.Message, tc.inMsg) {
+				t.Fatalf("first failure %+v; want %s with %q", a.FirstFailure, tc.first, tc.inMsg)
+			}
+			if tc.first == MPIUnreachable && (a.ErrClass == nil || *a.ErrClass != ErrInfra || !strings.Contains(a.Suggestion, "kubectl tao replicas t")) {
+				t.Errorf("class %v, suggestion %q", a.ErrClass, a.Suggestion)
+			}
+		})
+	}
+}
