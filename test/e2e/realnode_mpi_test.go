@@ -49,6 +49,25 @@ while True:
     time.sleep(0.25)
 `
 
+// mpiRetryScript loops as mpiLoopScript on a first attempt; once any process finds the marker
+// an earlier attempt left on its pod (a worker's pod outlives rank 0's), the world runs 4 steps
+// and ends.
+const mpiRetryScript = `import os, socket, sys, time
+from mpi4py import MPI
+
+comm = MPI.COMM_WORLD
+rank = comm.Get_rank()
+again = comm.allreduce(int(os.path.exists("/tmp/mpi-ran")), op=MPI.MAX)
+open("/tmp/mpi-ran", "w").close()
+step = 0
+while not again or step < 4:
+    n = comm.allreduce(1, op=MPI.SUM)
+    sys.stdout.write(f"retry rank {rank} on {socket.gethostname()} step {step} world {n} again {again}\n")
+    sys.stdout.flush()
+    step += 1
+    time.sleep(0.25)
+`
+
 // mpirunCommand runs a script as 4 processes over the job's hostfile ($TAO_HOSTFILE, OpenMPI's
 // default through the job's environment): OpenMPI refuses to start as root unless told, and the
 // image runs as root.
@@ -140,6 +159,59 @@ func TestRealNodeMPI(t *testing.T) {
 		t.Logf("rank 0's log (last lines):\n%s", lastLines(logs.stdout, 12))
 		t.Logf("diagnose:\n%s", tao(t, nil, "diagnose", job, "-n", ns).stdout)
 	})
+}
+
+// TestRealNodeMPIRetries kills a worker's MPI processes mid-run under --retries 1: mpirun
+// ends the world and exits 137, rank 0 exits 1 so that the attempt counts, its new pod waits for
+// the agents again and starts a new world on the same worker pod, and the job completes.
+func TestRealNodeMPIRetries(t *testing.T) {
+	n := stagerNode(t)
+	image := openMPIImage(t, n)
+	t.Parallel()
+	ns := namespace(t)
+	const job = "retried"
+	submitReal(t, n, ns, job, []string{"--image", image, "--stager-image", n.StagerImage, "--nodes", "2", "--launcher", "mpi",
+		"--slots-per-node", "2", "--shm-size", "1Gi", "--retries", "1", "--file", scriptFile(t, "retry.py", mpiRetryScript)},
+		mpirunCommand+"/opt/scripts/retry.py")
+	follow := taoBackground(t, "logs", "-f", job, "-n", ns)
+	follow.waitOutput(t, 3*time.Minute, "[rank 0] retry rank 3 on retried-1 step 1 world 4 again 0")
+	workers := map[string]bool{}
+	for _, p := range jobPods(t, ns, job) {
+		if rankOf(&p) == "1" {
+			workers[p.Name] = true
+		}
+	}
+	// The worker's MPI processes die as in a crash; its pod, orted and agent stay.
+	r := tao(t, nil, "exec", job, "-n", ns, "--rank", "1", "--", "/bin/bash", "-c",
+		`for p in /proc/[0-9]*; do read -r c < $p/comm 2>/dev/null || continue; case $c in python3) kill -9 ${p#/proc/} && echo killed $c;; esac; done`)
+	contains(t, r, 0, "killed python3")
+	waitComplete(t, ns, job)
+	out := follow.wait(t, time.Minute)
+	contains(t, out, 0, "[rank 0] retry rank 3 on retried-1 step 3 world 4 again 1")
+	// Rank 0's first pod failed with 1 (mpirun's 137 turned), and a second one completed the job;
+	// the worker's pod is the one the first world ran on.
+	var failed, succeeded int
+	for _, p := range jobPods(t, ns, job) {
+		switch {
+		case rankOf(&p) == "1" && !workers[p.Name]:
+			t.Errorf("rank 1's pod %s was replaced: an MPI retry restarts the world from rank 0", p.Name)
+		case rankOf(&p) != "0":
+		case p.Status.Phase == corev1.PodFailed:
+			failed++
+			for _, cs := range p.Status.ContainerStatuses {
+				if cs.State.Terminated == nil || cs.State.Terminated.ExitCode != 1 {
+					t.Errorf("rank 0's failed pod %s: %+v, want exit 1", p.Name, cs.State)
+				}
+			}
+		case p.Status.Phase == corev1.PodSucceeded:
+			succeeded++
+		}
+	}
+	if failed != 1 || succeeded != 1 {
+		t.Errorf("rank 0: %d failed and %d succeeded pods, want 1 and 1", failed, succeeded)
+	}
+	contains(t, out, 0, "kubectl-tao: the launcher exited 137: a process it started, here or on another pod, was killed (SIGKILL); exiting 1")
+	t.Logf("logs -f (last lines):\n%s", lastLines(out.stdout, 12))
 }
 
 // lastLines is the last n lines of out.
