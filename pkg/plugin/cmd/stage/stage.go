@@ -45,6 +45,7 @@ func NewCmd(streams genericiooptions.IOStreams, getenv func(string) string) *cob
 		newRunCmd(streams, getenv),
 		newStacksCmd(streams),
 		newMPIAgentCmd(streams, getenv),
+		newMPIProcCmd(streams, getenv),
 	)
 	return cmd
 }

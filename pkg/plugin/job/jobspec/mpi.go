@@ -144,6 +144,12 @@ const (
 	EnvHydraIface = "HYDRA_IFACE"
 	// PodInterface is the pod's own network interface.
 	PodInterface = "eth0"
+	// EnvOMPIForkAgent is OpenMPI 4's fork agent (orte_fork_agent, split on spaces and put
+	// before every process's command line by its daemons): MPIProcAgent, so that a process on
+	// a pod other than rank 0's prints into that pod's own log.
+	EnvOMPIForkAgent = "OMPI_MCA_orte_fork_agent"
+	// MPIProcAgent is the fork agent's command: `stage mpi-proc` of the supervisor's binary.
+	MPIProcAgent = s3layout.StagerBinary + " stage mpi-proc"
 	// LauncherAnnotation is a Job's --launcher when it is not the default, for the commands that
 	// read a job (logs, cancel, diagnose) to tell an MPI job apart.
 	LauncherAnnotation = "kubectl-tao.dev/launcher"
@@ -154,7 +160,7 @@ const (
 var mpiEnv = []string{
 	EnvHostfile, EnvOMPIHostfile, EnvPRTEHostfile, EnvHydraHostfile, EnvOMPIKeepFQDN, EnvPRTEKeepFQDN, EnvLauncher, EnvMPISlots,
 	EnvMPIAgentPort, EnvMPIKey, EnvOMPIRshAgent, EnvPRTERshAgent, EnvPRTESshAgent, EnvHydraLauncher,
-	EnvHydraLauncherExec, EnvHydraIface,
+	EnvHydraLauncherExec, EnvHydraIface, EnvOMPIForkAgent,
 }
 
 // MPISecretName is the Secret of an MPI job's agent key; MPIConfigMapName the ConfigMap of its
@@ -277,6 +283,7 @@ func mpiEnvVars(s Spec) []corev1.EnvVar {
 		{Name: EnvHydraLauncher, Value: "rsh"},
 		{Name: EnvHydraLauncherExec, Value: MPIAgent},
 		{Name: EnvHydraIface, Value: PodInterface},
+		{Name: EnvOMPIForkAgent, Value: MPIProcAgent},
 		{Name: EnvMPIKey, ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
 			LocalObjectReference: corev1.LocalObjectReference{Name: MPISecretName(s.Name)}, Key: MPIKeyKey,
 		}}},

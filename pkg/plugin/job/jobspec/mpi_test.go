@@ -265,6 +265,7 @@ func TestBuildMPI(t *testing.T) {
 			EnvPRTESshAgent: MPIAgent, EnvHydraLauncher: "rsh", EnvHydraLauncherExec: MPIAgent, EnvLauncher: "mpi",
 			EnvMPISlots: "2", EnvMPIAgentPort: "29502", EnvMasterAddr: "allreduce-0.allreduce",
 			EnvOMPIKeepFQDN: "true", EnvPRTEKeepFQDN: "true", EnvHydraIface: "eth0",
+			EnvOMPIForkAgent: "/tao-stager/kubectl-tao stage mpi-proc",
 		} {
 			if got := env[name]; got.Value != want || got.ValueFrom != nil {
 				t.Errorf("%d pods: %s = %+v, want %q", nodes, name, got, want)

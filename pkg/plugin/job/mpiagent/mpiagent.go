@@ -70,6 +70,9 @@ type Request struct {
 	Env []string `json:"env,omitempty"`
 	// Ping asks only whether the server is up and holds the key: nothing runs.
 	Ping bool `json:"ping,omitempty"`
+	// Done tells the server that the launcher's MPI world ended well, so its pod has nothing
+	// left to serve: nothing runs.
+	Done bool `json:"done,omitempty"`
 }
 
 // ShellArgv is how a request's words run, as sshd runs a remote command.
@@ -137,7 +140,7 @@ func openRequest(key, nonce, payload []byte) (Request, error) {
 	if err := json.Unmarshal(body, &req); err != nil {
 		return req, fmt.Errorf("a request that is not JSON: %w", err)
 	}
-	if !req.Ping && len(req.Argv) == 0 {
+	if !req.Ping && !req.Done && len(req.Argv) == 0 {
 		return req, errors.New("a request with no command")
 	}
 	return req, nil

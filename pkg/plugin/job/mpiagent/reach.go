@@ -92,13 +92,34 @@ func WaitReachable(ctx context.Context, dial Dialer, key []byte, hosts []string,
 }
 
 func ping(ctx context.Context, dial Dialer, key []byte, host string) error {
+	return ask(ctx, dial, key, host, Request{Ping: true})
+}
+
+// ask sends a request that runs nothing (Ping, Done) to host's agent.
+func ask(ctx context.Context, dial Dialer, key []byte, host string, req Request) error {
 	conn, err := dial(ctx, host)
 	if err != nil {
 		return err
 	}
-	code, err := Run(ctx, conn, key, Request{Ping: true}, io.Discard, io.Discard)
+	code, err := Run(ctx, conn, key, req, io.Discard, io.Discard)
 	if err == nil && code != 0 {
-		err = fmt.Errorf("the ping exited %d", code)
+		err = fmt.Errorf("the agent answered %d", code)
 	}
 	return err
+}
+
+// Finish tells the agent of every host, at once, that the launcher's world ended well, so that
+// their pods end too; ctx bounds it. The error names the hosts not told, each with its error.
+func Finish(ctx context.Context, dial Dialer, key []byte, hosts []string) error {
+	errs := make([]error, len(hosts))
+	var wg sync.WaitGroup
+	for i, h := range hosts {
+		wg.Go(func() {
+			if err := ask(ctx, dial, key, h, Request{Done: true}); err != nil {
+				errs[i] = fmt.Errorf("%s: %w", h, err)
+			}
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }

@@ -17,6 +17,8 @@ type fakePods struct {
 	mu       sync.Mutex
 	failures map[string]int
 	keys     map[string][]byte
+	// done counts the Done requests each host's agent took.
+	done map[string]int
 }
 
 func (p *fakePods) dial(_ context.Context, host string) (net.Conn, error) {
@@ -29,7 +31,12 @@ func (p *fakePods) dial(_ context.Context, host string) (net.Conn, error) {
 		return nil, errors.New("dial tcp " + host + ":29502: connect: connection refused")
 	}
 	client, server := net.Pipe()
-	s := &Server{Key: p.keys[host], Exec: func(context.Context, Request, io.Writer, io.Writer) (int, error) { return 0, nil }}
+	s := &Server{Key: p.keys[host], Exec: func(context.Context, Request, io.Writer, io.Writer) (int, error) { return 0, nil },
+		Done: func() {
+			p.mu.Lock()
+			defer p.mu.Unlock()
+			p.done[host]++
+		}}
 	go s.ServeConn(context.Background(), server)
 	return client, nil
 }
@@ -79,5 +86,22 @@ func TestWaitReachable(t *testing.T) {
 				t.Errorf("a refused key took %s: want the wait ended at once", time.Since(start))
 			}
 		})
+	}
+}
+
+// Finish tells every agent it can reach, and names those it could not tell.
+func TestFinish(t *testing.T) {
+	pods := &fakePods{failures: map[string]int{"j-1.j": 0, "j-3.j": 0}, done: map[string]int{},
+		keys: map[string][]byte{"j-1.j": jobKey, "j-2.j": jobKey, "j-3.j": otherKey}}
+	err := Finish(context.Background(), pods.dial, jobKey, []string{"j-1.j", "j-2.j", "j-3.j"})
+	want := "j-2.j: dial tcp j-2.j:29502: connect: connection refused\nj-3.j: the MPI agent refused the connection: wrong key"
+	if err == nil || err.Error() != want {
+		t.Errorf("Finish = %v, want\n%s", err, want)
+	}
+	if len(pods.done) != 1 || pods.done["j-1.j"] != 1 {
+		t.Errorf("the agents told: %v, want j-1.j once", pods.done)
+	}
+	if err := Finish(context.Background(), pods.dial, jobKey, nil); err != nil {
+		t.Errorf("no hosts: %v", err)
 	}
 }

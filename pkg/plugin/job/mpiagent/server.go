@@ -27,6 +27,8 @@ type Server struct {
 	// Logf says what the server did that the pod's log should show (a refused connection);
 	// nil says nothing.
 	Logf func(format string, args ...any)
+	// Done is called for each authenticated Done request; nil ignores them.
+	Done func()
 }
 
 // Serve accepts connections on ln until ctx is done or ln fails, each served on its own.
@@ -54,7 +56,10 @@ func (s *Server) ServeConn(ctx context.Context, conn net.Conn) {
 	if !ok {
 		return
 	}
-	if req.Ping {
+	if req.Ping || req.Done {
+		if req.Done && s.Done != nil {
+			s.Done()
+		}
 		_ = writeFrame(conn, frameExit, exitPayload(0))
 		return
 	}

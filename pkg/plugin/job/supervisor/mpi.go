@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -64,17 +65,22 @@ const DefaultMPIStopWait = 10 * time.Second
 // in the pod's own environment, and a connection with another key is refused and said in the
 // pod's log. stop takes no new connections, lets the running commands end by themselves for up
 // to wait, then kills what is left.
-func (s *Supervisor) serveAgent(ctx context.Context, m *mpiPlan) (stop func(wait time.Duration), err error) {
+//
+// finished is closed once rank 0's supervisor says the launcher's world ended well.
+func (s *Supervisor) serveAgent(ctx context.Context, m *mpiPlan) (stop func(wait time.Duration), finished <-chan struct{}, err error) {
 	ln, err := net.Listen("tcp", ":"+m.port)
 	if err != nil {
-		return nil, fmt.Errorf("serving the MPI agent: %w", err)
+		return nil, nil, fmt.Errorf("serving the MPI agent: %w", err)
 	}
-	srv := &mpiagent.Server{Key: m.key, Exec: mpiagent.ShellExec(os.Environ()), Logf: s.sayf}
+	done := make(chan struct{})
+	var once sync.Once
+	srv := &mpiagent.Server{Key: m.key, Exec: mpiagent.ShellExec(os.Environ()), Logf: s.sayf,
+		Done: func() { once.Do(func() { close(done) }) }}
 	ctx, kill := context.WithCancel(ctx)
 	var closing atomic.Bool
-	done := make(chan struct{})
+	served := make(chan struct{})
 	go func() {
-		defer close(done)
+		defer close(served)
 		// Serve returns once the listener is closed and every connection has ended.
 		if err := srv.Serve(ctx, ln); err != nil && !closing.Load() {
 			s.sayf("the MPI agent stopped serving: %v", err)
@@ -87,14 +93,31 @@ func (s *Supervisor) serveAgent(ctx context.Context, m *mpiPlan) (stop func(wait
 			t := time.NewTimer(wait)
 			defer t.Stop()
 			select {
-			case <-done:
+			case <-served:
 			case <-t.C:
 				s.sayf("the commands the MPI agent runs did not end within %s of the stop: killing them", wait)
 			}
 		}
 		kill()
-		<-done
-	}, nil
+		<-served
+	}, done, nil
+}
+
+// DefaultMPIFinish bounds how long rank 0 tries to tell the other pods' agents that its world
+// ended well; the Job ends the pods it could not tell once rank 0's pod succeeds.
+const DefaultMPIFinish = 10 * time.Second
+
+// finishWorkers tells every other pod's agent that the world ended well, so that those pods
+// succeed by themselves and keep their logs (the Job controller deletes the pods it ends).
+func (s *Supervisor) finishWorkers(ctx context.Context, m *mpiPlan) {
+	if len(m.workers) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, DefaultMPIFinish)
+	defer cancel()
+	if err := mpiagent.Finish(ctx, s.dialer(m), m.key, m.workers); err != nil {
+		s.sayf("could not tell every other pod that the MPI world ended (the Job ends them instead): %v", err)
+	}
 }
 
 // waitWorkers waits, bounded, until every other pod's agent answers with the job's key; a
@@ -111,15 +134,8 @@ func (s *Supervisor) waitWorkers(ctx context.Context, m *mpiPlan) error {
 	defer cancel()
 	ctx, stop := s.untilStopped(ctx)
 	defer stop()
-	dial := s.DialAgent
-	if dial == nil {
-		d := net.Dialer{Timeout: mpiReachInterval * 5}
-		dial = func(ctx context.Context, host string) (net.Conn, error) {
-			return d.DialContext(ctx, "tcp", net.JoinHostPort(host, m.port))
-		}
-	}
 	start := time.Now()
-	err := mpiagent.WaitReachable(ctx, dial, m.key, m.workers, mpiReachInterval)
+	err := mpiagent.WaitReachable(ctx, s.dialer(m), m.key, m.workers, mpiReachInterval)
 	var unreachable *mpiagent.UnreachableError
 	if errors.As(err, &unreachable) && s.stop.signal() == 0 {
 		return fmt.Errorf("waited %s for every pod's MPI agent: %w", bound, err)
@@ -131,6 +147,17 @@ func (s *Supervisor) waitWorkers(ctx context.Context, m *mpiPlan) error {
 	return err
 }
 
+// dialer connects to a host's agent: DialAgent, or TCP to the job's agent port.
+func (s *Supervisor) dialer(m *mpiPlan) mpiagent.Dialer {
+	if s.DialAgent != nil {
+		return s.DialAgent
+	}
+	d := net.Dialer{Timeout: mpiReachInterval * 5}
+	return func(ctx context.Context, host string) (net.Conn, error) {
+		return d.DialContext(ctx, "tcp", net.JoinHostPort(host, m.port))
+	}
+}
+
 // launcherKilled is the exit code of rank 0 when mpirun exits 137, which OpenMPI's mpirun does
 // when any process it started, on this pod or another, was killed with SIGKILL. The pod
 // failure policy reads 137 of the training container as its own OOM kill and fails the job at
@@ -140,4 +167,12 @@ func (s *Supervisor) waitWorkers(ctx context.Context, m *mpiPlan) error {
 func (s *Supervisor) launcherKilled(code int) int {
 	s.sayf("the launcher exited %d: a process it started, here or on another pod, was killed (SIGKILL); exiting 1, a failure --retries may retry, since %d would read as this container's own OOM kill", code, code)
 	return 1
+}
+
+// mpiStopWait is MPIStopWait, or its default.
+func (s *Supervisor) mpiStopWait() time.Duration {
+	if s.MPIStopWait == 0 {
+		return DefaultMPIStopWait
+	}
+	return s.MPIStopWait
 }

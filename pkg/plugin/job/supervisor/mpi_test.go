@@ -175,7 +175,7 @@ func TestMPIWorkerStopLetsMpirunEndItsDaemons(t *testing.T) {
 // Rank 0 runs the command once every other pod's agent answers.
 func TestMPIRank0WaitsForTheWorkers(t *testing.T) {
 	dir := t.TempDir()
-	var dials atomic.Int32
+	var dials, finished atomic.Int32
 	a := superviseWith(t, mpiEnv(0, freePort(t)), "touch "+filepath.Join(dir, "ran"), nil, func(s *Supervisor) {
 		s.DialAgent = func(_ context.Context, host string) (net.Conn, error) {
 			// The worker's agent is up at the third try.
@@ -183,12 +183,13 @@ func TestMPIRank0WaitsForTheWorkers(t *testing.T) {
 				return nil, errors.New("connection refused")
 			}
 			client, server := net.Pipe()
-			go (&mpiagent.Server{Key: []byte(mpiKey)}).ServeConn(context.Background(), server)
+			go (&mpiagent.Server{Key: []byte(mpiKey), Done: func() { finished.Add(1) }}).ServeConn(context.Background(), server)
 			return client, nil
 		}
 	})
-	if a.code != 0 || dials.Load() != 3 {
-		t.Errorf("exit %d after %d dials, want 0 after 3; stderr:\n%s", a.code, dials.Load(), a.stderr)
+	// Three pings, then the world's end told once the command succeeded.
+	if a.code != 0 || dials.Load() != 4 || finished.Load() != 1 {
+		t.Errorf("exit %d after %d dials and %d Done: want 0 after 4 and 1; stderr:\n%s", a.code, dials.Load(), finished.Load(), a.stderr)
 	}
 	// Rank 0's agent, stopped at the end without waiting, has nothing to say about it.
 	if strings.Contains(a.stderr, "did not end") {
@@ -265,4 +266,24 @@ func TestMPIUnreachableTerminationMessage(t *testing.T) {
 func oneHost(env map[string]string) map[string]string {
 	env[jobspec.EnvNNodes] = "1"
 	return env
+}
+
+// Told by rank 0 that the world ended well, a worker exits 0 by itself, so that its pod
+// succeeds and keeps its log; a Done with another key is refused and changes nothing.
+func TestMPIWorkerEndsWithTheWorld(t *testing.T) {
+	port := freePort(t)
+	a := supervise(t, mpiEnv(1, port), "true", func(chan<- os.Signal) {
+		if _, err := mpiagent.Run(context.Background(), dialAgent(t, port), []byte(strings.Repeat("f", 64)),
+			mpiagent.Request{Done: true}, io.Discard, io.Discard); !errors.Is(err, mpiagent.ErrRefused) {
+			t.Errorf("another key: %v, want refused", err)
+		}
+		if err := mpiagent.Finish(context.Background(), func(ctx context.Context, _ string) (net.Conn, error) {
+			return dialAgent(t, port), nil
+		}, []byte(mpiKey), []string{"j-1.j"}); err != nil {
+			t.Errorf("Finish: %v", err)
+		}
+	})
+	if a.code != 0 || !strings.Contains(a.stderr, "kubectl-tao: rank 0's launcher ended its MPI world well: this pod is done\n") {
+		t.Errorf("exit %d, want 0; stderr:\n%s", a.code, a.stderr)
+	}
 }

@@ -7,10 +7,11 @@
 //  1. stage in: every input is downloaded. A stop during it ends the attempt 128+signal and
 //     the command never runs; a failure ends it s3layout.ExitStageIn. Then, in an MPI job
 //     (submit --launcher mpi), every pod serves the MPI agent; a pod other than rank 0's runs
-//     nothing of its own and waits to be stopped (then lets the daemons its agent runs end
-//     within MPIStopWait, as mpirun ends them), and rank 0 goes on to run the command
-//     (mpirun) once every other pod's agent answers (s3layout.ExitStageRun, naming them, when
-//     they do not within MPIReach).
+//     nothing of its own until rank 0 says the world ended well (it exits 0) or it is stopped
+//     (then lets the daemons its agent runs end within MPIStopWait, as mpirun ends them), and
+//     rank 0 goes on to run the command (mpirun) once every other pod's agent answers
+//     (s3layout.ExitStageRun, naming them, when they do not within MPIReach); once mpirun
+//     succeeds, it tells the other pods so.
 //  2. the command runs under the logarchive runner: its output passes through as it comes and
 //     is kept in the rank's log archive; with --checkpoint-dir the checkpoints of every rank are
 //     restored first (s3layout.ExitStageIn when they cannot be), kept while it runs and
@@ -123,7 +124,7 @@ func (s *Supervisor) Run(ctx context.Context) int {
 	// run nothing of their own until stopped (the Job ends them when rank 0 succeeds), and
 	// rank 0 starts the command (mpirun) only once every other pod's agent answers.
 	if p.mpi != nil {
-		stopAgent, err := s.serveAgent(ctx, p.mpi)
+		stopAgent, worldEnded, err := s.serveAgent(ctx, p.mpi)
 		if err != nil {
 			s.sayf("%v", err)
 			return s3layout.ExitStageRun
@@ -131,13 +132,14 @@ func (s *Supervisor) Run(ctx context.Context) int {
 		if p.rank != 0 {
 			s.sayf("rank %d serves the MPI agent for rank 0's launcher until the job ends", p.rank)
 			select {
+			case <-worldEnded:
+				// A pod that ends by itself keeps its log, with its processes' output in it.
+				s.sayf("rank 0's launcher ended its MPI world well: this pod is done")
+				stopAgent(s.mpiStopWait())
+				return 0
 			case <-s.stop.stopped:
 				// mpirun, stopped on rank 0 at the same time, ends the daemons it started here.
-				wait := s.MPIStopWait
-				if wait == 0 {
-					wait = DefaultMPIStopWait
-				}
-				stopAgent(wait)
+				stopAgent(s.mpiStopWait())
 				return 128 + int(s.stop.signal())
 			case <-ctx.Done():
 				stopAgent(0)
@@ -196,6 +198,10 @@ func (s *Supervisor) Run(ctx context.Context) int {
 		if code == 0 {
 			code = s3layout.ExitStageOut
 		}
+	}
+
+	if p.mpi != nil && p.rank == 0 && code == 0 {
+		s.finishWorkers(ctx, p.mpi)
 	}
 
 	// 4. stage out.
