@@ -55,11 +55,13 @@ func (o *MPIProcOptions) Validate() error {
 }
 
 // Run execs the command; it returns only when the command could not be started. On rank 0's
-// pod, and where the rank is unknown, the output stays with the daemon (mpirun on rank 0).
+// pod, and where the rank or the supervisor (mpiagent.EnvLogPID, which the agent sets for the
+// daemons it runs) is unknown, the output stays with the daemon (mpirun on rank 0).
 func (o *MPIProcOptions) Run(context.Context) error {
 	rank, err := supervisor.NodeRank(o.getenv)
-	toPodLog := err == nil && rank != 0 && o.getenv(jobspec.EnvLauncher) == string(jobspec.LauncherMPI)
-	if err := o.exec(o.command, toPodLog, mpiagent.PodLog); err != nil {
+	pid, ok := mpiagent.LogPID(o.getenv(mpiagent.EnvLogPID))
+	toPodLog := ok && err == nil && rank != 0 && o.getenv(jobspec.EnvLauncher) == string(jobspec.LauncherMPI)
+	if err := o.exec(o.command, toPodLog, mpiagent.PodLog(pid)); err != nil {
 		fmt.Fprintf(o.ErrOut, "mpi-proc: %s: %v\n", o.command[0], err)
 		return exitcode.Passthrough(procNotRun)
 	}

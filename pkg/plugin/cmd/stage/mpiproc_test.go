@@ -17,11 +17,13 @@ func TestMPIProcToPodLog(t *testing.T) {
 		env  map[string]string
 		want bool
 	}{
-		{"rank 1", map[string]string{jobspec.EnvLauncher: "mpi", jobspec.EnvNodeRank: "1"}, true},
-		{"rank 0", map[string]string{jobspec.EnvLauncher: "mpi", jobspec.EnvNodeRank: "0"}, false},
-		{"one pod, no rank", map[string]string{jobspec.EnvLauncher: "mpi"}, false},
-		{"a rank that is not one", map[string]string{jobspec.EnvLauncher: "mpi", jobspec.EnvNodeRank: "x"}, false},
-		{"not an MPI job", map[string]string{jobspec.EnvNodeRank: "1"}, false},
+		{"rank 1", map[string]string{jobspec.EnvLauncher: "mpi", jobspec.EnvNodeRank: "1", mpiagent.EnvLogPID: "26"}, true},
+		{"rank 0", map[string]string{jobspec.EnvLauncher: "mpi", jobspec.EnvNodeRank: "0", mpiagent.EnvLogPID: "26"}, false},
+		{"one pod, no rank", map[string]string{jobspec.EnvLauncher: "mpi", mpiagent.EnvLogPID: "26"}, false},
+		{"a rank that is not one", map[string]string{jobspec.EnvLauncher: "mpi", jobspec.EnvNodeRank: "x", mpiagent.EnvLogPID: "26"}, false},
+		{"not an MPI job", map[string]string{jobspec.EnvNodeRank: "1", mpiagent.EnvLogPID: "26"}, false},
+		{"not started by the agent", map[string]string{jobspec.EnvLauncher: "mpi", jobspec.EnvNodeRank: "1"}, false},
+		{"a PID that is not one", map[string]string{jobspec.EnvLauncher: "mpi", jobspec.EnvNodeRank: "1", mpiagent.EnvLogPID: "0"}, false},
 	} {
 		var gotArgv []string
 		var gotTo bool
@@ -40,7 +42,7 @@ func TestMPIProcToPodLog(t *testing.T) {
 		if err := o.Run(context.Background()); err != nil {
 			t.Fatal(err)
 		}
-		if !slices.Equal(gotArgv, []string{"python3", "-u", "train.py", "--lr", "1"}) || gotTo != tc.want || gotLogs != mpiagent.PodLog {
+		if !slices.Equal(gotArgv, []string{"python3", "-u", "train.py", "--lr", "1"}) || gotTo != tc.want || (tc.want && gotLogs != [2]string{"/proc/26/fd/1", "/proc/26/fd/2"}) {
 			t.Errorf("%s: exec(%q, %v, %q), want the command whole and %v to the pod's log", tc.name, gotArgv, gotTo, gotLogs, tc.want)
 		}
 	}

@@ -74,7 +74,9 @@ func (s *Supervisor) serveAgent(ctx context.Context, m *mpiPlan) (stop func(wait
 	}
 	done := make(chan struct{})
 	var once sync.Once
-	srv := &mpiagent.Server{Key: m.key, Exec: mpiagent.ShellExec(os.Environ()), Logf: s.sayf,
+	// The daemons' processes print into this pod's log through this process's own streams.
+	env := append(os.Environ(), mpiagent.EnvLogPID+"="+strconv.Itoa(os.Getpid()))
+	srv := &mpiagent.Server{Key: m.key, Exec: mpiagent.ShellExec(env), Logf: s.sayf,
 		Done: func() { once.Do(func() { close(done) }) }}
 	ctx, kill := context.WithCancel(ctx)
 	var closing atomic.Bool

@@ -110,6 +110,13 @@ func TestMPIWorkerServesTheAgent(t *testing.T) {
 		if err != nil || code != 0 || out.String() != "started by rank 0\n" {
 			t.Errorf("through the agent: %d, %v, %q", code, err, out.String())
 		}
+		// The daemons it runs know whose streams are the pod's log: this process's.
+		out.Reset()
+		code, err = mpiagent.Run(context.Background(), dialAgent(t, port), []byte(mpiKey),
+			mpiagent.Request{Argv: []string{"echo", "$" + mpiagent.EnvLogPID}}, &out, io.Discard)
+		if err != nil || code != 0 || out.String() != strconv.Itoa(os.Getpid())+"\n" {
+			t.Errorf("$%s through the agent: %d, %v, %q, want %d", mpiagent.EnvLogPID, code, err, out.String(), os.Getpid())
+		}
 		if _, err := mpiagent.Run(context.Background(), dialAgent(t, port), []byte(strings.Repeat("f", 64)),
 			mpiagent.Request{Argv: []string{"touch", ran}}, io.Discard, io.Discard); !errors.Is(err, mpiagent.ErrRefused) {
 			t.Errorf("another key: %v, want refused", err)
