@@ -104,7 +104,7 @@ func TestRealNodeMPI(t *testing.T) {
 		submitReal(t, n, ns, job, flags(scriptFile(t, "allreduce.py", mpiAllReduceScript), "--gpus", "2", "--shm-size", "1Gi"), mpirunCommand+"/opt/scripts/allreduce.py")
 		waitComplete(t, ns, job)
 		t.Logf("submit to Complete: %s", time.Since(start).Round(time.Millisecond))
-		checkAllReduce(t, ns, job)
+		checkAllReduce(t, ns, job, true)
 	})
 
 	t.Run("wrong-key-and-cancel", func(t *testing.T) {
@@ -113,7 +113,7 @@ func TestRealNodeMPI(t *testing.T) {
 		submitReal(t, n, ns, job, flags(scriptFile(t, "loop.py", mpiLoopScript), "--slots-per-node", "2", "--shm-size", "1Gi"), mpirunCommand+"/opt/scripts/loop.py")
 		// Running means every process has started and all-reduced with the other 3.
 		follow := taoBackground(t, "logs", "-f", job, "-n", ns)
-		follow.waitOutput(t, 3*time.Minute, "[rank 0] loop rank 0 on loop-0 step 1 world 4", "[rank 0] loop rank 3 on loop-1 step 1 world 4")
+		follow.waitOutput(t, 3*time.Minute, "[rank 0] loop rank 0 on loop-0 step 1 world 4", "[rank 1] loop rank 3 on loop-1 step 1 world 4")
 
 		// The agent client in rank 0's pod, as mpirun runs it, but with another key.
 		worker := job + "-1." + job
@@ -144,7 +144,7 @@ func TestRealNodeMPI(t *testing.T) {
 		const job = "lost"
 		submitReal(t, n, ns, job, flags(scriptFile(t, "loop.py", mpiLoopScript), "--slots-per-node", "2", "--shm-size", "1Gi"), mpirunCommand+"/opt/scripts/loop.py")
 		follow := taoBackground(t, "logs", "-f", job, "-n", ns)
-		follow.waitOutput(t, 3*time.Minute, "[rank 0] loop rank 3 on lost-1 step 1 world 4")
+		follow.waitOutput(t, 3*time.Minute, "[rank 1] loop rank 3 on lost-1 step 1 world 4")
 		// OpenMPI's daemon on rank 1's pod dies as in a crash, its processes with it (bash
 		// builtins only: the image has no pkill).
 		r := tao(t, nil, "exec", job, "-n", ns, "--rank", "1", "--", "/bin/bash", "-c",
@@ -174,7 +174,7 @@ func TestRealNodeMPIRetries(t *testing.T) {
 		"--slots-per-node", "2", "--shm-size", "1Gi", "--retries", "1", "--file", scriptFile(t, "retry.py", mpiRetryScript)},
 		mpirunCommand+"/opt/scripts/retry.py")
 	follow := taoBackground(t, "logs", "-f", job, "-n", ns)
-	follow.waitOutput(t, 3*time.Minute, "[rank 0] retry rank 3 on retried-1 step 1 world 4 again 0")
+	follow.waitOutput(t, 3*time.Minute, "[rank 1] retry rank 3 on retried-1 step 1 world 4 again 0")
 	workers := map[string]bool{}
 	for _, p := range jobPods(t, ns, job) {
 		if rankOf(&p) == "1" {
@@ -187,7 +187,7 @@ func TestRealNodeMPIRetries(t *testing.T) {
 	contains(t, r, 0, "killed python3")
 	waitComplete(t, ns, job)
 	out := follow.wait(t, time.Minute)
-	contains(t, out, 0, "[rank 0] retry rank 3 on retried-1 step 3 world 4 again 1")
+	contains(t, out, 0, "[rank 1] retry rank 3 on retried-1 step 3 world 4 again 1")
 	// Rank 0's first pod failed with 1 (mpirun's 137 turned), and a second one completed the job;
 	// the worker's pod is the one the first world ran on.
 	var failed, succeeded int
@@ -252,29 +252,49 @@ func TestRealNodeMPICH(t *testing.T) {
 		"mpirun -n 4 python3 /opt/scripts/allreduce.py")
 	waitComplete(t, ns, job)
 	t.Logf("submit to Complete: %s", time.Since(start).Round(time.Millisecond))
-	checkAllReduce(t, ns, job)
+	checkAllReduce(t, ns, job, false)
 }
 
-// checkAllReduce checks the lines of an all-reduce job's 4 processes, which the launcher
-// forwards to rank 0's log: each saw the world of 4 and the sum 6, and ran where the
-// hostfile's order puts it (each host's slots filled in turn).
-func checkAllReduce(t *testing.T, ns, job string) {
+// checkAllReduce checks the lines of an all-reduce job's 4 processes over 2 pods of 2 slots:
+// each says a world of 4 and the sum 6, from the pod it ran on. With ownLogs (OpenMPI, whose
+// daemons run each process through the job's fork agent) each line is in the log of the pod
+// that printed it; otherwise (MPICH) every line is in rank 0's, as mpiexec forwards it. Every
+// pod succeeded: rank 0 told the others the world ended, and they ended by themselves,
+// keeping their logs.
+func checkAllReduce(t *testing.T, ns, job string, ownLogs bool) {
 	t.Helper()
 	rx := regexp.MustCompile(`^mpi rank (\d) of (\d) on (\S+) sum (\d+)$`)
 	hosts := map[int]string{}
-	for _, l := range jobLogs(t, ns, job)[0] {
-		if m := rx.FindStringSubmatch(l); m != nil {
+	for pod, lines := range jobLogs(t, ns, job) {
+		for _, l := range lines {
+			m := rx.FindStringSubmatch(l)
+			if m == nil {
+				continue
+			}
 			rank, _ := strconv.Atoi(m[1])
 			if m[2] != "4" || m[4] != "6" {
 				t.Errorf("%q: want a world of 4 and the sum 6", l)
 			}
+			if want := 0; ownLogs {
+				want = rank / 2
+				if pod != want {
+					t.Errorf("%q is in rank %d's log, want rank %d's: the pod it ran on", l, pod, want)
+				}
+			} else if pod != want {
+				t.Errorf("%q is in rank %d's log, want rank 0's", l, pod)
+			}
 			hosts[rank] = m[3]
-			t.Logf("rank 0's log: %s", l)
+			t.Logf("rank %d's log: %s", pod, l)
 		}
 	}
 	want := map[int]string{0: job + "-0", 1: job + "-0", 2: job + "-1", 3: job + "-1"}
 	if fmt.Sprint(hosts) != fmt.Sprint(want) {
 		t.Errorf("the processes' hosts: %v, want %v:\n%s", hosts, want, tao(t, nil, "logs", job, "-n", ns).stdout)
+	}
+	for _, p := range jobPods(t, ns, job) {
+		if p.Status.Phase != corev1.PodSucceeded {
+			t.Errorf("pod %s (rank %s) is %s, want Succeeded: rank 0 tells the other pods the world ended", p.Name, rankOf(&p), p.Status.Phase)
+		}
 	}
 }
 
@@ -320,7 +340,7 @@ func TestRealNodeMPILateWorker(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitComplete(t, ns, job)
-	checkAllReduce(t, ns, job)
+	checkAllReduce(t, ns, job, true)
 	m := regexp.MustCompile(`kubectl-tao: the MPI agent of every other pod \(1\) answered after ([0-9.]+)s: running the command`).FindStringSubmatch(tao(t, nil, "logs", job, "-n", ns, "--rank", "0").stdout)
 	if m == nil {
 		t.Fatalf("rank 0's log does not say how long it waited:\n%s", tao(t, nil, "logs", job, "-n", ns))
