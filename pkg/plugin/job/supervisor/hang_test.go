@@ -2,6 +2,7 @@ package supervisor
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
@@ -75,6 +76,44 @@ func TestStatGroup(t *testing.T) {
 		if got := statGroup(stat); got != want {
 			t.Errorf("%q: %d, want %d", stat, got, want)
 		}
+	}
+}
+
+// The command's processes are its group and every descendant, in a group of its own or not:
+// OpenMPI's mpirun and daemons put each process they start in its own group.
+func TestGroupProcesses(t *testing.T) {
+	proc := t.TempDir()
+	for pid, p := range map[int]struct {
+		stat, cmdline string
+	}{
+		1:  {"1 (pause) S 0 1 1", "/pause"},
+		26: {"26 (kubectl-tao) S 0 26 26", "/tao-stager/kubectl-tao\x00stage\x00run"},
+		39: {"39 (sh) S 26 39 39", "/bin/sh\x00-c\x00orted"},
+		40: {"40 (orted) S 39 39 39", "orted\x00-mca"},
+		45: {"45 (python3) S 40 45 45", "python3\x00/opt/loop.py"},
+		46: {"46 (python3) S 40 46 46", "python3\x00/opt/loop.py"},
+		47: {"47 (python3) S 46 46 46", "python3\x00-c\x00worker"},
+		63: {"63 (bash) S 0 63 63", "/bin/bash"},
+		64: {"64 (python3) S 63 63 63", "python3"},
+	} {
+		dir := filepath.Join(proc, strconv.Itoa(pid))
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		for name, body := range map[string]string{"stat": p.stat, "cmdline": p.cmdline + "\x00"} {
+			if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	var got []string
+	for _, p := range groupProcesses(proc, 39) {
+		got = append(got, fmt.Sprintf("%d %s %v", p.pid, p.cmdline, p.python))
+	}
+	want := []string{"39 /bin/sh -c orted false", "40 orted -mca false", "45 python3 /opt/loop.py true",
+		"46 python3 /opt/loop.py true", "47 python3 -c worker true"}
+	if !slices.Equal(got, want) {
+		t.Errorf("group 39: %q, want %q", got, want)
 	}
 }
 

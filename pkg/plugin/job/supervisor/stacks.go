@@ -125,44 +125,80 @@ type process struct {
 	python  bool
 }
 
-// groupProcesses lists the processes of process group pgid, from /proc.
+// groupProcesses lists the processes of process group pgid and all their descendants, from
+// /proc: a launcher may put the processes it starts in groups of their own (OpenMPI's daemons
+// and mpirun do), and they are the command's all the same.
 func groupProcesses(proc string, pgid int) []process {
 	entries, _ := os.ReadDir(proc)
-	var out []process
+	parent := map[int]int{}
+	in := map[int]bool{}
 	for _, e := range entries {
 		pid, err := strconv.Atoi(e.Name())
 		if err != nil {
 			continue
 		}
 		stat, err := os.ReadFile(filepath.Join(proc, e.Name(), "stat"))
-		if err != nil || statGroup(string(stat)) != pgid {
+		if err != nil {
 			continue
 		}
-		raw, _ := os.ReadFile(filepath.Join(proc, e.Name(), "cmdline"))
+		ppid, group := statIDs(string(stat))
+		if group < 0 {
+			continue
+		}
+		parent[pid] = ppid
+		in[pid] = group == pgid
+	}
+	// A process is the command's when it or an ancestor is in the group.
+	var mine func(pid int, depth int) bool
+	mine = func(pid, depth int) bool {
+		if in[pid] {
+			return true
+		}
+		p, ok := parent[pid]
+		if !ok || p <= 1 || depth > len(parent) {
+			return false
+		}
+		return mine(p, depth+1)
+	}
+	var out []process
+	for pid := range parent {
+		if !mine(pid, 0) {
+			continue
+		}
+		dir := filepath.Join(proc, strconv.Itoa(pid))
+		raw, _ := os.ReadFile(filepath.Join(dir, "cmdline"))
 		args := strings.Split(strings.TrimRight(string(raw), "\x00"), "\x00")
-		exe, _ := os.Readlink(filepath.Join(proc, e.Name(), "exe"))
+		exe, _ := os.Readlink(filepath.Join(dir, "exe"))
 		out = append(out, process{pid: pid, cmdline: strings.Join(args, " "), python: isPython(exe) || isPython(args[0])})
 	}
 	slices.SortFunc(out, func(a, b process) int { return a.pid - b.pid })
 	return out
 }
 
-// statGroup is the process group in a /proc/PID/stat line, -1 when it cannot be read. The
-// command name in parentheses may hold spaces and parentheses: the fields follow the last ")".
+// statGroup is the process group in a /proc/PID/stat line, -1 when it cannot be read.
 func statGroup(stat string) int {
+	_, g := statIDs(stat)
+	return g
+}
+
+// statIDs are the parent and the process group in a /proc/PID/stat line, -1 and -1 when they
+// cannot be read. The command name in parentheses may hold spaces and parentheses: the fields
+// follow the last ")".
+func statIDs(stat string) (ppid, pgrp int) {
 	i := strings.LastIndexByte(stat, ')')
 	if i < 0 {
-		return -1
+		return -1, -1
 	}
 	f := strings.Fields(stat[i+1:])
 	if len(f) < 3 {
-		return -1
+		return -1, -1
 	}
-	g, err := strconv.Atoi(f[2])
-	if err != nil {
-		return -1
+	p, err1 := strconv.Atoi(f[1])
+	g, err2 := strconv.Atoi(f[2])
+	if err1 != nil || err2 != nil {
+		return -1, -1
 	}
-	return g
+	return p, g
 }
 
 var pythonName = regexp.MustCompile(`^python[0-9.]*$`)
