@@ -129,6 +129,16 @@ func TestRealNodeMPI(t *testing.T) {
 		})
 		t.Logf("rank 1's log: %s", refused.FindString(tao(t, nil, "logs", job, "-n", ns, "--rank", "1").stdout))
 
+		// Every pod's Python processes, where they are now: rank 1's are its daemon's.
+		st := tao(t, nil, "stacks", job, "-n", ns)
+		for rank := range 2 {
+			if n := strings.Count(st.stdout, fmt.Sprintf("[rank %d] --- process ", rank)); n != 2 {
+				t.Errorf("stacks: %d processes of rank %d, want its 2 MPI processes:\n%s", n, rank, st)
+			}
+		}
+		contains(t, st, 0, `[rank 1]   File "/opt/scripts/loop.py", line`)
+		t.Logf("stacks (first lines):\n%s", strings.Join(strings.SplitN(st.stdout, "\n", 12)[:11], "\n"))
+
 		streams := podLogStreams(t, ns, job)
 		cancelQuickly(t, ns, job, 30, "mpirun and the processes it started")
 		for rank, s := range streams {

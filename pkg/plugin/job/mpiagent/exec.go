@@ -20,8 +20,8 @@ const killGrace = 5 * time.Second
 // ShellExec runs each request as sshd would (ShellArgv), with env as its environment and the
 // request's variables over it, in a process group of its own: a client that goes away kills
 // the shell and the daemon it started alike. A command killed by a signal exits 128+signal, as
-// a shell says.
-func ShellExec(env []string) Exec {
+// a shell says. started, when set, is given each command's PID, which is its group's id.
+func ShellExec(env []string, started func(pid int)) Exec {
 	return func(ctx context.Context, req Request, stdout, stderr io.Writer) (int, error) {
 		argv := ShellArgv(req.Argv)
 		cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
@@ -33,6 +33,9 @@ func ShellExec(env []string) Exec {
 		cmd.WaitDelay = killGrace
 		if err := cmd.Start(); err != nil {
 			return 0, err
+		}
+		if started != nil {
+			started(cmd.Process.Pid)
 		}
 		err := cmd.Wait()
 		var exit *exec.ExitError

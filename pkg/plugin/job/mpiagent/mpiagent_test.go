@@ -294,7 +294,7 @@ func loopback(t *testing.T, s *Server) (dial func() net.Conn, stop func() error)
 // Real processes over loopback: the server runs the words as a remote shell would.
 func TestLoopbackShell(t *testing.T) {
 	var log logs
-	dial, stop := loopback(t, &Server{Key: jobKey, Exec: ShellExec([]string{"POD_VAR=from-pod", "PATH=" + os.Getenv("PATH")}), Logf: log.logf})
+	dial, stop := loopback(t, &Server{Key: jobKey, Exec: ShellExec([]string{"POD_VAR=from-pod", "PATH=" + os.Getenv("PATH")}, nil), Logf: log.logf})
 	ctx := context.Background()
 	dir := t.TempDir()
 	var stdout, stderr testbuf.Buffer
@@ -331,7 +331,7 @@ func TestLoopbackShell(t *testing.T) {
 
 // A client that goes away kills what its command started too, not only the shell.
 func TestLoopbackClientGoneKillsTheGroup(t *testing.T) {
-	dial, _ := loopback(t, &Server{Key: jobKey, Exec: ShellExec([]string{"PATH=" + os.Getenv("PATH")})})
+	dial, _ := loopback(t, &Server{Key: jobKey, Exec: ShellExec([]string{"PATH=" + os.Getenv("PATH")}, nil)})
 	conn := dial()
 	pidFile := t.TempDir() + "/pid"
 	var stdout testbuf.Buffer

@@ -28,6 +28,7 @@ const mpiReachInterval = time.Second
 type mpiPlan struct {
 	key  []byte
 	port string
+	rank int
 	// workers are the other pods' hosts, on rank 0.
 	workers []string
 }
@@ -37,7 +38,7 @@ func mpiFromEnv(getenv func(string) string, rank int) (*mpiPlan, error) {
 	if getenv(jobspec.EnvLauncher) != string(jobspec.LauncherMPI) {
 		return nil, nil
 	}
-	p := &mpiPlan{key: []byte(getenv(jobspec.EnvMPIKey)), port: getenv(jobspec.EnvMPIAgentPort)}
+	p := &mpiPlan{key: []byte(getenv(jobspec.EnvMPIKey)), port: getenv(jobspec.EnvMPIAgentPort), rank: rank}
 	if len(p.key) == 0 || p.port == "" {
 		return nil, fmt.Errorf("an MPI job's pod without $%s or $%s", jobspec.EnvMPIKey, jobspec.EnvMPIAgentPort)
 	}
@@ -76,7 +77,19 @@ func (s *Supervisor) serveAgent(ctx context.Context, m *mpiPlan) (stop func(wait
 	var once sync.Once
 	// The daemons' processes print into this pod's log through this process's own streams.
 	env := append(os.Environ(), mpiagent.EnvLogPID+"="+strconv.Itoa(os.Getpid()))
-	srv := &mpiagent.Server{Key: m.key, Exec: mpiagent.ShellExec(env), Logf: s.sayf,
+	var started func(int)
+	if m.rank != 0 {
+		// On a pod other than rank 0's, the daemon's processes are the pod's command for
+		// `kubectl tao stacks`: they stay in the daemon's process group, and the Python ones
+		// dump their stacks on demand as the command's do.
+		if stacks, err := prepareStacks(env); err == nil {
+			env = append(env, stacks...)
+		} else {
+			s.sayf("stacks on demand: off: %v", err)
+		}
+		started = recordGroup
+	}
+	srv := &mpiagent.Server{Key: m.key, Exec: mpiagent.ShellExec(env, started), Logf: s.sayf,
 		Done: func() { once.Do(func() { close(done) }) }}
 	ctx, kill := context.WithCancel(ctx)
 	var closing atomic.Bool

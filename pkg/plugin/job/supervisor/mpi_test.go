@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"os"
@@ -46,7 +47,7 @@ func TestMPIFromEnv(t *testing.T) {
 	}{
 		{name: "a torchrun job", env: map[string]string{jobspec.EnvNNodes: "3"}},
 		{name: "rank 0", env: mpi, want: &mpiPlan{key: []byte(mpiKey), port: "29502", workers: []string{"j-1.j", "j-2.j"}}},
-		{name: "another rank", env: mpi, rank: 2, want: &mpiPlan{key: []byte(mpiKey), port: "29502"}},
+		{name: "another rank", env: mpi, rank: 2, want: &mpiPlan{key: []byte(mpiKey), port: "29502", rank: 2}},
 		{name: "one pod", env: func() map[string]string { m := without(jobspec.EnvNNodes); m[jobspec.EnvNNodes] = "1"; return m }(),
 			want: &mpiPlan{key: []byte(mpiKey), port: "29502"}},
 		{name: "no key", env: without(jobspec.EnvMPIKey), wantErr: "without $TAO_MPI_KEY or $TAO_MPI_AGENT_PORT"},
@@ -116,6 +117,15 @@ func TestMPIWorkerServesTheAgent(t *testing.T) {
 			mpiagent.Request{Argv: []string{"echo", "$" + mpiagent.EnvLogPID}}, &out, io.Discard)
 		if err != nil || code != 0 || out.String() != strconv.Itoa(os.Getpid())+"\n" {
 			t.Errorf("$%s through the agent: %d, %v, %q, want %d", mpiagent.EnvLogPID, code, err, out.String(), os.Getpid())
+		}
+		// The daemon's group is the pod's command for `stage stacks`, and its Python processes
+		// register the dump.
+		out.Reset()
+		code, err = mpiagent.Run(context.Background(), dialAgent(t, port), []byte(mpiKey),
+			mpiagent.Request{Argv: []string{"echo", "$$", "$" + envStacksSignal}}, &out, io.Discard)
+		group, groupErr := RecordedGroup()
+		if err != nil || code != 0 || groupErr != nil || out.String() != fmt.Sprintf("%d %d\n", group, StacksSignal) {
+			t.Errorf("through the agent: %d, %v, %q; recorded group %d (%v)", code, err, out.String(), group, groupErr)
 		}
 		if _, err := mpiagent.Run(context.Background(), dialAgent(t, port), []byte(strings.Repeat("f", 64)),
 			mpiagent.Request{Argv: []string{"touch", ran}}, io.Discard, io.Discard); !errors.Is(err, mpiagent.ErrRefused) {
