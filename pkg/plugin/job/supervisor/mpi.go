@@ -13,6 +13,7 @@ import (
 
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/job/jobspec"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/job/mpiagent"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/storage/checkpoint"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/storage/s3layout"
 )
 
@@ -68,7 +69,7 @@ const DefaultMPIStopWait = 10 * time.Second
 // to wait, then kills what is left.
 //
 // finished is closed once rank 0's supervisor says the launcher's world ended well.
-func (s *Supervisor) serveAgent(ctx context.Context, m *mpiPlan) (stop func(wait time.Duration), finished <-chan struct{}, err error) {
+func (s *Supervisor) serveAgent(ctx context.Context, m *mpiPlan, extraEnv []string) (stop func(wait time.Duration), finished <-chan struct{}, err error) {
 	ln, err := net.Listen("tcp", ":"+m.port)
 	if err != nil {
 		return nil, nil, fmt.Errorf("serving the MPI agent: %w", err)
@@ -76,7 +77,7 @@ func (s *Supervisor) serveAgent(ctx context.Context, m *mpiPlan) (stop func(wait
 	done := make(chan struct{})
 	var once sync.Once
 	// The daemons' processes print into this pod's log through this process's own streams.
-	env := append(os.Environ(), mpiagent.EnvLogPID+"="+strconv.Itoa(os.Getpid()))
+	env := append(append(os.Environ(), extraEnv...), mpiagent.EnvLogPID+"="+strconv.Itoa(os.Getpid()))
 	var started func(int)
 	if m.rank != 0 {
 		// On a pod other than rank 0's, the daemon's processes are the pod's command for
@@ -190,4 +191,53 @@ func (s *Supervisor) mpiStopWait() time.Duration {
 		return DefaultMPIStopWait
 	}
 	return s.MPIStopWait
+}
+
+// serveWorker is an MPI job's attempt on a pod other than rank 0's: the pod's checkpoints are
+// restored and kept as a torchrun rank's are, for the processes rank 0's mpirun starts here
+// (their environment says where, through the agent's), and the agent serves until rank 0 says
+// its world ended well (exit 0, the last checkpoints uploaded) or the pod is stopped.
+func (s *Supervisor) serveWorker(ctx context.Context, p *plan) int {
+	var sess *checkpoint.Session
+	var env []string
+	if p.checkpoints != nil {
+		var err error
+		if sess, err = s.startCheckpoints(ctx, p, s.Stderr); err != nil {
+			s.sayf("%v: the MPI agent was not started", err)
+			return s3layout.ExitStageIn
+		}
+		env = sess.Env()
+	}
+	stopAgent, worldEnded, err := s.serveAgent(ctx, p.mpi, env)
+	if err != nil {
+		s.sayf("%v", err)
+		if sess != nil {
+			_ = sess.Finish(ctx, time.Now())
+		}
+		return s3layout.ExitStageRun
+	}
+	s.sayf("rank %d serves the MPI agent for rank 0's launcher until the job ends", p.rank)
+	code := 0
+	select {
+	case <-worldEnded:
+		// A pod that ends by itself keeps its log, with its processes' output in it.
+		s.sayf("rank 0's launcher ended its MPI world well: this pod is done")
+		stopAgent(s.mpiStopWait())
+	case <-s.stop.stopped:
+		// mpirun, stopped on rank 0 at the same time, ends the daemons it started here.
+		stopAgent(s.mpiStopWait())
+		code = 128 + int(s.stop.signal())
+	case <-ctx.Done():
+		stopAgent(0)
+		return s3layout.ExitStageRun
+	}
+	if sess != nil {
+		if err := sess.Finish(ctx, s.stop.deadline(p.budget.Checkpoints)); err != nil {
+			s.sayf("%v", err)
+			if code == 0 {
+				code = s3layout.ExitStageOut
+			}
+		}
+	}
+	return code
 }

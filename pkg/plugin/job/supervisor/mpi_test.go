@@ -22,6 +22,7 @@ import (
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/job/jobspec"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/job/mpiagent"
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/storage/s3layout"
+	"github.com/kubectl-tao/kubectl-tao/test/testutil/s3fake"
 )
 
 const mpiKey = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
@@ -302,5 +303,47 @@ func TestMPIWorkerEndsWithTheWorld(t *testing.T) {
 	})
 	if a.code != 0 || !strings.Contains(a.stderr, "kubectl-tao: rank 0's launcher ended its MPI world well: this pod is done\n") {
 		t.Errorf("exit %d, want 0; stderr:\n%s", a.code, a.stderr)
+	}
+}
+
+// A worker's checkpoints are restored before its agent serves and kept as a torchrun rank's:
+// the processes the agent starts are told the directory, the attempt and what to resume from,
+// and what they save is uploaded once the world ends, for the next attempt's pod.
+func TestMPIWorkerCheckpoints(t *testing.T) {
+	s3 := s3fake.Start(t, s3fake.Options{})
+	dir := filepath.Join(t.TempDir(), "ckpt")
+	env := s3.Env()
+	for k, v := range mpiEnv(1, freePort(t)) {
+		env[k] = v
+	}
+	env[s3layout.EnvJobUID], env[s3layout.EnvStageCheckpointDir] = "uid-1", dir
+	script := `echo "attempt=$TAO_ATTEMPT dir=$TAO_CHECKPOINT_DIR resume=$TAO_RESUME_CHECKPOINT"; echo x > "$TAO_CHECKPOINT_DIR/step-$TAO_ATTEMPT.pt"`
+	for i, pod := range []string{"j-1-aaaaa", "j-1-bbbbb"} {
+		// Each attempt's pod starts with an empty directory.
+		if err := os.RemoveAll(dir); err != nil {
+			t.Fatal(err)
+		}
+		env[s3layout.EnvPodName] = pod
+		port := env[jobspec.EnvMPIAgentPort]
+		var out bytes.Buffer
+		a := supervise(t, env, "true", func(chan<- os.Signal) {
+			code, err := mpiagent.Run(context.Background(), dialAgent(t, port), []byte(mpiKey),
+				mpiagent.Request{Argv: []string{script}}, &out, io.Discard)
+			if err != nil || code != 0 {
+				t.Errorf("attempt %d: %d, %v", i+1, code, err)
+			}
+			if err := mpiagent.Finish(context.Background(), func(context.Context, string) (net.Conn, error) {
+				return dialAgent(t, port), nil
+			}, []byte(mpiKey), []string{"j-1.j"}); err != nil {
+				t.Errorf("Finish: %v", err)
+			}
+		})
+		resume := ""
+		if i > 0 {
+			resume = filepath.Join(dir, "step-1.pt")
+		}
+		if want := fmt.Sprintf("attempt=%d dir=%s resume=%s\n", i+1, dir, resume); a.code != 0 || out.String() != want {
+			t.Errorf("attempt %d: exit %d, the agent's command said %q, want %q; stderr:\n%s", i+1, a.code, out.String(), want, a.stderr)
+		}
 	}
 }

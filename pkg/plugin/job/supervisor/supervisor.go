@@ -121,30 +121,16 @@ func (s *Supervisor) Run(ctx context.Context) int {
 	}
 
 	// 1b. an MPI job: every pod serves the agent, once its inputs are in place; the other pods
-	// run nothing of their own until stopped (the Job ends them when rank 0 succeeds), and
+	// run nothing of their own until rank 0 says its world ended or they are stopped, and
 	// rank 0 starts the command (mpirun) only once every other pod's agent answers.
+	if p.mpi != nil && p.rank != 0 {
+		return s.serveWorker(ctx, p)
+	}
 	if p.mpi != nil {
-		stopAgent, worldEnded, err := s.serveAgent(ctx, p.mpi)
+		stopAgent, _, err := s.serveAgent(ctx, p.mpi, nil)
 		if err != nil {
 			s.sayf("%v", err)
 			return s3layout.ExitStageRun
-		}
-		if p.rank != 0 {
-			s.sayf("rank %d serves the MPI agent for rank 0's launcher until the job ends", p.rank)
-			select {
-			case <-worldEnded:
-				// A pod that ends by itself keeps its log, with its processes' output in it.
-				s.sayf("rank 0's launcher ended its MPI world well: this pod is done")
-				stopAgent(s.mpiStopWait())
-				return 0
-			case <-s.stop.stopped:
-				// mpirun, stopped on rank 0 at the same time, ends the daemons it started here.
-				stopAgent(s.mpiStopWait())
-				return 128 + int(s.stop.signal())
-			case <-ctx.Done():
-				stopAgent(0)
-				return s3layout.ExitStageRun
-			}
 		}
 		defer stopAgent(0)
 		if err := s.waitWorkers(ctx, p.mpi); err != nil {
@@ -377,16 +363,10 @@ func (s *Supervisor) runCommand(ctx context.Context, p *plan, dog *watchdog) (co
 			fmt.Fprintf(notes, "kubectl-tao: stacks on demand: off: %v\n", err)
 		}
 		env = append(env, rdzvConf(s.Getenv, p.rank)...)
-		c := p.checkpoints
-		if c == nil {
+		if p.checkpoints == nil {
 			return env, nil
 		}
-		if c.OnVolume {
-			sess, err = checkpoint.StartOnVolume(c.Target, s.Getenv(s3layout.EnvPodName), notes)
-		} else {
-			sess, err = checkpoint.Start(ctx, c.Target, s.Getenv(s3layout.EnvPodName), c.Keep, notes)
-		}
-		if err != nil {
+		if sess, err = s.startCheckpoints(ctx, p, notes); err != nil {
 			return nil, exitcode.WithCode(s3layout.ExitStageIn, err)
 		}
 		return append(env, sess.Env()...), nil
@@ -425,6 +405,15 @@ func (s *Supervisor) runCommand(ctx context.Context, p *plan, dog *watchdog) (co
 		<-watched
 	}
 	return code, prepareErr, finished
+}
+
+// startCheckpoints restores the checkpoints (p.checkpoints) and starts keeping this pod's.
+func (s *Supervisor) startCheckpoints(ctx context.Context, p *plan, log io.Writer) (*checkpoint.Session, error) {
+	c := p.checkpoints
+	if c.OnVolume {
+		return checkpoint.StartOnVolume(c.Target, s.Getenv(s3layout.EnvPodName), log)
+	}
+	return checkpoint.Start(ctx, c.Target, s.Getenv(s3layout.EnvPodName), c.Keep, log)
 }
 
 // endHung says the hang, dumps every Python process's stacks into the log, and ends the
