@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/job/jobpods"
+	"github.com/kubectl-tao/kubectl-tao/test/s3server"
 )
 
 // Real mpirun: Debian's OpenMPI and mpi4py in local/openmpi:1, an image with no sshd, started on
@@ -49,9 +50,10 @@ while True:
     time.sleep(0.25)
 `
 
-// mpiRetryScript loops as mpiLoopScript on a first attempt; once any process finds the marker
-// an earlier attempt left on its pod (a worker's pod outlives rank 0's), the world runs 4 steps
-// and ends.
+// mpiRetryScript loops as mpiLoopScript on a first attempt, MPI rank 0 saving a checkpoint
+// at every step; once any process finds the marker an earlier attempt left on its pod (a
+// worker's pod outlives rank 0's), the world runs 4 steps and ends. Each process first says
+// its pod's attempt and the checkpoint it was told to resume from.
 const mpiRetryScript = `import os, socket, sys, time
 from mpi4py import MPI
 
@@ -59,9 +61,14 @@ comm = MPI.COMM_WORLD
 rank = comm.Get_rank()
 again = comm.allreduce(int(os.path.exists("/tmp/mpi-ran")), op=MPI.MAX)
 open("/tmp/mpi-ran", "w").close()
+resume = os.path.basename(os.environ.get("TAO_RESUME_CHECKPOINT", ""))
+sys.stdout.write(f"retry rank {rank} attempt {os.environ['TAO_ATTEMPT']} resume [{resume}]\n")
 step = 0
 while not again or step < 4:
     n = comm.allreduce(1, op=MPI.SUM)
+    if rank == 0 and not again:
+        with open(os.path.join(os.environ["TAO_CHECKPOINT_DIR"], f"step-{step}.pt"), "w") as f:
+            f.write(str(step))
     sys.stdout.write(f"retry rank {rank} on {socket.gethostname()} step {step} world {n} again {again}\n")
     sys.stdout.flush()
     step += 1
@@ -171,17 +178,20 @@ func TestRealNodeMPI(t *testing.T) {
 	})
 }
 
-// TestRealNodeMPIRetries kills a worker's MPI processes mid-run under --retries 1: mpirun
-// ends the world and exits 137, rank 0 exits 1 so that the attempt counts, its new pod waits for
-// the agents again and starts a new world on the same worker pod, and the job completes.
+// TestRealNodeMPIRetries kills a worker's MPI processes mid-run under --retries 1 and
+// --checkpoint-dir: mpirun ends the world and exits 137, rank 0 exits 1 so that the attempt
+// counts, its new pod restores the checkpoints MPI rank 0 saved, waits for the agents again and
+// starts a new world on the same worker pod, and the job completes.
 func TestRealNodeMPIRetries(t *testing.T) {
 	n := stagerNode(t)
 	image := openMPIImage(t, n)
 	t.Parallel()
 	ns := namespace(t)
+	srv := s3server.StartOn(t, n.IP)
+	srv.MakeBucket(t, "results")
 	const job = "retried"
-	submitReal(t, n, ns, job, []string{"--image", image, "--stager-image", n.StagerImage, "--nodes", "2", "--launcher", "mpi",
-		"--slots-per-node", "2", "--shm-size", "1Gi", "--retries", "1", "--file", scriptFile(t, "retry.py", mpiRetryScript)},
+	submitRealEnv(t, srv.Env("results"), n, ns, job, []string{"--image", image, "--stager-image", n.StagerImage, "--nodes", "2", "--launcher", "mpi",
+		"--slots-per-node", "2", "--shm-size", "1Gi", "--retries", "1", "--checkpoint-dir", "/ckpt", "--file", scriptFile(t, "retry.py", mpiRetryScript)},
 		mpirunCommand+"/opt/scripts/retry.py")
 	follow := taoBackground(t, "logs", "-f", job, "-n", ns)
 	follow.waitOutput(t, 3*time.Minute, "[rank 1] retry rank 3 on retried-1 step 1 world 4 again 0")
@@ -197,7 +207,14 @@ func TestRealNodeMPIRetries(t *testing.T) {
 	contains(t, r, 0, "killed python3")
 	waitComplete(t, ns, job)
 	out := follow.wait(t, time.Minute)
-	contains(t, out, 0, "[rank 1] retry rank 3 on retried-1 step 3 world 4 again 1")
+	contains(t, out, 0, "[rank 1] retry rank 3 on retried-1 step 3 world 4 again 1",
+		// The first world's processes started with nothing to resume from.
+		"[rank 0] retry rank 0 attempt 1 resume []", "[rank 1] retry rank 2 attempt 1 resume []")
+	// Rank 0's new pod restored what MPI rank 0 saved in the first world and was told the newest;
+	// the worker's pod, never replaced, is still in its first attempt with its own directory.
+	if m := regexp.MustCompile(`\[rank 0\] retry rank 0 attempt 2 resume \[step-(\d+)\.pt\]`).FindStringSubmatch(out.stdout); m == nil || m[1] == "0" {
+		t.Errorf("rank 0's second pod did not resume from a checkpoint of the first world:\n%s", out.stdout)
+	}
 	// Rank 0's first pod failed with 1 (mpirun's 137 turned), and a second one completed the job;
 	// the worker's pod is the one the first world ran on.
 	var failed, succeeded int
