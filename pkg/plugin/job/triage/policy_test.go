@@ -290,3 +290,40 @@ func TestDiagnoseMPIUnreachable(t *testing.T) {
 		})
 	}
 }
+
+// What OpenMPI 4.1's mpirun and MPICH 4.0's mpiexec print when a process or a pod's daemon of
+// their world is gone (real runs: the real node's MPI tests, and both launchers on this host):
+// the line named is the one with the pod.
+func TestScanLogsMPIPeerLost(t *testing.T) {
+	for name, tc := range map[string]struct {
+		lines []string
+		want  string
+	}{
+		"OpenMPI, a daemon lost": {[]string{
+			"--------------------------------------------------------------------------",
+			"ORTE has lost communication with a remote daemon.",
+			"",
+			"  HNP daemon   : [[46749,0],0] on node lost-0",
+			"  Remote daemon: [[46749,0],1] on node lost-1.lost",
+			"",
+			"This is usually due to either a failure of the TCP network",
+			"Killed",
+		}, "Remote daemon: [[46749,0],1] on node lost-1.lost"},
+		"OpenMPI, a process killed": {[]string{
+			"Primary job  terminated normally, but 1 process returned",
+			"a non-zero exit code. Per user-direction, the job has been aborted.",
+			"mpirun noticed that process rank 3 with PID 0 on node retried-1.retried exited on signal 9 (Killed).",
+		}, "mpirun noticed that process rank 3 with PID 0 on node retried-1.retried exited on signal 9 (Killed)."},
+		"MPICH": {[]string{
+			"===================================================================================",
+			"=   BAD TERMINATION OF ONE OF YOUR APPLICATION PROCESSES",
+			"=   PID 11999 RUNNING AT hydra-1.hydra",
+			"=   EXIT CODE: 9",
+		}, "=   PID 11999 RUNNING AT hydra-1.hydra"},
+	} {
+		p, line := scanLogs(tc.lines)
+		if p == nil || p.name != "MPIPeerLost" || line != tc.want {
+			t.Errorf("%s: %v %q, want MPIPeerLost %q", name, p, line, tc.want)
+		}
+	}
+}

@@ -82,6 +82,17 @@ var logPatterns = []logPattern{
 			"pods reach MASTER_ADDR:MASTER_PORT, set NCCL_SOCKET_IFNAME / NCCL_IB_HCA for the nodes' network " +
 			"(--env), and rerun with --env NCCL_DEBUG=INFO.",
 	},
+	{
+		// The launcher's own words when one process or a whole pod of its world is gone
+		// (OpenMPI 4's mpirun, MPICH's hydra), each naming the host, which is the pod.
+		name: "MPIPeerLost",
+		re: regexp.MustCompile(`Remote daemon: \[\[\d+,\d+\],\d+\] on node \S+|` +
+			`mpirun noticed that process rank \d+ with PID \d+ on node \S+ exited on signal|` +
+			`PID \d+ RUNNING AT \S+`),
+		suggestion: "mpirun lost a process of its world, or a whole pod's daemon, and ended the rest: the line names " +
+			"the pod. Read that pod's log (kubectl tao logs JOB --rank N, N its number in the name) for why, and " +
+			"diagnose the pod if it is gone. With --retries the whole MPI world starts again.",
+	},
 }
 
 // scanLogs finds the first known error in a rank's last log lines.
