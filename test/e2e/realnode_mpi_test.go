@@ -174,7 +174,10 @@ func TestRealNodeMPI(t *testing.T) {
 		logs := tao(t, nil, "logs", job, "-n", ns, "--rank", "0")
 		contains(t, logs, 0, "ORTE has lost communication with a remote daemon")
 		t.Logf("rank 0's log (last lines):\n%s", lastLines(logs.stdout, 12))
-		t.Logf("diagnose:\n%s", tao(t, nil, "diagnose", job, "-n", ns).stdout)
+		// diagnose names the pod mpirun lost, in mpirun's own line.
+		d := tao(t, nil, "diagnose", job, "-n", ns)
+		contains(t, d, 0, "MPIPeerLost", "Remote daemon: [[", "on node lost-1.lost")
+		t.Logf("diagnose:\n%s", d.stdout)
 	})
 }
 
