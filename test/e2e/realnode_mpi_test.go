@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"regexp"
 	"strconv"
@@ -145,6 +146,28 @@ func TestRealNodeMPI(t *testing.T) {
 		}
 		contains(t, st, 0, `[rank 1]   File "/opt/scripts/loop.py", line`)
 		t.Logf("stacks (first lines):\n%s", strings.Join(strings.SplitN(st.stdout, "\n", 12)[:11], "\n"))
+
+		// top lists both pods, each printing now in its own log.
+		tp := tao(t, nil, "top", job, "-n", ns, "-o", "json")
+		var doc struct {
+			Status string    `json:"status"`
+			Time   time.Time `json:"time"`
+			Ranks  []struct {
+				Rank           int        `json:"rank"`
+				LastOutputTime *time.Time `json:"lastOutputTime"`
+			} `json:"ranks"`
+		}
+		if err := json.Unmarshal([]byte(tp.stdout), &doc); err != nil {
+			t.Fatalf("top -o json: %v\n%s", err, tp)
+		}
+		if doc.Status != "Running" || len(doc.Ranks) != 2 {
+			t.Errorf("top: status %q, %d ranks, want Running and 2:\n%s", doc.Status, len(doc.Ranks), tp.stdout)
+		}
+		for _, r := range doc.Ranks {
+			if r.LastOutputTime == nil || doc.Time.Sub(*r.LastOutputTime) > 5*time.Second {
+				t.Errorf("top: rank %d's last output at %v, %v: want within 5s, its processes print every 250ms", r.Rank, r.LastOutputTime, doc.Time)
+			}
+		}
 
 		streams := podLogStreams(t, ns, job)
 		cancelQuickly(t, ns, job, 30, "mpirun and the processes it started")
