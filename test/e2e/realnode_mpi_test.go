@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"regexp"
 	"strconv"
@@ -17,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/job/jobpods"
+	"github.com/kubectl-tao/kubectl-tao/pkg/plugin/job/jobspec"
 	"github.com/kubectl-tao/kubectl-tao/test/s3server"
 )
 
@@ -146,6 +148,28 @@ func TestRealNodeMPI(t *testing.T) {
 		contains(t, st, 0, `[rank 1]   File "/opt/scripts/loop.py", line`)
 		t.Logf("stacks (first lines):\n%s", strings.Join(strings.SplitN(st.stdout, "\n", 12)[:11], "\n"))
 
+		// top lists both pods, each printing now in its own log.
+		tp := tao(t, nil, "top", job, "-n", ns, "-o", "json")
+		var doc struct {
+			Status string    `json:"status"`
+			Time   time.Time `json:"time"`
+			Ranks  []struct {
+				Rank           int        `json:"rank"`
+				LastOutputTime *time.Time `json:"lastOutputTime"`
+			} `json:"ranks"`
+		}
+		if err := json.Unmarshal([]byte(tp.stdout), &doc); err != nil {
+			t.Fatalf("top -o json: %v\n%s", err, tp)
+		}
+		if doc.Status != "Running" || len(doc.Ranks) != 2 {
+			t.Errorf("top: status %q, %d ranks, want Running and 2:\n%s", doc.Status, len(doc.Ranks), tp.stdout)
+		}
+		for _, r := range doc.Ranks {
+			if r.LastOutputTime == nil || doc.Time.Sub(*r.LastOutputTime) > 5*time.Second {
+				t.Errorf("top: rank %d's last output at %v, %v: want within 5s, its processes print every 250ms", r.Rank, r.LastOutputTime, doc.Time)
+			}
+		}
+
 		streams := podLogStreams(t, ns, job)
 		cancelQuickly(t, ns, job, 30, "mpirun and the processes it started")
 		for rank, s := range streams {
@@ -268,7 +292,9 @@ mpi.MPI_Finalize()
 
 // TestRealNodeMPICH runs MPICH's mpiexec (hydra) over 2 pods of 2 slots each, its proxies
 // started on the other pod by the job's agent (HYDRA_LAUNCHER_EXEC): the 4 processes all-reduce
-// their ranks, each says its host, and the job completes.
+// their ranks, each says its host, and the job completes. About one run in ten, MPICH 4.0 over
+// UCX never returns from MPI_Finalize after the sums are printed; --hang-timeout ends that
+// attempt and the retry completes the job, as it would for a user.
 func TestRealNodeMPICH(t *testing.T) {
 	n := stagerNode(t)
 	image := packageImage(t, "MPICH", n.MPICHImage, n.MPICHImageSkip,
@@ -278,7 +304,7 @@ func TestRealNodeMPICH(t *testing.T) {
 	const job = "hydra"
 	start := time.Now()
 	submitReal(t, n, ns, job, []string{"--image", image, "--stager-image", n.StagerImage, "--nodes", "2", "--launcher", "mpi",
-		"--file", scriptFile(t, "allreduce.py", mpichAllReduceScript), "--slots-per-node", "2", "--shm-size", "1Gi"},
+		"--file", scriptFile(t, "allreduce.py", mpichAllReduceScript), "--slots-per-node", "2", "--shm-size", "1Gi", "--hang-timeout", "30s", "--retries", "2"},
 		"mpirun -n 4 python3 /opt/scripts/allreduce.py")
 	waitComplete(t, ns, job)
 	t.Logf("submit to Complete: %s", time.Since(start).Round(time.Millisecond))
@@ -322,10 +348,27 @@ func checkAllReduce(t *testing.T, ns, job string, ownLogs bool) {
 		t.Errorf("the processes' hosts: %v, want %v:\n%s", hosts, want, tao(t, nil, "logs", job, "-n", ns).stdout)
 	}
 	for _, p := range jobPods(t, ns, job) {
-		if p.Status.Phase != corev1.PodSucceeded {
-			t.Errorf("pod %s (rank %s) is %s, want Succeeded: rank 0 tells the other pods the world ended", p.Name, rankOf(&p), p.Status.Phase)
+		if p.Status.Phase == corev1.PodSucceeded {
+			continue
+		}
+		// Only an attempt --hang-timeout ended (MPICH's, below) may have failed.
+		if hung := containerExit(&p) == jobspec.ExitHang; hung {
+			t.Logf("pod %s (rank %s): an attempt --hang-timeout ended (exit %d), retried", p.Name, rankOf(&p), jobspec.ExitHang)
+			continue
+		}
+		t.Errorf("pod %s (rank %s) is %s (exit %d), want Succeeded: rank 0 tells the other pods the world ended",
+			p.Name, rankOf(&p), p.Status.Phase, containerExit(&p))
+	}
+}
+
+// containerExit is the exit code of the pod's training container, -1 while it has none.
+func containerExit(p *corev1.Pod) int32 {
+	for _, cs := range p.Status.ContainerStatuses {
+		if cs.Name == jobspec.ContainerName && cs.State.Terminated != nil {
+			return cs.State.Terminated.ExitCode
 		}
 	}
+	return -1
 }
 
 // TestRealNodeMPILateWorker: rank 1's pod cannot be created until the test lets it (a quota of

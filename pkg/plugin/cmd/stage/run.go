@@ -108,11 +108,11 @@ func newStacksCmd(streams genericiooptions.IOStreams) *cobra.Command {
 		Short: "Print the stacks of every Python process of the supervised command, without stopping it",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			pgid, err := supervisor.RecordedGroup()
+			groups, err := supervisor.RecordedGroups()
 			if err != nil {
 				return exitcode.WithCode(exitcode.NotFound, err)
 			}
-			if _, err := supervisor.DumpStacks(cmd.Context(), pgid, streams.Out); err != nil {
+			if _, err := supervisor.DumpStacks(cmd.Context(), groups, streams.Out); err != nil {
 				return exitcode.WithCode(exitcode.NotFound, err)
 			}
 			return nil

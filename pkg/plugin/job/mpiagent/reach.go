@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -122,4 +123,31 @@ func Finish(ctx context.Context, dial Dialer, key []byte, hosts []string) error 
 	}
 	wg.Wait()
 	return errors.Join(errs...)
+}
+
+// WaitGone asks every host's agent again, every interval, until none answers (the connection
+// fails: its supervisor stopped serving), and returns nil then; ctx bounds it, and the error
+// names the hosts still answering.
+func WaitGone(ctx context.Context, dial Dialer, key []byte, hosts []string, interval time.Duration) error {
+	left := slices.Clone(hosts)
+	for {
+		if ctx.Err() != nil {
+			return fmt.Errorf("still answering: %s", strings.Join(left, ", "))
+		}
+		still := left[:0]
+		for _, h := range left {
+			if ping(ctx, dial, key, h) == nil {
+				still = append(still, h)
+			}
+		}
+		left = still
+		if len(left) == 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("still answering: %s", strings.Join(left, ", "))
+		case <-time.After(interval):
+		}
+	}
 }

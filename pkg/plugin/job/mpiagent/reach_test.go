@@ -105,3 +105,30 @@ func TestFinish(t *testing.T) {
 		t.Errorf("no hosts: %v", err)
 	}
 }
+
+// WaitGone returns once no agent answers any more, and names those still answering when its
+// time runs out.
+func TestWaitGone(t *testing.T) {
+	var mu sync.Mutex
+	answers := map[string]int{"j-1.j": 0, "j-2.j": 3}
+	dial := func(_ context.Context, host string) (net.Conn, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if answers[host] == 0 {
+			return nil, errors.New("connection refused")
+		}
+		answers[host]--
+		client, server := net.Pipe()
+		go (&Server{Key: jobKey}).ServeConn(context.Background(), server)
+		return client, nil
+	}
+	if err := WaitGone(context.Background(), dial, jobKey, []string{"j-1.j", "j-2.j"}, time.Millisecond); err != nil {
+		t.Errorf("WaitGone = %v", err)
+	}
+	answers["j-2.j"] = 1 << 30
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if err := WaitGone(ctx, dial, jobKey, []string{"j-1.j", "j-2.j"}, time.Millisecond); err == nil || err.Error() != "still answering: j-2.j" {
+		t.Errorf("WaitGone = %v, want j-2.j still answering", err)
+	}
+}

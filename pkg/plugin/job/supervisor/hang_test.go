@@ -67,6 +67,31 @@ func TestInnermostFrames(t *testing.T) {
 	}
 }
 
+// What the supervisor records is what stage stacks reads: the command's group in place of any
+// before, then each agent command's after it.
+func TestRecordedGroups(t *testing.T) {
+	t.Setenv("TMPDIR", t.TempDir())
+	if _, err := RecordedGroups(); err == nil || !strings.Contains(err.Error(), "no command runs under the supervisor") {
+		t.Errorf("nothing recorded: %v", err)
+	}
+	if err := os.MkdirAll(StacksDir(), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	addGroup(7)
+	recordGroup(38)
+	addGroup(52)
+	addGroup(60)
+	if got, err := RecordedGroups(); err != nil || !slices.Equal(got, []int{38, 52, 60}) {
+		t.Errorf("RecordedGroups = %v, %v; want [38 52 60]", got, err)
+	}
+	if err := os.WriteFile(filepath.Join(StacksDir(), groupFile), []byte("38\nx\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := RecordedGroups(); err == nil || !strings.Contains(err.Error(), `"x" is not a process group`) {
+		t.Errorf("a broken file: %v", err)
+	}
+}
+
 func TestStatGroup(t *testing.T) {
 	for stat, want := range map[string]int{
 		"2171 (python3) S 2170 2170 2170 0 -1 4194560": 2170,
@@ -107,13 +132,16 @@ func TestGroupProcesses(t *testing.T) {
 		}
 	}
 	var got []string
-	for _, p := range groupProcesses(proc, 39) {
+	for _, p := range groupProcesses(proc, 39, 63) {
 		got = append(got, fmt.Sprintf("%d %s %v", p.pid, p.cmdline, p.python))
 	}
 	want := []string{"39 /bin/sh -c orted false", "40 orted -mca false", "45 python3 /opt/loop.py true",
-		"46 python3 /opt/loop.py true", "47 python3 -c worker true"}
+		"46 python3 /opt/loop.py true", "47 python3 -c worker true", "63 /bin/bash false", "64 python3 true"}
 	if !slices.Equal(got, want) {
-		t.Errorf("group 39: %q, want %q", got, want)
+		t.Errorf("groups 39 and 63: %q, want %q", got, want)
+	}
+	if got := groupProcesses(proc, 39); len(got) != 5 {
+		t.Errorf("group 39 alone: %d processes, want its 5", len(got))
 	}
 }
 

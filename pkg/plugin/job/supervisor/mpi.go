@@ -78,19 +78,15 @@ func (s *Supervisor) serveAgent(ctx context.Context, m *mpiPlan, extraEnv []stri
 	var once sync.Once
 	// The daemons' processes print into this pod's log through this process's own streams.
 	env := append(append(os.Environ(), extraEnv...), mpiagent.EnvLogPID+"="+strconv.Itoa(os.Getpid()))
-	var started func(int)
-	if m.rank != 0 {
-		// On a pod other than rank 0's, the daemon's processes are the pod's command for
-		// `kubectl tao stacks`: they stay in the daemon's process group, and the Python ones
-		// dump their stacks on demand as the command's do.
-		if stacks, err := prepareStacks(env); err == nil {
-			env = append(env, stacks...)
-		} else {
-			s.sayf("stacks on demand: off: %v", err)
-		}
-		started = recordGroup
+	// The daemons' processes are the job's in this pod for `kubectl tao stacks`, on rank 0's
+	// too (MPICH's mpiexec starts its local proxy through the agent), and the Python ones dump
+	// their stacks on demand as the command's do.
+	if stacks, err := prepareStacks(env); err == nil {
+		env = append(env, stacks...)
+	} else {
+		s.sayf("stacks on demand: off: %v", err)
 	}
-	srv := &mpiagent.Server{Key: m.key, Exec: mpiagent.ShellExec(env, started), Logf: s.sayf,
+	srv := &mpiagent.Server{Key: m.key, Exec: mpiagent.ShellExec(env, addGroup), Logf: s.sayf,
 		Done: func() { once.Do(func() { close(done) }) }}
 	ctx, kill := context.WithCancel(ctx)
 	var closing atomic.Bool
@@ -125,16 +121,39 @@ const DefaultMPIFinish = 10 * time.Second
 
 // finishWorkers tells every other pod's agent that the world ended well, so that those pods
 // succeed by themselves and keep their logs (the Job controller deletes the pods it ends).
+//
+// Rank 0's own success makes the Job controller end every pod not yet done, and it deletes
+// them, logs and all: so rank 0 returns only once each agent it told has stopped answering
+// (its supervisor is ending) and then MPIExitSettle more, the time a kubelet takes to report a
+// pod's end.
 func (s *Supervisor) finishWorkers(ctx context.Context, m *mpiPlan) {
 	if len(m.workers) == 0 {
 		return
 	}
-	ctx, cancel := context.WithTimeout(ctx, DefaultMPIFinish)
+	ctx, cancel := context.WithTimeout(ctx, DefaultMPIFinish+s.mpiStopWait())
 	defer cancel()
 	if err := mpiagent.Finish(ctx, s.dialer(m), m.key, m.workers); err != nil {
 		s.sayf("could not tell every other pod that the MPI world ended (the Job ends them instead): %v", err)
+		return
+	}
+	if err := mpiagent.WaitGone(ctx, s.dialer(m), m.key, m.workers, mpiReachInterval/10); err != nil {
+		s.sayf("the other pods did not end within %s of being told (the Job ends them instead): %v", DefaultMPIFinish+s.mpiStopWait(), err)
+		return
+	}
+	settle := s.MPIExitSettle
+	if settle == 0 {
+		settle = DefaultMPIExitSettle
+	}
+	select {
+	case <-ctx.Done():
+	case <-time.After(settle):
 	}
 }
+
+// DefaultMPIExitSettle is how long rank 0 waits, once the other pods' supervisors have ended,
+// before it ends too: a kubelet reports a container's end within about a second (its relist
+// period), and a pod reported Succeeded is one the Job controller leaves in place.
+const DefaultMPIExitSettle = 2 * time.Second
 
 // waitWorkers waits, bounded, until every other pod's agent answers with the job's key; a
 // stop ends the wait.

@@ -124,9 +124,9 @@ func TestMPIWorkerServesTheAgent(t *testing.T) {
 		out.Reset()
 		code, err = mpiagent.Run(context.Background(), dialAgent(t, port), []byte(mpiKey),
 			mpiagent.Request{Argv: []string{"echo", "$$", "$" + envStacksSignal}}, &out, io.Discard)
-		group, groupErr := RecordedGroup()
-		if err != nil || code != 0 || groupErr != nil || out.String() != fmt.Sprintf("%d %d\n", group, StacksSignal) {
-			t.Errorf("through the agent: %d, %v, %q; recorded group %d (%v)", code, err, out.String(), group, groupErr)
+		groups, groupErr := RecordedGroups()
+		if err != nil || code != 0 || groupErr != nil || len(groups) != 3 || out.String() != fmt.Sprintf("%d %d\n", groups[2], StacksSignal) {
+			t.Errorf("through the agent: %d, %v, %q; recorded groups %v (%v), want each command's, this one last", code, err, out.String(), groups, groupErr)
 		}
 		if _, err := mpiagent.Run(context.Background(), dialAgent(t, port), []byte(strings.Repeat("f", 64)),
 			mpiagent.Request{Argv: []string{"touch", ran}}, io.Discard, io.Discard); !errors.Is(err, mpiagent.ErrRefused) {
@@ -195,9 +195,10 @@ func TestMPIRank0WaitsForTheWorkers(t *testing.T) {
 	dir := t.TempDir()
 	var dials, finished atomic.Int32
 	a := superviseWith(t, mpiEnv(0, freePort(t)), "touch "+filepath.Join(dir, "ran"), nil, func(s *Supervisor) {
+		s.MPIExitSettle = time.Millisecond
 		s.DialAgent = func(_ context.Context, host string) (net.Conn, error) {
-			// The worker's agent is up at the third try.
-			if host != "j-1.j" || dials.Add(1) < 3 {
+			// The worker's agent is up at the third try, and gone once told the world ended.
+			if host != "j-1.j" || dials.Add(1) < 3 || finished.Load() > 0 {
 				return nil, errors.New("connection refused")
 			}
 			client, server := net.Pipe()
@@ -205,9 +206,9 @@ func TestMPIRank0WaitsForTheWorkers(t *testing.T) {
 			return client, nil
 		}
 	})
-	// Three pings, then the world's end told once the command succeeded.
-	if a.code != 0 || dials.Load() != 4 || finished.Load() != 1 {
-		t.Errorf("exit %d after %d dials and %d Done: want 0 after 4 and 1; stderr:\n%s", a.code, dials.Load(), finished.Load(), a.stderr)
+	// Three pings, the world's end told once the command succeeded, then a ping refused.
+	if a.code != 0 || dials.Load() != 5 || finished.Load() != 1 {
+		t.Errorf("exit %d after %d dials and %d Done: want 0 after 5 and 1; stderr:\n%s", a.code, dials.Load(), finished.Load(), a.stderr)
 	}
 	// Rank 0's agent, stopped at the end without waiting, has nothing to say about it.
 	if strings.Contains(a.stderr, "did not end") {

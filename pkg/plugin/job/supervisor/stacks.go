@@ -101,21 +101,44 @@ func prepareStacks(environ []string) ([]string, error) {
 	return []string{envPythonPath + "=" + path, envStacksDir + "=" + dir, envStacksSignal + "=" + strconv.Itoa(int(StacksSignal))}, nil
 }
 
-// recordGroup notes the command's process group for `stage stacks`.
+// recordGroup notes the command's process group for `stage stacks`, in place of any before.
 func recordGroup(pgid int) {
 	_ = os.WriteFile(filepath.Join(StacksDir(), groupFile), []byte(strconv.Itoa(pgid)+"\n"), 0o644)
 }
 
-// RecordedGroup is the process group of the command the supervisor runs in this container.
-func RecordedGroup() (int, error) {
+// addGroup adds a process group to those `stage stacks` reads: a command the MPI agent runs
+// in this pod (a daemon, whose processes are the job's here too).
+func addGroup(pgid int) {
+	f, err := os.OpenFile(filepath.Join(StacksDir(), groupFile), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	if err != nil {
+		return
+	}
+	_, _ = f.WriteString(strconv.Itoa(pgid) + "\n")
+	_ = f.Close()
+}
+
+// RecordedGroups are the process groups of what the supervisor runs in this container: the
+// command's, and in an MPI job those of the commands its agent runs.
+func RecordedGroups() ([]int, error) {
 	raw, err := os.ReadFile(filepath.Join(StacksDir(), groupFile))
 	if errors.Is(err, os.ErrNotExist) {
-		return 0, errors.New("no command runs under the supervisor in this container")
+		return nil, errors.New("no command runs under the supervisor in this container")
 	}
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
-	return strconv.Atoi(strings.TrimSpace(string(raw)))
+	var groups []int
+	for _, f := range strings.Fields(string(raw)) {
+		g, err := strconv.Atoi(f)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %q is not a process group", groupFile, f)
+		}
+		groups = append(groups, g)
+	}
+	if len(groups) == 0 {
+		return nil, errors.New("no command runs under the supervisor in this container")
+	}
+	return groups, nil
 }
 
 // process is one process of the command's group.
@@ -125,10 +148,10 @@ type process struct {
 	python  bool
 }
 
-// groupProcesses lists the processes of process group pgid and all their descendants, from
-// /proc: a launcher may put the processes it starts in groups of their own (OpenMPI's daemons
-// and mpirun do), and they are the command's all the same.
-func groupProcesses(proc string, pgid int) []process {
+// groupProcesses lists the processes of the process groups pgids and all their descendants,
+// from /proc: a launcher may put the processes it starts in groups of their own (OpenMPI's
+// daemons and mpirun do), and they are the command's all the same.
+func groupProcesses(proc string, pgids ...int) []process {
 	entries, _ := os.ReadDir(proc)
 	parent := map[int]int{}
 	in := map[int]bool{}
@@ -146,7 +169,7 @@ func groupProcesses(proc string, pgid int) []process {
 			continue
 		}
 		parent[pid] = ppid
-		in[pid] = group == pgid
+		in[pid] = slices.Contains(pgids, group)
 	}
 	// A process is the command's when it or an ancestor is in the group.
 	var mine func(pid int, depth int) bool
@@ -205,11 +228,11 @@ var pythonName = regexp.MustCompile(`^python[0-9.]*$`)
 
 func isPython(path string) bool { return pythonName.MatchString(filepath.Base(path)) }
 
-// DumpStacks writes the stacks of every Python process in process group pgid to w, each under
-// a header naming it, and returns the innermost frames it saw (one per thread). It does not
-// stop them: py-spy reads them from outside, the faulthandler dump runs in a signal handler.
-func DumpStacks(ctx context.Context, pgid int, w io.Writer) ([]string, error) {
-	procs := groupProcesses("/proc", pgid)
+// DumpStacks writes the stacks of every Python process of the process groups pgids to w, each
+// under a header naming it, and returns the innermost frames it saw (one per thread). It does
+// not stop them: py-spy reads them from outside, the faulthandler dump runs in a signal handler.
+func DumpStacks(ctx context.Context, pgids []int, w io.Writer) ([]string, error) {
+	procs := groupProcesses("/proc", pgids...)
 	spy, _ := exec.LookPath("py-spy")
 	var frames []string
 	dumped := 0

@@ -75,6 +75,9 @@ type Supervisor struct {
 	// MPIStopWait bounds how long a stopped pod's MPI agent lets its commands end by
 	// themselves; 0 is DefaultMPIStopWait.
 	MPIStopWait time.Duration
+	// MPIExitSettle is how long rank 0 waits after the other pods' supervisors ended; 0 is
+	// DefaultMPIExitSettle.
+	MPIExitSettle time.Duration
 	// DialAgent connects to a host's MPI agent; nil is TCP to the job's agent port.
 	DialAgent mpiagent.Dialer
 
@@ -426,7 +429,7 @@ func (s *Supervisor) endHung(ctx context.Context, h *Hang, pgid int, notes io.Wr
 	s.hang = h
 	fmt.Fprintf(notes, "kubectl-tao: %s: dumping the stacks of every process of the command, then ending it (exit %d)\n", h.describe(), jobspec.ExitHang)
 	dumped := time.Now()
-	frames, err := DumpStacks(ctx, pgid, notes)
+	frames, err := DumpStacks(ctx, []int{pgid}, notes)
 	if err != nil {
 		fmt.Fprintf(notes, "kubectl-tao: %v\n", err)
 	}
