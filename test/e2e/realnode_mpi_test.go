@@ -331,13 +331,12 @@ func checkAllReduce(t *testing.T, ns, job string, ownLogs bool) {
 			if m[2] != "4" || m[4] != "6" {
 				t.Errorf("%q: want a world of 4 and the sum 6", l)
 			}
-			if want := 0; ownLogs {
-				want = rank / 2
-				if pod != want {
-					t.Errorf("%q is in rank %d's log, want rank %d's: the pod it ran on", l, pod, want)
-				}
-			} else if pod != want {
-				t.Errorf("%q is in rank %d's log, want rank 0's", l, pod)
+			want := 0
+			if ownLogs {
+				want = rank / 2 // the pod it ran on
+			}
+			if pod != want {
+				t.Errorf("%q is in rank %d's log, want rank %d's", l, pod, want)
 			}
 			hosts[rank] = m[3]
 			t.Logf("rank %d's log: %s", pod, l)

@@ -130,14 +130,15 @@ func (s *Supervisor) finishWorkers(ctx context.Context, m *mpiPlan) {
 	if len(m.workers) == 0 {
 		return
 	}
-	ctx, cancel := context.WithTimeout(ctx, DefaultMPIFinish+s.mpiStopWait())
+	bound := DefaultMPIFinish + s.mpiStopWait()
+	ctx, cancel := context.WithTimeout(ctx, bound)
 	defer cancel()
 	if err := mpiagent.Finish(ctx, s.dialer(m), m.key, m.workers); err != nil {
 		s.sayf("could not tell every other pod that the MPI world ended (the Job ends them instead): %v", err)
 		return
 	}
 	if err := mpiagent.WaitGone(ctx, s.dialer(m), m.key, m.workers, mpiReachInterval/10); err != nil {
-		s.sayf("the other pods did not end within %s of being told (the Job ends them instead): %v", DefaultMPIFinish+s.mpiStopWait(), err)
+		s.sayf("the other pods did not end within %s of being told (the Job ends them instead): %v", bound, err)
 		return
 	}
 	settle := s.MPIExitSettle
