@@ -51,11 +51,49 @@ func TestSubmitMPI(t *testing.T) {
 	}
 }
 
+// An mpi-ssh job's Secret holds its private keys, two jobs never share them, and no request
+// but the Secret's carries them.
+func TestSubmitMPISSH(t *testing.T) {
+	c := newClient(fixture.GPUNode("a", 8).Obj())
+	args := func(name string) []string {
+		return append([]string{name}, mpiArgs("2", "--launcher", "mpi-ssh")[1:]...)
+	}
+	r := run(t, cmdtest.Cmd{NS: "ml", Client: c}, args("allreduce")...)
+	if r.Code != 0 || r.Stderr != "" {
+		t.Fatalf("got %+v", r)
+	}
+	keys := func(name string) (client, host string) {
+		secret, err := c.CoreV1().Secrets("ml").Get(context.Background(), name+"-mpi", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(secret.Data[jobspec.SSHClientKeyKey]), string(secret.Data[jobspec.SSHHostKeyKey])
+	}
+	client, host := keys("allreduce")
+	if !strings.HasPrefix(client, "-----BEGIN OPENSSH PRIVATE KEY-----") || !strings.HasPrefix(host, "-----BEGIN OPENSSH PRIVATE KEY-----") || client == host {
+		t.Fatalf("keys %.40q and %.40q: want two OpenSSH private keys", client, host)
+	}
+	requestsHoldNone(t, c, client, host)
+	cm, err := c.CoreV1().ConfigMaps("ml").Get(context.Background(), "allreduce-mpi", metav1.GetOptions{})
+	if err != nil || !strings.HasPrefix(cm.Data[jobspec.AuthorizedKeysKey], "ssh-ed25519 ") || !strings.Contains(cm.Data[jobspec.KnownHostsKey], "*.allreduce,[*.allreduce]:29503 ssh-ed25519 ") {
+		t.Errorf("ConfigMap %v (%v): want the public keys", cm.Data, err)
+	}
+	if r := run(t, cmdtest.Cmd{NS: "ml", Client: c}, args("other")...); r.Code != 0 {
+		t.Fatalf("second job: %+v", r)
+	}
+	if otherClient, otherHost := keys("other"); otherClient == client || otherHost == host {
+		t.Error("two mpi-ssh jobs share a key")
+	}
+}
+
 func TestSubmitMPIDryRunShowsNoKey(t *testing.T) {
 	for _, format := range []string{"yaml", "json"} {
-		r := run(t, cmdtest.Cmd{ClientErr: errors.New("no cluster for a client dry run")}, mpiArgs("1", "--dry-run=client", "-o", format)...)
+		r := run(t, cmdtest.Cmd{ClientErr: errors.New("no cluster for a client dry run")}, mpiArgs("1", "--dry-run=client", "-o", format, "--launcher", "mpi-ssh")...)
 		if r.Code != 0 || !strings.Contains(r.Stdout, "REDACTED") || !strings.Contains(r.Stdout, "allreduce-0.allreduce slots=4") {
 			t.Fatalf("-o %s: got %+v, want the redacted key and the hostfile", format, r)
+		}
+		if strings.Contains(r.Stdout, "PRIVATE KEY") || !strings.Contains(r.Stdout, "ssh-ed25519 ") {
+			t.Errorf("-o %s: want the public keys shown and no private one:\n%s", format, r.Stdout)
 		}
 		// The key is hex: no run of 64 hex digits may appear anywhere.
 		for _, word := range strings.FieldsFunc(r.Stdout, func(c rune) bool { return !strings.ContainsRune("0123456789abcdef", c) }) {
@@ -76,7 +114,12 @@ func TestSubmitMPIBadInput(t *testing.T) {
 			`invalid argument "slurm" for "--launcher" flag: "slurm" is not a launcher: torchrun`},
 		{"elastic", mpiArgs("1:3"), "--launcher mpi cannot go with --nodes MIN:MAX"},
 		{"slots without mpi", []string{"j", "--image", "img", "--slots-per-node", "2", "--", "true"},
-			"--slots-per-node only applies with --launcher mpi"},
+			"--slots-per-node only applies with --launcher mpi or mpi-ssh"},
+		{"mpi-ssh elastic", mpiArgs("1:3", "--launcher", "mpi-ssh"), "--launcher mpi-ssh cannot go with --nodes MIN:MAX"},
+		{"mpi-ssh port", mpiArgs("2", "--launcher", "mpi-ssh", "--master-port", "65533"),
+			"invalid --master-port 65533 with --launcher mpi-ssh: sshd uses the port three above it"},
+		{"mpi-ssh volume at the keys", mpiArgs("2", "--launcher", "mpi-ssh", "--volume", "data:/tao-ssh"),
+			"--volume /tao-ssh: the path /tao-ssh is reserved for the job's ssh keys"},
 	} {
 		c := newClient(fixture.GPUNode("a", 8).Obj())
 		r := run(t, cmdtest.Cmd{NS: "ml", Client: c}, tc.args...)

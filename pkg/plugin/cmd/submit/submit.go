@@ -205,6 +205,11 @@ func (o *Options) complete(cmd *cobra.Command, args []string) error {
 		if o.spec.MPIKey, err = newMPIKey(); err != nil {
 			return err
 		}
+		if o.spec.MPISSH() {
+			if o.spec.SSHKeys, err = jobspec.NewSSHKeys(rand.Reader); err != nil {
+				return err
+			}
+		}
 	}
 	o.warn(jobspec.SlotsWarning(o.spec))
 	if o.spec.Elastic() && !cmd.Flags().Changed("retries") {
@@ -298,11 +303,11 @@ func (o *Options) completeStaging(cmd *cobra.Command) (*jobspec.Staging, error) 
 			switch {
 			case flag == "s3-secret" && cmd.Flags().Changed(flag):
 				return nil, fmt.Errorf("--s3-secret only applies with --input, --output-path, --checkpoint-dir or --workdir")
-			case cmd.Flags().Changed(flag) && o.Workdir == "" && o.HangTimeout == 0 && o.NodesMax == 0 && o.Launcher != jobspec.LauncherMPI:
-				return nil, fmt.Errorf("--%s only applies with --input, --output-path, --checkpoint-dir, --hang-timeout, --nodes MIN:MAX, --launcher mpi or --workdir", flag)
+			case cmd.Flags().Changed(flag) && o.Workdir == "" && o.HangTimeout == 0 && o.NodesMax == 0 && !jobspec.IsMPI(o.Launcher):
+				return nil, fmt.Errorf("--%s only applies with --input, --output-path, --checkpoint-dir, --hang-timeout, --nodes MIN:MAX, --launcher mpi or mpi-ssh, or --workdir", flag)
 			}
 		}
-		if o.HangTimeout == 0 && o.NodesMax == 0 && o.Launcher != jobspec.LauncherMPI {
+		if o.HangTimeout == 0 && o.NodesMax == 0 && !jobspec.IsMPI(o.Launcher) {
 			return nil, nil
 		}
 		// The watchdog, an elastic job's rendezvous host and an MPI job's agent are the
@@ -539,6 +544,9 @@ func (o *Options) secretValues() []string {
 	var out []string
 	if len(o.spec.MPIKey) > 0 {
 		out = append(out, string(o.spec.MPIKey))
+	}
+	if k := o.spec.SSHKeys; k != nil {
+		out = append(out, string(k.ClientPrivate), string(k.HostPrivate))
 	}
 	for _, kv := range o.spec.SecretEnv {
 		out = append(out, kv.Value)

@@ -179,6 +179,12 @@ func rendezvousService(s Spec) *corev1.Service {
 			Name: "mpi-agent", Protocol: corev1.ProtocolTCP, Port: port, TargetPort: intstr.FromInt32(port),
 		})
 	}
+	if s.MPISSH() {
+		port := int32(s.MPISSHPort())
+		svc.Spec.Ports = append(svc.Spec.Ports, corev1.ServicePort{
+			Name: "mpi-ssh", Protocol: corev1.ProtocolTCP, Port: port, TargetPort: intstr.FromInt32(port),
+		})
+	}
 	return svc
 }
 

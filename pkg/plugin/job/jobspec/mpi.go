@@ -3,6 +3,7 @@ package jobspec
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"path"
 	"slices"
 	"strconv"
@@ -30,20 +31,23 @@ const (
 )
 
 // Launchers are --launcher's values, the default first.
-var Launchers = []Launcher{LauncherTorchrun, LauncherMPI}
+var Launchers = []Launcher{LauncherTorchrun, LauncherMPI, LauncherMPISSH}
+
+// IsMPI reports whether a launcher, as a job's pods read it from EnvLauncher, is an MPI one.
+func IsMPI(l Launcher) bool { return l == LauncherMPI || l == LauncherMPISSH }
 
 // ParseLauncher reads --launcher.
 func ParseLauncher(v string) (Launcher, error) {
 	l := Launcher(strings.TrimSpace(v))
 	if !slices.Contains(Launchers, l) {
-		return "", fmt.Errorf("%q is not a launcher: torchrun (every pod runs the command, its ranks meet at a rendezvous) or mpi (rank 0's pod runs mpirun or deepspeed, which starts the processes on every pod)", v)
+		return "", fmt.Errorf("%q is not a launcher: torchrun (every pod runs the command, its ranks meet at a rendezvous), mpi (rank 0's pod runs mpirun or deepspeed, which starts the processes on every pod) or mpi-ssh (the same, over the image's own ssh and sshd)", v)
 	}
 	return l, nil
 }
 
-// MPI reports whether the spec is an MPI job (--launcher mpi). It is a multi-node job even at
-// one pod: its hostfile names the pod by its Service name, which must resolve.
-func (s *Spec) MPI() bool { return s.Launcher == LauncherMPI }
+// MPI reports whether the spec is an MPI job (--launcher mpi or mpi-ssh). It is a multi-node
+// job even at one pod: its hostfile names the pod by its Service name, which must resolve.
+func (s *Spec) MPI() bool { return IsMPI(s.Launcher) }
 
 // Slots is the number of processes an MPI job's hostfile lets mpirun place on each pod:
 // --slots-per-node, else the GPUs per node, and at least one.
@@ -160,8 +164,11 @@ const (
 var mpiEnv = []string{
 	EnvHostfile, EnvOMPIHostfile, EnvPRTEHostfile, EnvHydraHostfile, EnvOMPIKeepFQDN, EnvPRTEKeepFQDN, EnvLauncher, EnvMPISlots,
 	EnvMPIAgentPort, EnvMPIKey, EnvOMPIRshAgent, EnvPRTERshAgent, EnvPRTESshAgent, EnvHydraLauncher,
-	EnvHydraLauncherExec, EnvHydraIface, EnvOMPIForkAgent,
+	EnvHydraLauncherExec, EnvHydraIface, EnvOMPIForkAgent, EnvMPISSHPort,
 }
+
+// MPIEnvNames are the variables kubectl-tao sets in an MPI job.
+func MPIEnvNames() []string { return slices.Clone(mpiEnv) }
 
 // MPISecretName is the Secret of an MPI job's agent key; MPIConfigMapName the ConfigMap of its
 // hostfiles. Both are created with the Job and owned by it.
@@ -185,19 +192,19 @@ func (s *Spec) validateMPI() []error {
 	var errs []error
 	add := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 	if s.Launcher != "" && !slices.Contains(Launchers, s.Launcher) {
-		add("invalid --launcher %q: must be one of torchrun, mpi", s.Launcher)
+		add("invalid --launcher %q: must be one of torchrun, mpi, mpi-ssh", s.Launcher)
 	}
 	if s.SlotsPerNode < 0 {
 		add("invalid --slots-per-node %d: must be 1 or more (leave it out for one per GPU)", s.SlotsPerNode)
 	}
 	if !s.MPI() {
 		if s.SlotsPerNode != 0 {
-			add("--slots-per-node only applies with --launcher mpi")
+			add("--slots-per-node only applies with --launcher mpi or mpi-ssh")
 		}
 		return errs
 	}
 	if s.Elastic() {
-		add("--launcher mpi cannot go with --nodes MIN:MAX: an MPI world is fixed when mpirun starts it, and cannot grow or shrink; give --nodes N")
+		add("--launcher %s cannot go with --nodes MIN:MAX: an MPI world is fixed when mpirun starts it, and cannot grow or shrink; give --nodes N", s.Launcher)
 	}
 	if s.Staging == nil {
 		errs = append(errs, errors.New("internal error: an MPI job without the supervisor"))
@@ -206,16 +213,32 @@ func (s *Spec) validateMPI() []error {
 		errs = append(errs, errors.New("internal error: an MPI job without its agent key"))
 	}
 	if s.MPIAgentPort() > 65535 {
-		add("invalid --master-port %d with --launcher mpi: the MPI agent uses the port two above it, which must be 65535 or less", s.MasterPort)
+		add("invalid --master-port %d with --launcher %s: the MPI agent uses the port two above it, which must be 65535 or less", s.MasterPort, s.Launcher)
 	}
-	for _, v := range s.Volumes {
-		if under(path.Clean(v.MountPath), MPIDir) || under(MPIDir, path.Clean(v.MountPath)) {
-			add("--volume %s: the path %s is reserved for the MPI hostfiles", v.MountPath, MPIDir)
+	reserved := map[string]string{MPIDir: "the MPI hostfiles"}
+	if s.MPISSH() {
+		if s.SSHKeys == nil {
+			errs = append(errs, errors.New("internal error: an mpi-ssh job without its ssh keys"))
 		}
+		if s.MPISSHPort() > 65535 {
+			add("invalid --master-port %d with --launcher mpi-ssh: sshd uses the port three above it, which must be 65535 or less", s.MasterPort)
+		}
+		reserved[SSHDir] = "the job's ssh keys"
 	}
-	for _, f := range s.Files {
-		if under(path.Clean(f.ContainerPath), MPIDir) {
-			add("--file %s: the path %s is reserved for the MPI hostfiles", f.ContainerPath, MPIDir)
+	for _, dir := range []string{MPIDir, SSHDir} {
+		what, ok := reserved[dir]
+		if !ok {
+			continue
+		}
+		for _, v := range s.Volumes {
+			if under(path.Clean(v.MountPath), dir) || under(dir, path.Clean(v.MountPath)) {
+				add("--volume %s: the path %s is reserved for %s", v.MountPath, dir, what)
+			}
+		}
+		for _, f := range s.Files {
+			if under(path.Clean(f.ContainerPath), dir) {
+				add("--file %s: the path %s is reserved for %s", f.ContainerPath, dir, what)
+			}
 		}
 	}
 	return errs
@@ -229,7 +252,7 @@ func applyMPI(s Spec, objs *Objects) {
 		return
 	}
 	job := objs.Job
-	metav1.SetMetaDataAnnotation(&job.ObjectMeta, LauncherAnnotation, string(LauncherMPI))
+	metav1.SetMetaDataAnnotation(&job.ObjectMeta, LauncherAnnotation, string(s.Launcher))
 	job.Spec.SuccessPolicy = &batchv1.SuccessPolicy{Rules: []batchv1.SuccessPolicyRule{{SucceededIndexes: ptr.To("0")}}}
 	pod := &job.Spec.Template.Spec
 	// The hostfiles are fixed by the job's name and size, so they are built here and shipped in
@@ -243,6 +266,14 @@ func applyMPI(s Spec, objs *Objects) {
 	})
 	c := &pod.Containers[0]
 	c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: MPIVolume, MountPath: MPIDir, ReadOnly: true})
+	sshVolume(s, pod)
+	data := map[string]string{
+		HostfileKey:      Hostfile(s.Name, s.Nodes, s.Slots()),
+		HydraHostfileKey: HydraHostfile(s.Name, s.Nodes, s.Slots()),
+	}
+	maps.Copy(data, sshConfigData(s))
+	secret := map[string][]byte{MPIKeyKey: s.MPIKey}
+	maps.Copy(secret, sshSecretData(s))
 	objs.Children = append(objs.Children,
 		&corev1.ConfigMap{
 			TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
@@ -252,12 +283,9 @@ func applyMPI(s Spec, objs *Objects) {
 				Labels:    objectLabels(s),
 			},
 			Immutable: ptr.To(true),
-			Data: map[string]string{
-				HostfileKey:      Hostfile(s.Name, s.Nodes, s.Slots()),
-				HydraHostfileKey: HydraHostfile(s.Name, s.Nodes, s.Slots()),
-			},
+			Data:      data,
 		},
-		ownedSecret(s, MPISecretName(s.Name), map[string][]byte{MPIKeyKey: s.MPIKey}),
+		ownedSecret(s, MPISecretName(s.Name), secret),
 	)
 }
 
@@ -267,8 +295,14 @@ func mpiEnvVars(s Spec) []corev1.EnvVar {
 		return nil
 	}
 	hostfile := path.Join(MPIDir, HostfileKey)
-	return []corev1.EnvVar{
-		{Name: EnvLauncher, Value: string(LauncherMPI)},
+	// The launcher's remote shell: the agent's client, or in an mpi-ssh job the image's ssh
+	// (hydra adds ssh's own options when told its launcher is ssh).
+	shell, hydra := MPIAgent, "rsh"
+	if s.MPISSH() {
+		shell, hydra = MPISSHClient, "ssh"
+	}
+	env := []corev1.EnvVar{
+		{Name: EnvLauncher, Value: string(s.Launcher)},
 		{Name: EnvHostfile, Value: hostfile},
 		{Name: EnvOMPIHostfile, Value: hostfile},
 		{Name: EnvPRTEHostfile, Value: hostfile},
@@ -277,17 +311,21 @@ func mpiEnvVars(s Spec) []corev1.EnvVar {
 		{Name: EnvPRTEKeepFQDN, Value: "true"},
 		{Name: EnvMPISlots, Value: strconv.Itoa(s.Slots())},
 		{Name: EnvMPIAgentPort, Value: strconv.Itoa(s.MPIAgentPort())},
-		{Name: EnvOMPIRshAgent, Value: MPIAgent},
-		{Name: EnvPRTERshAgent, Value: MPIAgent},
-		{Name: EnvPRTESshAgent, Value: MPIAgent},
-		{Name: EnvHydraLauncher, Value: "rsh"},
-		{Name: EnvHydraLauncherExec, Value: MPIAgent},
+		{Name: EnvOMPIRshAgent, Value: shell},
+		{Name: EnvPRTERshAgent, Value: shell},
+		{Name: EnvPRTESshAgent, Value: shell},
+		{Name: EnvHydraLauncher, Value: hydra},
+		{Name: EnvHydraLauncherExec, Value: shell},
 		{Name: EnvHydraIface, Value: PodInterface},
 		{Name: EnvOMPIForkAgent, Value: MPIProcAgent},
 		{Name: EnvMPIKey, ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
 			LocalObjectReference: corev1.LocalObjectReference{Name: MPISecretName(s.Name)}, Key: MPIKeyKey,
 		}}},
 	}
+	if s.MPISSH() {
+		env = append(env, corev1.EnvVar{Name: EnvMPISSHPort, Value: strconv.Itoa(s.MPISSHPort())})
+	}
+	return env
 }
 
 // PodHost is the stable DNS name of a multi-node job's pod of completion index i: the Job's
@@ -315,7 +353,7 @@ func hostLines(job string, nodes int, suffix string) string {
 	return b.String()
 }
 
-// MPIPod reports whether pod is one of an MPI job's (submit --launcher mpi), from its training
+// MPIPod reports whether pod is one of an MPI job's (submit --launcher mpi or mpi-ssh), from its training
 // container's environment, which a pod keeps even when its Job is gone.
 func MPIPod(pod *corev1.PodSpec) bool {
 	for _, c := range pod.Containers {
@@ -323,7 +361,7 @@ func MPIPod(pod *corev1.PodSpec) bool {
 			continue
 		}
 		for _, e := range c.Env {
-			if e.Name == EnvLauncher && e.Value == string(LauncherMPI) {
+			if e.Name == EnvLauncher && IsMPI(Launcher(e.Value)) {
 				return true
 			}
 		}

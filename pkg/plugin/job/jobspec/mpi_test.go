@@ -127,12 +127,12 @@ func mpiSpec() Spec {
 }
 
 func TestParseLauncher(t *testing.T) {
-	for _, v := range []string{"torchrun", "mpi", " mpi "} {
+	for _, v := range []string{"torchrun", "mpi", " mpi ", "mpi-ssh"} {
 		if _, err := ParseLauncher(v); err != nil {
 			t.Errorf("ParseLauncher(%q): %v", v, err)
 		}
 	}
-	for _, v := range []string{"", "MPI", "mpi-ssh", "deepspeed"} {
+	for _, v := range []string{"", "MPI", "ssh", "deepspeed"} {
 		if _, err := ParseLauncher(v); err == nil || !strings.Contains(err.Error(), "torchrun (every pod runs the command") {
 			t.Errorf("ParseLauncher(%q) = %v, want the launchers named", v, err)
 		}
@@ -218,6 +218,21 @@ func TestSlots(t *testing.T) {
 }
 
 // The MPI job's contract, checked on the objects rather than on the golden text.
+// mpiChildren are an MPI job's ConfigMap, Secret and Service.
+func mpiChildren(objs Objects) (cm *corev1.ConfigMap, secret *corev1.Secret, svc *corev1.Service) {
+	for _, obj := range objs.Children {
+		switch o := obj.(type) {
+		case *corev1.ConfigMap:
+			cm = o
+		case *corev1.Secret:
+			secret = o
+		case *corev1.Service:
+			svc = o
+		}
+	}
+	return cm, secret, svc
+}
+
 func TestBuildMPI(t *testing.T) {
 	for _, nodes := range []int{1, 3} {
 		s := mpiSpec()
@@ -232,19 +247,7 @@ func TestBuildMPI(t *testing.T) {
 		if job.Annotations[LauncherAnnotation] != "mpi" || job.Spec.SuccessPolicy == nil || *job.Spec.SuccessPolicy.Rules[0].SucceededIndexes != "0" {
 			t.Errorf("%d pods: annotations %v, success policy %+v: want the launcher and rank 0's success", nodes, job.Annotations, job.Spec.SuccessPolicy)
 		}
-		var cm *corev1.ConfigMap
-		var secret *corev1.Secret
-		var svc *corev1.Service
-		for _, obj := range objs.Children {
-			switch o := obj.(type) {
-			case *corev1.ConfigMap:
-				cm = o
-			case *corev1.Secret:
-				secret = o
-			case *corev1.Service:
-				svc = o
-			}
-		}
+		cm, secret, svc := mpiChildren(objs)
 		if cm == nil || cm.Name != "allreduce-mpi" || cm.Data[HostfileKey] != Hostfile(s.Name, nodes, 2) || cm.Data[HydraHostfileKey] != HydraHostfile(s.Name, nodes, 2) {
 			t.Fatalf("%d pods: ConfigMap %+v: want both hostfiles of %d pods of 2 slots", nodes, cm, nodes)
 		}

@@ -167,6 +167,9 @@ type Spec struct {
 	// MPIKey is an MPI job's agent key, made by submit: it goes into the Secret
 	// MPISecretName(job), and the pods read it by secretKeyRef.
 	MPIKey []byte
+	// SSHKeys are an mpi-ssh job's key pairs, made by submit: the private keys go into the
+	// Secret MPISecretName(job), mounted at SSHDir; the public ones into its ConfigMap.
+	SSHKeys *SSHKeys
 }
 
 // Volume is one --volume CLAIM:MOUNT_PATH[:ro].

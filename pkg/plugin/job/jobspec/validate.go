@@ -167,7 +167,7 @@ func (s *Spec) validateEnvName(flag, key string) []error {
 		errs = append(errs, fmt.Errorf("invalid --%s %q: multi-node jobs set it themselves (use --nodes, --gpus or --master-port)", flag, key))
 	}
 	if s.MPI() && slices.Contains(mpiEnv, key) {
-		errs = append(errs, fmt.Errorf("invalid --%s %q: --launcher mpi sets it (use --slots-per-node or --master-port)", flag, key))
+		errs = append(errs, fmt.Errorf("invalid --%s %q: --launcher %s sets it (use --slots-per-node or --master-port)", flag, key, s.Launcher))
 	}
 	return errs
 }

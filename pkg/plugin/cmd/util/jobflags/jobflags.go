@@ -92,7 +92,7 @@ func (v *launcherValue) Set(raw string) error {
 
 func (v *launcherValue) String() string { return string(*v) }
 
-func (v *launcherValue) Type() string { return "torchrun|mpi" }
+func (v *launcherValue) Type() string { return "torchrun|mpi|mpi-ssh" }
 
 // Complete sets the shape's fields of spec, parsing the repeatable flags. Its errors name the
 // flag; callers report them as usage errors.
@@ -204,8 +204,8 @@ func (j *Job) AddFlags(fl *pflag.FlagSet) {
 	fl.DurationVar(&j.TerminationGracePeriod, "termination-grace-period", j.TerminationGracePeriod, "Time between SIGTERM and SIGKILL when a pod is stopped (cancel, eviction, preemption), for the command's last checkpoint and its upload, then the log archive and outputs.")
 	fl.DurationVar(&j.HangTimeout, "hang-timeout", j.HangTimeout, "End and retry (with --retries) an attempt in which no rank has printed a line, written a checkpoint file or kept a GPU busy for this long, at least "+jobspec.MinHangTimeout.String()+", after dumping every rank's Python stacks into its log; off when unset. Use it with --checkpoint-dir, so that the new attempt resumes.")
 	fl.StringVar(&j.StatusFile, "status-file", j.StatusFile, "The progress file the training writes (TAO's status.json: epoch, ETA, KPIs), read by top in rank 0 (default: the newest status.json in the first --output-path or one level below it, else under /results; \"\" turns it off).")
-	fl.Var((*launcherValue)(&j.Launcher), "launcher", "How the processes start: torchrun (every pod runs the command, its ranks meet at a rendezvous) or mpi (rank 0's pod runs the command, mpirun or deepspeed over $TAO_HOSTFILE, which starts the processes on every pod; see docs/training.md).")
-	fl.IntVar(&j.SlotsPerNode, "slots-per-node", j.SlotsPerNode, "With --launcher mpi, how many processes the hostfile lets mpirun start on each pod (default: --gpus, at least 1).")
+	fl.Var((*launcherValue)(&j.Launcher), "launcher", "How the processes start: torchrun (every pod runs the command, its ranks meet at a rendezvous), mpi (rank 0's pod runs the command, mpirun or deepspeed over $TAO_HOSTFILE, which starts the processes on every pod through the supervisor; nothing needed in the image), or mpi-ssh (the same over the image's own ssh and sshd, with a key pair made for the job; see docs/training.md).")
+	fl.IntVar(&j.SlotsPerNode, "slots-per-node", j.SlotsPerNode, "With --launcher mpi or mpi-ssh, how many processes the hostfile lets mpirun start on each pod (default: --gpus, at least 1).")
 	fl.BoolVar(&j.NoCapacityCheck, "no-capacity-check", j.NoCapacityCheck, "Skip the check that the cluster's allocatable GPUs can hold the job.")
 }
 
