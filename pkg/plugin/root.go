@@ -154,14 +154,18 @@ func usageArgs(cmd *cobra.Command) {
 }
 
 // Args is the command line the process runs for its argv: mpirun calls the binary through the
-// MPI agent's link (jobspec.MPIAgent) with a remote shell's arguments, which are then those of
-// `stage mpi-agent`; otherwise it is argv without the program's name.
+// MPI agent's link (jobspec.MPIAgent) or the mpi-ssh client's (jobspec.MPISSHClient) with a
+// remote shell's arguments, which are then those of `stage mpi-agent` or `stage mpi-ssh`;
+// otherwise it is argv without the program's name.
 func Args(argv []string) []string {
 	if len(argv) == 0 {
 		return nil
 	}
-	if filepath.Base(argv[0]) == filepath.Base(jobspec.MPIAgent) {
+	switch filepath.Base(argv[0]) {
+	case filepath.Base(jobspec.MPIAgent):
 		return append([]string{"stage", "mpi-agent"}, argv[1:]...)
+	case filepath.Base(jobspec.MPISSHClient):
+		return append([]string{"stage", "mpi-ssh"}, argv[1:]...)
 	}
 	return argv[1:]
 }

@@ -74,6 +74,7 @@ func TestArgs(t *testing.T) {
 		{[]string{"/tao-stager/kubectl-tao", "stage", "run", "--", "true"}, []string{"stage", "run", "--", "true"}},
 		// mpirun's remote shell: its arguments are never the plugin's flags.
 		{[]string{"/tao-stager/tao-mpi-agent", "-x", "job-1.job", "orted", "--help"}, []string{"stage", "mpi-agent", "-x", "job-1.job", "orted", "--help"}},
+		{[]string{"/tao-stager/tao-mpi-ssh", "-x", "job-1.job", "hydra_pmi_proxy", "-h"}, []string{"stage", "mpi-ssh", "-x", "job-1.job", "hydra_pmi_proxy", "-h"}},
 		{nil, nil},
 	} {
 		if got := Args(tc.argv); strings.Join(got, " ") != strings.Join(tc.want, " ") || len(got) != len(tc.want) {

@@ -60,7 +60,7 @@ func (o *MPIProcOptions) Validate() error {
 func (o *MPIProcOptions) Run(context.Context) error {
 	rank, err := supervisor.NodeRank(o.getenv)
 	pid, ok := mpiagent.LogPID(o.getenv(mpiagent.EnvLogPID))
-	toPodLog := ok && err == nil && rank != 0 && o.getenv(jobspec.EnvLauncher) == string(jobspec.LauncherMPI)
+	toPodLog := ok && err == nil && rank != 0 && jobspec.IsMPI(jobspec.Launcher(o.getenv(jobspec.EnvLauncher)))
 	if err := o.exec(o.command, toPodLog, mpiagent.PodLog(pid)); err != nil {
 		fmt.Fprintf(o.ErrOut, "mpi-proc: %s: %v\n", o.command[0], err)
 		return exitcode.Passthrough(procNotRun)

@@ -18,6 +18,7 @@ func TestMPIProcToPodLog(t *testing.T) {
 		want bool
 	}{
 		{"rank 1", map[string]string{jobspec.EnvLauncher: "mpi", jobspec.EnvNodeRank: "1", mpiagent.EnvLogPID: "26"}, true},
+		{"rank 1 of an mpi-ssh job", map[string]string{jobspec.EnvLauncher: "mpi-ssh", jobspec.EnvNodeRank: "1", mpiagent.EnvLogPID: "26"}, true},
 		{"rank 0", map[string]string{jobspec.EnvLauncher: "mpi", jobspec.EnvNodeRank: "0", mpiagent.EnvLogPID: "26"}, false},
 		{"one pod, no rank", map[string]string{jobspec.EnvLauncher: "mpi", mpiagent.EnvLogPID: "26"}, false},
 		{"a rank that is not one", map[string]string{jobspec.EnvLauncher: "mpi", jobspec.EnvNodeRank: "x", mpiagent.EnvLogPID: "26"}, false},

@@ -46,6 +46,7 @@ func NewCmd(streams genericiooptions.IOStreams, getenv func(string) string) *cob
 		newStacksCmd(streams),
 		newMPIAgentCmd(streams, getenv),
 		newMPIProcCmd(streams, getenv),
+		newMPISSHCmd(streams),
 	)
 	return cmd
 }
@@ -196,11 +197,21 @@ func newInstallCmd(streams genericiooptions.IOStreams, executable func() (string
 	}
 }
 
-// linkMPIAgent makes dir's tao-mpi-agent a link to the binary, which runs `stage mpi-agent`
-// when called by that name (plugin.Args): hydra takes its remote shell as one path, with no
-// arguments. Made under a temporary name and renamed, as the binary is.
-func linkMPIAgent(dir string) error {
-	name := filepath.Base(jobspec.MPIAgent)
+// linkMPI makes dir's tao-mpi-agent and tao-mpi-ssh links to the binary, which runs `stage
+// mpi-agent` or `stage mpi-ssh` when called by that name (plugin.Args): hydra takes its remote
+// shell as one path, with no arguments.
+func linkMPI(dir string) error {
+	for _, p := range []string{jobspec.MPIAgent, jobspec.MPISSHClient} {
+		if err := link(dir, filepath.Base(p)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// link makes dir's name a link to the binary, under a temporary name and renamed, as the
+// binary is installed.
+func link(dir, name string) error {
 	tmp := filepath.Join(dir, "."+name+".tmp")
 	_ = os.Remove(tmp)
 	if err := os.Symlink(filepath.Base(s3layout.StagerBinary), tmp); err != nil {
@@ -214,7 +225,7 @@ func linkMPIAgent(dir string) error {
 }
 
 // Install copies the file self into dir as kubectl-tao (mode 0755), atomically, and links the
-// MPI agent's name to it.
+// MPI launchers' remote shells to it.
 func Install(self, dir string) (string, error) {
 	dest := filepath.Join(dir, filepath.Base(s3layout.StagerBinary))
 	src, err := os.Open(self)
@@ -250,7 +261,7 @@ func Install(self, dir string) (string, error) {
 	if err := os.Rename(tmp.Name(), dest); err != nil {
 		return "", fmt.Errorf("installing %s: %w", dest, err)
 	}
-	if err := linkMPIAgent(dir); err != nil {
+	if err := linkMPI(dir); err != nil {
 		return "", err
 	}
 	done = true

@@ -64,15 +64,17 @@ func TestInstallIsAtomicAndExecutable(t *testing.T) {
 		t.Errorf("content %q", b)
 	}
 	entries, _ := os.ReadDir(dir)
-	if len(entries) != 2 {
-		t.Errorf("left %d entries; want only kubectl-tao and tao-mpi-agent", len(entries))
+	if len(entries) != 3 {
+		t.Errorf("left %d entries; want only kubectl-tao, tao-mpi-agent and tao-mpi-ssh", len(entries))
 	}
-	// The MPI agent's name is the binary, by a link relative to the directory.
-	if target, err := os.Readlink(filepath.Join(dir, "tao-mpi-agent")); err != nil || target != "kubectl-tao" {
-		t.Errorf("tao-mpi-agent links to %q, %v; want kubectl-tao", target, err)
-	}
-	if b, _ := os.ReadFile(filepath.Join(dir, "tao-mpi-agent")); string(b) != "#!/bin/sh\necho staged\n" {
-		t.Errorf("tao-mpi-agent reads %q, want the binary", b)
+	// The MPI launchers' remote shells are the binary, by links relative to the directory.
+	for _, name := range []string{"tao-mpi-agent", "tao-mpi-ssh"} {
+		if target, err := os.Readlink(filepath.Join(dir, name)); err != nil || target != "kubectl-tao" {
+			t.Errorf("%s links to %q, %v; want kubectl-tao", name, target, err)
+		}
+		if b, _ := os.ReadFile(filepath.Join(dir, name)); string(b) != "#!/bin/sh\necho staged\n" {
+			t.Errorf("%s reads %q, want the binary", name, b)
+		}
 	}
 	// Installed again, as a restarted init container does.
 	if _, err := Install(src, dir); err != nil {
