@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -30,18 +32,29 @@ type mpiPlan struct {
 	key  []byte
 	port string
 	rank int
-	// workers are the other pods' hosts, on rank 0.
+	// self is rank 0's own host, and workers the other pods' hosts, on rank 0.
+	self    string
 	workers []string
+	// sshPort is where the pod's sshd listens in an mpi-ssh job, "" in any other.
+	sshPort string
+	// sshdGroup is the process group of rank 0's sshd, whose sessions run processes of the job.
+	sshdGroup int
 }
 
 // mpiFromEnv reads an MPI job's settings; nil for any other job.
 func mpiFromEnv(getenv func(string) string, rank int) (*mpiPlan, error) {
-	if getenv(jobspec.EnvLauncher) != string(jobspec.LauncherMPI) {
+	launcher := jobspec.Launcher(getenv(jobspec.EnvLauncher))
+	if !jobspec.IsMPI(launcher) {
 		return nil, nil
 	}
 	p := &mpiPlan{key: []byte(getenv(jobspec.EnvMPIKey)), port: getenv(jobspec.EnvMPIAgentPort), rank: rank}
 	if len(p.key) == 0 || p.port == "" {
 		return nil, fmt.Errorf("an MPI job's pod without $%s or $%s", jobspec.EnvMPIKey, jobspec.EnvMPIAgentPort)
+	}
+	if launcher == jobspec.LauncherMPISSH {
+		if p.sshPort = getenv(jobspec.EnvMPISSHPort); p.sshPort == "" {
+			return nil, fmt.Errorf("an mpi-ssh job's pod without $%s", jobspec.EnvMPISSHPort)
+		}
 	}
 	if rank != 0 {
 		return p, nil
@@ -51,6 +64,7 @@ func mpiFromEnv(getenv func(string) string, rank int) (*mpiPlan, error) {
 	if err != nil || nodes < 1 || job == "" {
 		return nil, fmt.Errorf("an MPI job's pod without the job's name ($%s) and size ($%s)", s3layout.EnvJobID, jobspec.EnvNNodes)
 	}
+	p.self = jobspec.PodHost(job, 0)
 	for i := 1; i < nodes; i++ {
 		p.workers = append(p.workers, jobspec.PodHost(job, i))
 	}
@@ -69,24 +83,23 @@ const DefaultMPIStopWait = 10 * time.Second
 // to wait, then kills what is left.
 //
 // finished is closed once rank 0's supervisor says the launcher's world ended well.
-func (s *Supervisor) serveAgent(ctx context.Context, m *mpiPlan, extraEnv []string) (stop func(wait time.Duration), finished <-chan struct{}, err error) {
+//
+// env is what the daemons get beside the pod's environment (daemonEnv). In an mpi-ssh job the
+// agent runs nothing: the launcher reaches the pods by ssh, and the agent only answers rank 0.
+func (s *Supervisor) serveAgent(ctx context.Context, m *mpiPlan, env []string) (stop func(wait time.Duration), finished <-chan struct{}, err error) {
 	ln, err := net.Listen("tcp", ":"+m.port)
 	if err != nil {
 		return nil, nil, fmt.Errorf("serving the MPI agent: %w", err)
 	}
 	done := make(chan struct{})
 	var once sync.Once
-	// The daemons' processes print into this pod's log through this process's own streams.
-	env := append(append(os.Environ(), extraEnv...), mpiagent.EnvLogPID+"="+strconv.Itoa(os.Getpid()))
-	// The daemons' processes are the job's in this pod for `kubectl tao stacks`, on rank 0's
-	// too (MPICH's mpiexec starts its local proxy through the agent), and the Python ones dump
-	// their stacks on demand as the command's do.
-	if stacks, err := prepareStacks(env); err == nil {
-		env = append(env, stacks...)
-	} else {
-		s.sayf("stacks on demand: off: %v", err)
+	run := mpiagent.ShellExec(append(os.Environ(), env...), addGroup)
+	if m.sshPort != "" {
+		run = func(context.Context, mpiagent.Request, io.Writer, io.Writer) (int, error) {
+			return 0, errors.New("an mpi-ssh job's agent runs no command: its launcher reaches the pods by ssh")
+		}
 	}
-	srv := &mpiagent.Server{Key: m.key, Exec: mpiagent.ShellExec(env, addGroup), Logf: s.sayf,
+	srv := &mpiagent.Server{Key: m.key, Exec: run, Logf: s.sayf,
 		Done: func() { once.Do(func() { close(done) }) }}
 	ctx, kill := context.WithCancel(ctx)
 	var closing atomic.Bool
@@ -113,6 +126,21 @@ func (s *Supervisor) serveAgent(ctx context.Context, m *mpiPlan, extraEnv []stri
 		kill()
 		<-served
 	}, done, nil
+}
+
+// daemonEnv is what the commands mpirun runs in this pod (its daemons, and their processes)
+// get beside the pod's environment: extra, this process's PID, whose streams are the pod's log
+// that the fork agent points the processes' output at, and the settings that have Python
+// processes dump their stacks on demand, since they are the job's in this pod for `kubectl tao
+// stacks` (on rank 0's too: MPICH's mpiexec starts its local proxy through the launcher).
+func (s *Supervisor) daemonEnv(extra []string) []string {
+	env := append(slices.Clone(extra), mpiagent.EnvLogPID+"="+strconv.Itoa(os.Getpid()))
+	if stacks, err := prepareStacks(append(os.Environ(), env...)); err == nil {
+		env = append(env, stacks...)
+	} else {
+		s.sayf("stacks on demand: off: %v", err)
+	}
+	return env
 }
 
 // DefaultMPIFinish bounds how long rank 0 tries to tell the other pods' agents that its world
@@ -178,7 +206,11 @@ func (s *Supervisor) waitWorkers(ctx context.Context, m *mpiPlan) error {
 	}
 	if err == nil {
 		// How long the launcher waited for its workers, in the log where a slow start is looked for.
-		s.sayf("the MPI agent of every other pod (%d) answered after %s: running the command", len(m.workers), time.Since(start).Round(100*time.Millisecond))
+		next := "running the command"
+		if m.sshPort != "" {
+			next = "checking that ssh reaches every pod"
+		}
+		s.sayf("the MPI agent of every other pod (%d) answered after %s: %s", len(m.workers), time.Since(start).Round(100*time.Millisecond), next)
 	}
 	return err
 }
@@ -215,8 +247,9 @@ func (s *Supervisor) mpiStopWait() time.Duration {
 
 // serveWorker is an MPI job's attempt on a pod other than rank 0's: the pod's checkpoints are
 // restored and kept as a torchrun rank's are, for the processes rank 0's mpirun starts here
-// (their environment says where, through the agent's), and the agent serves until rank 0 says
-// its world ended well (exit 0, the last checkpoints uploaded) or the pod is stopped.
+// (their environment says where, through the agent's or sshd's), and the agent serves (and in
+// an mpi-ssh job sshd, started first) until rank 0 says its world ended well (exit 0, the last
+// checkpoints uploaded) or the pod is stopped.
 func (s *Supervisor) serveWorker(ctx context.Context, p *plan) int {
 	var sess *checkpoint.Session
 	var env []string
@@ -228,15 +261,35 @@ func (s *Supervisor) serveWorker(ctx context.Context, p *plan) int {
 		}
 		env = sess.Env()
 	}
-	stopAgent, worldEnded, err := s.serveAgent(ctx, p.mpi, env)
-	if err != nil {
+	env = s.daemonEnv(env)
+	fail := func(err error) int {
 		s.sayf("%v", err)
 		if sess != nil {
 			_ = sess.Finish(ctx, time.Now())
 		}
 		return s3layout.ExitStageRun
 	}
-	s.sayf("rank %d serves the MPI agent for rank 0's launcher until the job ends", p.rank)
+	// sshd starts before the agent serves: rank 0 waits for the agents, then for ssh.
+	var d *sshd
+	var sshdExited <-chan struct{}
+	if p.mpi.sshPort != "" {
+		var err error
+		if d, err = s.startSSHD(p.mpi, env); err != nil {
+			return fail(err)
+		}
+		addGroup(d.cmd.Process.Pid)
+		sshdExited = d.exited
+		defer d.end(0)
+	}
+	stopAgent, worldEnded, err := s.serveAgent(ctx, p.mpi, env)
+	if err != nil {
+		return fail(err)
+	}
+	how := "the MPI agent"
+	if d != nil {
+		how = "sshd (and the MPI agent)"
+	}
+	s.sayf("rank %d serves %s for rank 0's launcher until the job ends", p.rank, how)
 	code := 0
 	select {
 	case <-worldEnded:
@@ -246,7 +299,13 @@ func (s *Supervisor) serveWorker(ctx context.Context, p *plan) int {
 	case <-s.stop.stopped:
 		// mpirun, stopped on rank 0 at the same time, ends the daemons it started here.
 		stopAgent(s.mpiStopWait())
+		if d != nil {
+			d.end(s.mpiStopWait())
+		}
 		code = 128 + int(s.stop.signal())
+	case <-sshdExited:
+		stopAgent(0)
+		return fail(fmt.Errorf("%v: this pod can no longer be reached by rank 0's launcher", d.ended()))
 	case <-ctx.Done():
 		stopAgent(0)
 		return s3layout.ExitStageRun

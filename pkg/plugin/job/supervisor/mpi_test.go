@@ -47,10 +47,20 @@ func TestMPIFromEnv(t *testing.T) {
 		wantErr string
 	}{
 		{name: "a torchrun job", env: map[string]string{jobspec.EnvNNodes: "3"}},
-		{name: "rank 0", env: mpi, want: &mpiPlan{key: []byte(mpiKey), port: "29502", workers: []string{"j-1.j", "j-2.j"}}},
+		{name: "rank 0", env: mpi, want: &mpiPlan{key: []byte(mpiKey), port: "29502", self: "j-0.j", workers: []string{"j-1.j", "j-2.j"}}},
 		{name: "another rank", env: mpi, rank: 2, want: &mpiPlan{key: []byte(mpiKey), port: "29502", rank: 2}},
 		{name: "one pod", env: func() map[string]string { m := without(jobspec.EnvNNodes); m[jobspec.EnvNNodes] = "1"; return m }(),
-			want: &mpiPlan{key: []byte(mpiKey), port: "29502"}},
+			want: &mpiPlan{key: []byte(mpiKey), port: "29502", self: "j-0.j"}},
+		{name: "mpi-ssh", env: func() map[string]string {
+			m := without(jobspec.EnvLauncher)
+			m[jobspec.EnvLauncher], m[jobspec.EnvMPISSHPort] = "mpi-ssh", "29503"
+			return m
+		}(), rank: 1, want: &mpiPlan{key: []byte(mpiKey), port: "29502", rank: 1, sshPort: "29503"}},
+		{name: "mpi-ssh without its port", env: func() map[string]string {
+			m := without(jobspec.EnvLauncher)
+			m[jobspec.EnvLauncher] = "mpi-ssh"
+			return m
+		}(), rank: 1, wantErr: "an mpi-ssh job's pod without $TAO_MPI_SSH_PORT"},
 		{name: "no key", env: without(jobspec.EnvMPIKey), wantErr: "without $TAO_MPI_KEY or $TAO_MPI_AGENT_PORT"},
 		{name: "no size on rank 0", env: without(jobspec.EnvNNodes), wantErr: "without the job's name ($TAO_JOB_ID) and size ($NNODES)"},
 	} {

@@ -80,6 +80,14 @@ type Supervisor struct {
 	MPIExitSettle time.Duration
 	// DialAgent connects to a host's MPI agent; nil is TCP to the job's agent port.
 	DialAgent mpiagent.Dialer
+	// MPISSHReach bounds rank 0's check that ssh reaches every pod of an mpi-ssh job; 0 is
+	// DefaultMPISSHReach.
+	MPISSHReach time.Duration
+	// RunSSH runs `ssh HOST true` as an mpi-ssh job's launcher would; nil runs the job's ssh
+	// client.
+	RunSSH SSHRunner
+	// SSHD is the sshd an mpi-ssh job's pod runs; "" looks for the image's.
+	SSHD string
 
 	stop  stops
 	sayMu sync.Mutex
@@ -130,15 +138,30 @@ func (s *Supervisor) Run(ctx context.Context) int {
 		return s.serveWorker(ctx, p)
 	}
 	if p.mpi != nil {
-		stopAgent, _, err := s.serveAgent(ctx, p.mpi, nil)
+		env := s.daemonEnv(nil)
+		if p.mpi.sshPort != "" {
+			// Rank 0 runs sshd too: MPICH's launcher reaches rank 0's own pod by ssh as well.
+			d, err := s.startSSHD(p.mpi, env)
+			if err != nil {
+				s.sayf("%v", err)
+				return s3layout.ExitStageRun
+			}
+			defer d.end(0)
+			p.mpi.sshdGroup = d.cmd.Process.Pid
+		}
+		stopAgent, _, err := s.serveAgent(ctx, p.mpi, env)
 		if err != nil {
 			s.sayf("%v", err)
 			return s3layout.ExitStageRun
 		}
 		defer stopAgent(0)
-		if err := s.waitWorkers(ctx, p.mpi); err != nil {
+		err = s.waitWorkers(ctx, p.mpi)
+		if err == nil && p.mpi.sshPort != "" {
+			err = s.waitSSH(ctx, p.mpi.allHosts())
+		}
+		if err != nil {
 			if sig := s.stop.signal(); sig != 0 {
-				s.sayf("signalled while waiting for the other pods' MPI agents: the command was not run")
+				s.sayf("signalled while waiting for the other pods: the command was not run")
 				return 128 + int(sig)
 			}
 			s.sayf("%v: the command was not run", err)
@@ -379,6 +402,9 @@ func (s *Supervisor) runCommand(ctx context.Context, p *plan, dog *watchdog) (co
 	watched := make(chan struct{})
 	r.Started = func(pid int) {
 		recordGroup(pid)
+		if p.mpi != nil && p.mpi.sshdGroup > 0 {
+			addGroup(p.mpi.sshdGroup)
+		}
 		if s.Yield != nil {
 			s.Yield()
 		}

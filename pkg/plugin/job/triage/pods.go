@@ -358,9 +358,10 @@ func (v podView) exited() *finding {
 		// agents: the cause is on those pods, which it names.
 		f.name, f.class = MPIUnreachable, ErrInfra
 		f.message = describeExit(code) + ": mpirun never ran: " + t.Message
-		f.suggestion = fmt.Sprintf("Rank 0 waited for the MPI agent of every other pod and some never answered. See why those pods "+
-			"are not running (kubectl tao replicas %s); one that runs without answering says why in its log (kubectl tao logs %s --rank N), "+
-			"or a NetworkPolicy blocks the agent's port ($TAO_MPI_AGENT_PORT) between the job's pods.", v.jobName(), v.jobName())
+		f.suggestion = fmt.Sprintf("Rank 0 waited for the MPI agent of every other pod (with --launcher mpi-ssh, then for ssh to every pod) "+
+			"and some never answered. See why those pods are not running (kubectl tao replicas %s); one that runs without answering "+
+			"says why in its log (kubectl tao logs %s --rank N), or a NetworkPolicy blocks the agent's port ($TAO_MPI_AGENT_PORT) "+
+			"or sshd's ($TAO_MPI_SSH_PORT) between the job's pods.", v.jobName(), v.jobName())
 		return f
 	}
 	if what, ok := s3layout.StagingFailure(code); ok && v.staged() {

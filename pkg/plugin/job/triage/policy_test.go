@@ -259,12 +259,14 @@ func TestEndedHung(t *testing.T) {
 // the pods its termination message names; the same code with no message, or from a pod of
 // another job, is still a staging failure.
 func TestDiagnoseMPIUnreachable(t *testing.T) {
-	mpiPod := func(msg string) corev1.Pod {
+	launcherPod := func(launcher, msg string) corev1.Pod {
 		p := stagedPod(podOf("t", 0).Node("gpu-node-0").Exited(203, "Error", t0.Add(time.Minute)).Val())
-		p.Spec.Containers[0].Env = append(p.Spec.Containers[0].Env, corev1.EnvVar{Name: jobspec.EnvLauncher, Value: "mpi"})
+		p.Spec.Containers[0].Env = append(p.Spec.Containers[0].Env, corev1.EnvVar{Name: jobspec.EnvLauncher, Value: launcher})
 		p.Status.ContainerStatuses[0].State.Terminated.Message = msg
 		return p
 	}
+	mpiPod := func(msg string) corev1.Pod { return launcherPod("mpi", msg) }
+	const sshRefused = "checked for 1m0s: ssh did not reach 1 of the job's pods: t-1.t (root@t-1.t: Permission denied (publickey).)"
 	const unreachable = "waited 10m0s for every pod's MPI agent: the MPI agent of 1 of the job's pods never answered: t-1.t (dial tcp: lookup t-1.t: no such host)"
 	other := stagedPod(podOf("t", 0).Node("gpu-node-0").Exited(203, "Error", t0.Add(time.Minute)).Val())
 	other.Status.ContainerStatuses[0].State.Terminated.Message = unreachable
@@ -276,6 +278,7 @@ func TestDiagnoseMPIUnreachable(t *testing.T) {
 	}{
 		{"MPI, agents never answered", mpiPod(unreachable), MPIUnreachable, "exit code 203: mpirun never ran: " + unreachable},
 		{"MPI, no message", mpiPod(""), "StagingFailed", "exit code 203"},
+		{"mpi-ssh, ssh refused", launcherPod("mpi-ssh", sshRefused), MPIUnreachable, "exit code 203: mpirun never ran: " + sshRefused},
 		{"torchrun", other, "StagingFailed", "exit code 203"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
