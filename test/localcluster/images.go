@@ -112,6 +112,7 @@ func BuildNodeImages(ctx context.Context, sourceDir, outDir string, progress io.
 		{ImageTorch, TorchImageRef, TorchUnavailable, torchImageEntries},
 		{ImageOpenMPI, OpenMPIImageRef, OpenMPIUnavailable, openMPIImageEntries},
 		{ImageMPICH, MPICHImageRef, MPICHUnavailable, mpichImageEntries},
+		{ImageOpenMPISSH, OpenMPISSHImageRef, OpenMPISSHUnavailable, openMPISSHImageEntries},
 	} {
 		if why := h.unavailable("/"); why != "" {
 			fmt.Fprintf(progress, "localcluster: no %s image: %s\n", shortRef(h.ref), why)

@@ -136,3 +136,58 @@ func (h hostImage) withTrees(patterns ...string) hostImage {
 	}
 	return h
 }
+
+// The OpenMPI image with ssh, local/openmpi-ssh:1: local/openmpi:1 plus Debian's ssh client and
+// sshd, set up as an MPI image for ssh launchers is (sshd_config as the package ships it, the
+// privilege separation user), for `submit --launcher mpi-ssh`. Host keys and authorized keys
+// are not in it: the job brings its own.
+const (
+	ImageOpenMPISSH    = "openmpi-ssh"
+	OpenMPISSHImageRef = "docker.io/local/openmpi-ssh:1"
+)
+
+// sshPackages are what the image adds to the OpenMPI one.
+const sshPackages = "openssh-client openssh-server"
+
+// sshPrograms are the client and the server; sshConfigs their settings as Debian ships them
+// (Debian's sshd_config has UsePAM yes, which the job's sshd overrides: the image has no PAM).
+var (
+	sshPrograms = []string{"/usr/bin/ssh", "/usr/sbin/sshd"}
+	sshConfigs  = []string{"/etc/ssh/ssh_config", "/etc/ssh/sshd_config"}
+)
+
+// sshPasswd is the image's /etc/passwd: Debian's sshd refuses to start without its privilege
+// separation user.
+const sshPasswd = "root:x:0:0:root:/root:/bin/bash\nsshd:x:100:65534::/run/sshd:/usr/sbin/nologin\nnobody:x:65534:65534:nobody:/nonexistent:/bin/false\n"
+
+// OpenMPISSHUnavailable says why the OpenMPI image with ssh cannot be built on the host whose
+// root is root ("/" outside tests), or "" when it can.
+func OpenMPISSHUnavailable(root string) string {
+	if why := OpenMPIUnavailable(root); why != "" {
+		return why
+	}
+	for _, p := range append(append([]string(nil), sshPrograms...), sshConfigs...) {
+		if _, err := os.Stat(filepath.Join(root, p)); err != nil {
+			return fmt.Sprintf("%s is not installed on this host (no %s): `apt-get install --no-install-recommends %s` (as .ci/run does)", sshPackages, p, sshPackages)
+		}
+	}
+	return ""
+}
+
+// openMPISSHImageEntries collects the OpenMPI image with ssh from this host.
+func openMPISSHImageEntries() ([]release.LayerEntry, error) {
+	h := hostImage{
+		programs: append(append([]string(nil), openMPIPrograms...), sshPrograms...),
+		trees:    sshConfigs,
+		extra: []release.LayerEntry{
+			{Path: "usr/bin/mpirun", Link: "mpirun.openmpi"},
+			{Path: "usr/bin/mpiexec", Link: "mpiexec.openmpi"},
+			{Path: "etc/passwd", Mode: 0o644, Data: []byte(sshPasswd)},
+		},
+	}
+	h, err := h.withTrees(openMPIDirs...).withPython("mpi4py")
+	if err != nil {
+		return nil, err
+	}
+	return h.entries()
+}

@@ -116,3 +116,49 @@ func checkImageEntries(t *testing.T, collect func() ([]release.LayerEntry, error
 	}
 	return links
 }
+
+func TestOpenMPISSHUnavailable(t *testing.T) {
+	root := t.TempDir()
+	if why := OpenMPISSHUnavailable(root); !strings.Contains(why, "openmpi-bin python3-mpi4py is not installed") {
+		t.Errorf("nothing installed: %q, want OpenMPI's packages first", why)
+	}
+	touchUnder(t, root, hostPython)
+	for _, p := range append(openMPIPrograms, filepath.Join(distPackages, "mpi4py", "__init__.py"), "/usr/lib/x86_64-linux-gnu/openmpi/lib/x") {
+		touchUnder(t, root, p)
+	}
+	if why := OpenMPISSHUnavailable(root); !strings.Contains(why, "openssh-client openssh-server is not installed on this host (no /usr/bin/ssh)") ||
+		!strings.Contains(why, "apt-get install --no-install-recommends openssh-client openssh-server") {
+		t.Errorf("OpenMPI without ssh: %q, want the ssh packages and how to install them", why)
+	}
+	for _, p := range append(sshPrograms, sshConfigs...) {
+		touchUnder(t, root, p)
+	}
+	if why := OpenMPISSHUnavailable(root); why != "" {
+		t.Errorf("everything present: %q, want none", why)
+	}
+}
+
+// TestOpenMPISSHImageEntries: the OpenMPI image plus ssh, sshd, their settings as Debian ships
+// them and sshd's privilege separation user; no host key of this machine's.
+func TestOpenMPISSHImageEntries(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("the image copies Linux host files found with ldd")
+	}
+	if why := OpenMPISSHUnavailable("/"); why != "" {
+		t.Skip(why)
+	}
+	checkImageEntries(t, openMPISSHImageEntries, "usr/bin/orted", "usr/bin/ssh", "usr/sbin/sshd", "etc/ssh/sshd_config", "etc/ssh/ssh_config",
+		"usr/lib/*-linux-gnu/libcrypto.so.*", "usr/lib/python3/dist-packages/mpi4py/MPI.*.so")
+	entries, err := openMPISSHImageEntries()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if strings.Contains(e.Path, "ssh_host_") {
+			t.Errorf("the image has %s: a host's key has no place in an image", e.Path)
+		}
+		if e.Path == "etc/passwd" && !strings.Contains(string(e.Data), "\nsshd:") {
+			t.Errorf("/etc/passwd has no sshd user:\n%s", e.Data)
+		}
+	}
+}

@@ -127,10 +127,11 @@ type RealNodeInfo struct {
 	CreatedPaths []string `json:"createdPaths"`
 	// CgroupDirs are the cgroup root's directories, one per hierarchy.
 	CgroupDirs []string `json:"cgroupDirs"`
-	// Images maps a role (test, sh-only, pause, torch, openmpi, mpich, stager) to the imported reference.
+	// Images maps a role (test, sh-only, pause, torch, openmpi, mpich, openmpi-ssh, stager) to the imported reference.
 	Images map[string]string `json:"images"`
 	// ImagesUnavailable maps a role whose image this host cannot build (torch without
-	// python3-torch, openmpi without openmpi-bin and python3-mpi4py, mpich without mpich) to why.
+	// python3-torch, openmpi without openmpi-bin and python3-mpi4py, mpich without mpich,
+	// openmpi-ssh without those and openssh) to why.
 	ImagesUnavailable map[string]string `json:"imagesUnavailable,omitempty"`
 	GPUs              int               `json:"gpus"`
 	// MIGSlices is how many MIGResource slices the node's one GPU in MIG mode is cut into,
@@ -974,7 +975,8 @@ func writeRealNodeEnv(stateDir string, info *RealNodeInfo, skip string) error {
 	vars := [][2]string{{"TAO_REAL_NODE", ""}, {"TAO_REAL_NODE_SKIP", skip}, {"TAO_REAL_NODE_IP", ""},
 		{"TAO_TEST_IMAGE", ""}, {"TAO_SH_ONLY_IMAGE", ""}, {"TAO_STAGER_IMAGE", ""},
 		{"TAO_TORCH_IMAGE", ""}, {"TAO_TORCH_IMAGE_SKIP", ""}, {"TAO_REAL_NODE_MIG_SLICES", "0"},
-		{"TAO_OPENMPI_IMAGE", ""}, {"TAO_OPENMPI_IMAGE_SKIP", ""}, {"TAO_MPICH_IMAGE", ""}, {"TAO_MPICH_IMAGE_SKIP", ""}}
+		{"TAO_OPENMPI_IMAGE", ""}, {"TAO_OPENMPI_IMAGE_SKIP", ""}, {"TAO_MPICH_IMAGE", ""}, {"TAO_MPICH_IMAGE_SKIP", ""},
+		{"TAO_OPENMPI_SSH_IMAGE", ""}, {"TAO_OPENMPI_SSH_IMAGE_SKIP", ""}}
 	if info != nil {
 		vars[0][1], vars[2][1] = info.Name, info.Gateway
 		vars[3][1], vars[4][1], vars[5][1] = shortRef(info.Images[ImageTest]), shortRef(info.Images[ImageShOnly]), info.Images[ImageStager]
@@ -982,6 +984,7 @@ func writeRealNodeEnv(stateDir string, info *RealNodeInfo, skip string) error {
 		vars[8][1] = strconv.Itoa(info.MIGSlices)
 		vars[9][1], vars[10][1] = shortRef(info.Images[ImageOpenMPI]), info.ImagesUnavailable[ImageOpenMPI]
 		vars[11][1], vars[12][1] = shortRef(info.Images[ImageMPICH]), info.ImagesUnavailable[ImageMPICH]
+		vars[13][1], vars[14][1] = shortRef(info.Images[ImageOpenMPISSH]), info.ImagesUnavailable[ImageOpenMPISSH]
 	}
 	var b strings.Builder
 	for _, v := range vars {

@@ -284,6 +284,7 @@ func TestWriteRealNodeEnv(t *testing.T) {
 	info.Images[ImageTest] = TestImageRef
 	info.Images[ImageOpenMPI] = OpenMPIImageRef
 	info.Images[ImageMPICH] = MPICHImageRef
+	info.Images[ImageOpenMPISSH] = OpenMPISSHImageRef
 	info.ImagesUnavailable = map[string]string{ImageTorch: "python3-torch is not installed on this host (no `x`)"}
 	if err := writeRealNodeEnv(dir, &info, ""); err != nil {
 		t.Fatal(err)
@@ -306,6 +307,9 @@ func TestWriteRealNodeEnv(t *testing.T) {
 	}
 	if envValue(string(data), "TAO_MPICH_IMAGE") != "local/mpich:1" || envValue(string(data), "TAO_MPICH_IMAGE_SKIP") != "" {
 		t.Errorf("an imported MPICH image must be in TAO_MPICH_IMAGE:\n%s", data)
+	}
+	if envValue(string(data), "TAO_OPENMPI_SSH_IMAGE") != "local/openmpi-ssh:1" || envValue(string(data), "TAO_OPENMPI_SSH_IMAGE_SKIP") != "" {
+		t.Errorf("an imported OpenMPI image with ssh must be in TAO_OPENMPI_SSH_IMAGE:\n%s", data)
 	}
 	if envValue(string(data), "TAO_REAL_NODE") != info.Name || envValue(string(data), "TAO_TEST_IMAGE") != "local/tao-test:1" || envValue(string(data), "TAO_REAL_NODE_IP") != info.Gateway ||
 		envValue(string(data), "TAO_REAL_NODE_MIG_SLICES") != "0" {
@@ -346,6 +350,9 @@ func TestNodeImagesAreReproducible(t *testing.T) {
 	}
 	if MPICHUnavailable("/") == "" {
 		roles = append(roles, ImageMPICH)
+	}
+	if OpenMPISSHUnavailable("/") == "" {
+		roles = append(roles, ImageOpenMPISSH)
 	}
 	// Digests, not the bytes: the torch image is hundreds of MB.
 	var arch [2]map[string]string

@@ -268,7 +268,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		if err != nil {
 			return err
 		}
-		for _, role := range []string{localcluster.ImageTest, localcluster.ImageShOnly, localcluster.ImagePause, localcluster.ImageDCGM, localcluster.ImageTorch, localcluster.ImageOpenMPI, localcluster.ImageMPICH, localcluster.ImageStager} {
+		for _, role := range []string{localcluster.ImageTest, localcluster.ImageShOnly, localcluster.ImagePause, localcluster.ImageDCGM, localcluster.ImageTorch, localcluster.ImageOpenMPI, localcluster.ImageMPICH, localcluster.ImageOpenMPISSH, localcluster.ImageStager} {
 			if img, ok := imgs[role]; ok && img.Archive != "" {
 				fmt.Fprintf(stdout, "%s\t%s\n", img.Ref, img.Archive)
 			}
