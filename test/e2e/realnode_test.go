@@ -53,6 +53,9 @@ type realNodeEnv struct {
 	// MPICHImage has Debian's MPICH and python3, "" when the host lacks them (MPICHImageSkip
 	// says so).
 	MPICHImage, MPICHImageSkip string
+	// OpenMPISSHImage is OpenMPIImage plus Debian's ssh and sshd, "" when the host lacks them
+	// (OpenMPISSHImageSkip says so).
+	OpenMPISSHImage, OpenMPISSHImageSkip string
 	// MIGSlices is how many nvidia.com/mig-1g.10gb the node's GPU in MIG mode is cut into,
 	// beside its whole GPUs; 0 when it has none.
 	MIGSlices int
@@ -68,6 +71,7 @@ func realNode(t *testing.T) realNodeEnv {
 		TorchImage: os.Getenv("TAO_TORCH_IMAGE"), TorchImageSkip: os.Getenv("TAO_TORCH_IMAGE_SKIP"),
 		OpenMPIImage: os.Getenv("TAO_OPENMPI_IMAGE"), OpenMPIImageSkip: os.Getenv("TAO_OPENMPI_IMAGE_SKIP"),
 		MPICHImage: os.Getenv("TAO_MPICH_IMAGE"), MPICHImageSkip: os.Getenv("TAO_MPICH_IMAGE_SKIP"),
+		OpenMPISSHImage: os.Getenv("TAO_OPENMPI_SSH_IMAGE"), OpenMPISSHImageSkip: os.Getenv("TAO_OPENMPI_SSH_IMAGE_SKIP"),
 	}
 	// Empty from a launcher older than the variable: a node of whole GPUs.
 	n.MIGSlices, _ = strconv.Atoi(os.Getenv("TAO_REAL_NODE_MIG_SLICES"))
